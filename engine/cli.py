@@ -1,0 +1,205 @@
+"""The ``spectune`` command line.
+
+  spectune run --target T.gguf [--draft D.gguf] [knobs] (--prompt TEXT | --prompt-file F)
+  spectune demo [--json]       the headless main job on the demo pair
+  spectune server-path         where the bundled llama-server is
+  spectune gui                 the desktop app (when a display is available)
+
+Every run goes through the engine worker process (engine.client), as the GUI's
+do, so a llama.cpp abort ends in a clear error instead of a dead CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from engine.client import EngineClient, EngineError
+from engine.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
+
+
+def _add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--target", type=Path, required=required, help="target model (GGUF)")
+    p.add_argument("--draft", type=Path, help="draft model (GGUF) for draft-simple")
+    p.add_argument("--ctx", type=int, default=4096, help="context size (default 4096)")
+    p.add_argument("--ngl", type=int, default=-1, help="target layers on the GPU (-1: llama.cpp decides)")
+    p.add_argument("--ngl-draft", type=int, default=-1, help="draft layers on the GPU (-1: llama.cpp decides)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
+
+
+def _add_knob_args(p: argparse.ArgumentParser) -> None:
+    d = SpecSettings()
+    p.add_argument("--spec-type", default=None,
+                   help="comma list of llama.cpp types (draft-simple, ngram-mod, ...); default draft-simple "
+                        "with --draft, else ngram-mod")
+    p.add_argument("--draft-n-max", type=int, default=d.draft_n_max, help="K, most draft tokens per step")
+    p.add_argument("--draft-n-min", type=int, default=d.draft_n_min)
+    p.add_argument("--draft-p-min", type=float, default=d.draft_p_min)
+    p.add_argument("--ngram-size-n", type=int, default=d.ngram_size_n)
+    p.add_argument("--ngram-size-m", type=int, default=d.ngram_size_m)
+    p.add_argument("--ngram-min-hits", type=int, default=d.ngram_min_hits)
+    p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0xFFFFFFFF)
+
+
+def _settings(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
+    load = LoadSettings(target=a.target, draft=a.draft, ctx=a.ctx, ngl=a.ngl, ngl_draft=a.ngl_draft,
+                        threads=a.threads).validate()
+    spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
+    spec = SpecSettings(spec_type=spec_type, draft_n_max=a.draft_n_max, draft_n_min=a.draft_n_min,
+                        draft_p_min=a.draft_p_min, ngram_size_n=a.ngram_size_n, ngram_size_m=a.ngram_size_m,
+                        ngram_min_hits=a.ngram_min_hits).validate(has_draft=a.draft is not None)
+    sampling = SamplingSettings(temp=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed).validate()
+    return load, spec, sampling
+
+
+def generate(client: EngineClient, prompt: str, max_tokens: int, spec: SpecSettings, sampling: SamplingSettings,
+             baseline: bool = False, on_event: Callable[[dict], None] | None = None) -> dict:
+    """One generation through the worker; returns its summary."""
+    for ev in client.generate(prompt, max_tokens, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling)):
+        if on_event is not None:
+            on_event(ev)
+        if ev["event"] == "done":
+            return ev["summary"]
+        if ev["event"] == "cancelled":
+            raise EngineError("cancelled", "the generation was cancelled")
+    raise EngineError("internal", "the generation ended without a summary")
+
+
+def _cycle_line(ev: dict) -> str:
+    if ev["prompt"]:
+        return f"prompt  {ev['n_prompt']:5d} tokens  {ev['cycle_ms']:8.2f} ms"
+    bar = "#" * ev["accepted"] + "." * (ev["drafted"] - ev["accepted"])
+    return (f"cycle {ev['i']:5d}  K={ev['k']:<2d} drafted {ev['drafted']:2d} accepted {ev['accepted']:2d} "
+            f"[{bar:<{max(ev['k'], 1)}}]  draft {ev['draft_ms']:7.2f} ms  verify {ev['verify_ms']:7.2f} ms  "
+            f"{json.dumps(ev['text'])}")
+
+
+def _print_summary(s: dict, out=sys.stdout) -> None:
+    print(f"tokens {s['tokens_generated']}  {s['tokens_per_s']:.1f} tok/s  acceptance {s['acceptance_rate']:.3f} "
+          f"({s['accepted']}/{s['drafted']})  mean accepted length {s['mean_accepted_length']:.2f}  "
+          f"steps {s['steps']}", file=out)
+    if s["acceptance_by_position"]:
+        print("acceptance by position: " + " ".join(f"{x:.2f}" for x in s["acceptance_by_position"]), file=out)
+    print(f"time: draft {s['draft_ms']:.1f} ms  verify {s['verify_ms']:.1f} ms  other {s['other_ms']:.1f} ms",
+          file=out)
+    if "speedup" in s:
+        print(f"baseline {s['baseline_tokens_per_s']:.1f} tok/s  speedup {s['speedup']:.3f}x", file=out)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    load, spec, sampling = _settings(a)
+    if a.prompt_file:
+        prompt = Path(a.prompt_file).read_text(encoding="utf-8")
+    else:
+        prompt = a.prompt
+    if not prompt:
+        raise SettingsError("the prompt is empty")
+    on_event = None
+    if a.events:
+        def on_event(ev: dict) -> None:
+            if ev["event"] == "cycle":
+                print(json.dumps(ev), flush=True)
+    elif not a.json:
+        def on_event(ev: dict) -> None:
+            if ev["event"] == "cycle":
+                print(_cycle_line(ev), flush=True)
+    with EngineClient() as client:
+        client.start()
+        client.load(load)
+        summary = generate(client, prompt, a.max_tokens, spec, sampling, on_event=on_event)
+        if a.baseline:
+            base = generate(client, prompt, a.max_tokens, spec, sampling, baseline=True)
+            summary["baseline_tokens_per_s"] = base["tokens_per_s"]
+            summary["speedup"] = round(summary["tokens_per_s"] / base["tokens_per_s"], 4) if base["tokens_per_s"] else 0
+            summary["baseline_text_matches"] = base["text"] == summary["text"]
+    summary["spec"] = to_dict(spec)
+    summary["sampling"] = to_dict(sampling)
+    if a.json:
+        print(json.dumps(summary))
+    elif not a.events:
+        _print_summary(summary)
+    return 0
+
+
+def cmd_server_path(a: argparse.Namespace) -> int:
+    from engine.llama_install import server_path
+
+    print(server_path())
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from engine.demo import run_demo
+
+    return run_demo(json_output=a.json, max_tokens=a.max_tokens, quick=a.quick)
+
+
+def cmd_gui(a: argparse.Namespace) -> int:
+    try:
+        from app.main import main as gui_main  # the desktop app (issue 5)
+    except ImportError:
+        print("the desktop app is not part of this build yet; running the headless demo instead", file=sys.stderr)
+        from engine.demo import run_demo
+
+        return run_demo(json_output=False, max_tokens=96, quick=False)
+    return gui_main()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="spectune", description="Tune speculative decoding for local GGUF models.")
+    sub = p.add_subparsers(dest="command")
+
+    r = sub.add_parser("run", help="run one generation with live per-cycle statistics")
+    _add_model_args(r)
+    _add_knob_args(r)
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt")
+    src.add_argument("--prompt-file", type=Path)
+    r.add_argument("--max-tokens", type=int, default=128)
+    r.add_argument("--baseline", action="store_true", help="also run without speculation and report the speedup")
+    out = r.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON summary at the end")
+    out.add_argument("--events", action="store_true", help="print one JSON line per cycle")
+    r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser("demo", help="the headless main job on the bundled demo pair")
+    d.add_argument("--json", action="store_true", help="end with one JSON object summarising the demo")
+    d.add_argument("--max-tokens", type=int, default=96)
+    d.add_argument("--quick", action="store_true", help="fewer prompts and settings")
+    d.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser("server-path", help="print the bundled llama-server's path")
+    s.set_defaults(func=cmd_server_path)
+
+    g = sub.add_parser("gui", help="start the desktop app")
+    g.set_defaults(func=cmd_gui)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if a.command is None:
+        # no subcommand: the app's main job, GUI when a display exists
+        has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "win32"
+        a = parser.parse_args(["gui"] if has_display else ["demo"])
+    try:
+        return a.func(a)
+    except (SettingsError, EngineError, OSError) as exc:
+        kind = getattr(exc, "kind", type(exc).__name__)
+        print(f"spectune: error ({kind}): {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,287 @@
+"""Starts the engine worker and talks to it; survives its death.
+
+``EngineClient`` is the one object the CLI and the GUI use. It spawns
+``python -m engine.worker`` (an argv list, never a shell), checks the worker's
+protocol version in the handshake, keeps an explicit state, and turns the
+worker's exit into the ``crashed`` state with a message built from the exit
+status and the tail of what the worker wrote to stderr. ``restart()`` starts a
+fresh worker. Events reach the caller through ``on_event`` (called on the
+reader thread) and through a queue read with ``next_event``.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from engine import protocol
+from engine.settings import LoadSettings, to_dict
+
+STARTING, READY, LOADING, RUNNING, ERROR, CRASHED, STOPPED = (
+    "starting", "ready", "loading", "running", "error", "crashed", "stopped")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class EngineError(RuntimeError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class EngineCrashed(EngineError):
+    def __init__(self, message: str):
+        super().__init__("crashed", message)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class EngineClient:
+    def __init__(self, on_event: Callable[[dict], None] | None = None, python: str | None = None,
+                 env: dict[str, str] | None = None, stderr_lines: int = 60):
+        self.on_event = on_event
+        self._python = python or sys.executable
+        self._env = env
+        self._proc: subprocess.Popen | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
+        self._closing = False
+        self.state = STOPPED
+        self.hello: dict | None = None
+        self.last_error: str | None = None
+        self.loaded: dict | None = None
+
+    # -- process ----------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 600.0) -> dict:
+        """Spawn the worker and wait for its hello (building native/ first may take a minute)."""
+        if self._proc is not None and self._proc.poll() is None:
+            raise EngineError("bad_state", "the engine worker is already running")
+        self._closing = False
+        self._events = queue.Queue()
+        self.hello, self.loaded, self.last_error = None, None, None
+        self._stderr_tail.clear()
+        self._set_state(STARTING)
+        env = dict(self._env if self._env is not None else os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._proc = subprocess.Popen(
+            [self._python, "-m", "engine.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, cwd=str(REPO_ROOT), bufsize=0)
+        proc = self._proc
+        threading.Thread(target=self._read_stdout, args=(proc,), name="engine-stdout", daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(proc,), name="engine-stderr", daemon=True).start()
+        ev = self.wait_for(("hello", "fatal"), timeout=timeout)
+        if ev["event"] == "fatal":
+            self._set_state(ERROR, ev.get("message"))
+            raise EngineError(ev.get("kind", "fatal"), ev.get("message", "the engine could not start"))
+        if ev.get("protocol") != protocol.PROTOCOL_VERSION:
+            self.kill()
+            msg = (f"the engine worker speaks protocol {ev.get('protocol')}, this client speaks "
+                   f"{protocol.PROTOCOL_VERSION}; reinstall SpecTune so both match")
+            self._set_state(ERROR, msg)
+            raise EngineError("version_mismatch", msg)
+        self.hello = ev
+        self._set_state(READY)
+        return ev
+
+    def restart(self, timeout: float = 600.0) -> dict:
+        self.kill()
+        return self.start(timeout=timeout)
+
+    def kill(self) -> None:
+        """Stop the worker at once (no goodbye)."""
+        self._closing = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        self._set_state(STOPPED)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Ask the worker to exit, then make sure it has."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._closing = True
+        if proc.poll() is None:
+            try:
+                self.send("shutdown")
+                proc.wait(timeout=timeout)
+            except (OSError, EngineError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait(timeout=30)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+        self._set_state(STOPPED)
+
+    def __enter__(self) -> "EngineClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def stderr_tail(self) -> str:
+        return "".join(self._stderr_tail)
+
+    # -- reading ----------------------------------------------------------
+    def _read_stdout(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                ev = protocol.decode(line)
+            except protocol.ProtocolError:
+                self._stderr_tail.append(f"[unparsable output] {line[:200]!r}\n")
+                continue
+            self._on_event(ev)
+        code = proc.wait()
+        if proc is not self._proc:
+            return
+        if self._closing:
+            self._set_state(STOPPED)
+            return
+        time.sleep(0.05)  # let the stderr reader catch the last lines
+        tail = self.stderr_tail.strip().splitlines()[-8:]
+        msg = f"the engine process {_describe_exit(code)}"
+        if tail:
+            msg += ":\n" + "\n".join(tail)
+        self.loaded = None
+        self._set_state(CRASHED, msg)
+        self._emit({"event": "crashed", "message": msg, "exit_code": code})
+
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            self._stderr_tail.append(raw.decode(errors="replace"))
+
+    def _on_event(self, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "loaded":
+            self.loaded = ev
+            self._set_state(READY)
+        elif kind in ("done", "cancelled", "unloaded"):
+            self._set_state(READY)
+        elif kind == "started":
+            self._set_state(RUNNING)
+        elif kind == "error":
+            if self.state in (LOADING, RUNNING):
+                self._set_state(ERROR, ev.get("message"))
+            self.last_error = ev.get("message")
+        self._emit(ev)
+
+    def _emit(self, ev: dict) -> None:
+        self._events.put(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    def _set_state(self, state: str, message: str | None = None) -> None:
+        self.state = state
+        if message:
+            self.last_error = message
+        if self.on_event is not None and state:
+            self.on_event({"event": "state", "state": state, "message": message})
+
+    def next_event(self, timeout: float | None = None) -> dict:
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no event from the engine within {timeout} s") from None
+
+    def wait_for(self, kinds: tuple[str, ...], req_id: Any = None, timeout: float | None = None) -> dict:
+        """Next event of one of ``kinds`` (for req_id when given); errors for req_id and crashes raise."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ev = self.next_event(timeout=left)
+            kind = ev.get("event")
+            if kind == "crashed":
+                raise EngineCrashed(ev["message"])
+            if kind == "error" and (req_id is None or ev.get("id") == req_id):
+                raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
+            if kind in kinds and (req_id is None or ev.get("id") in (req_id, None)):
+                return ev
+
+    # -- requests ---------------------------------------------------------
+    def send(self, cmd: str, **fields: Any) -> int:
+        proc = self._proc
+        if proc is None or proc.poll() is not None or proc.stdin is None:
+            raise EngineCrashed(self.last_error or "the engine process is not running")
+        req_id = next(self._ids)
+        data = protocol.encode({"cmd": cmd, "id": req_id, **fields})
+        with self._send_lock:
+            try:
+                proc.stdin.write(data)
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                raise EngineCrashed(self.last_error or f"the engine process is gone ({exc})") from exc
+        return req_id
+
+    def load(self, settings: LoadSettings, timeout: float | None = 600.0) -> dict:
+        self._set_state(LOADING)
+        req = self.send("load", load=to_dict(settings))
+        return self.wait_for(("loaded",), req, timeout)
+
+    def configure(self, spec: dict | None = None, sampling: dict | None = None, timeout: float = 60.0) -> dict:
+        req = self.send("configure", spec=spec or {}, sampling=sampling or {})
+        return self.wait_for(("configured",), req, timeout)
+
+    def start_generate(self, prompt: str, max_tokens: int, baseline: bool = False, run: Any = None,
+                       spec: dict | None = None, sampling: dict | None = None) -> int:
+        return self.send("generate", prompt=prompt, max_tokens=max_tokens, baseline=baseline, run=run,
+                         spec=spec or {}, sampling=sampling or {})
+
+    def generate(self, prompt: str, max_tokens: int, baseline: bool = False, spec: dict | None = None,
+                 sampling: dict | None = None, timeout: float | None = None) -> Iterator[dict]:
+        """Yield the events of one generation: started, cycle..., updated (mid-run knob changes),
+        errors for other requests (a refused update), and the final done or cancelled."""
+        req = self.start_generate(prompt, max_tokens, baseline, spec=spec, sampling=sampling)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ev = self.next_event(timeout=left)
+            kind = ev.get("event")
+            if kind == "crashed":
+                raise EngineCrashed(ev["message"])
+            if kind == "error" and ev.get("id") == req:
+                raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
+            if kind in ("state", "cancel_sent"):
+                continue
+            yield ev
+            if kind in ("done", "cancelled") and ev.get("id") == req:
+                return
+
+    def update(self, spec: dict | None = None, sampling: dict | None = None) -> int:
+        return self.send("update", spec=spec or {}, sampling=sampling or {})
+
+    def cancel(self) -> int:
+        return self.send("cancel")
+
+    def memory(self, timeout: float = 60.0) -> list[dict]:
+        return self.wait_for(("memory",), self.send("memory"), timeout)["items"]

@@ -1,0 +1,115 @@
+"""``spectune demo``: the app's main job, headless, on the bundled demo pair.
+
+Loads the pair once, measures the no-speculation baseline on a few prompts,
+tries a small set of methods and draft lengths on the same prompts, prints a
+table, and ends with the llama-server command that reproduces the best setting.
+Until the trained demo family is in resources/ (issue 3), the pair is the
+synthetic one from engine.synthetic, written once into the user cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from engine.client import EngineClient
+from engine.export import bash_command, llama_server_argv
+from engine.llama_install import cache_dir, server_path
+from engine.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.synthetic import ModelShape, PairSpec, write_pair
+
+DEMO_PAIR = PairSpec(shape=ModelShape(n_embd=384, n_layer=6, n_head=6, n_head_kv=2, n_ff=1024), draft_layers=1,
+                     divergence=0.12, dtype="f16", name="spectune-demo-synthetic")
+
+DEMO_PROMPTS = (
+    "def the value of the data is",
+    "import self return None for value in list",
+    "the model and the draft are in the cache of the target",
+)
+
+CANDIDATES = (
+    SpecSettings("draft-simple", draft_n_max=2),
+    SpecSettings("draft-simple", draft_n_max=4),
+    SpecSettings("draft-simple", draft_n_max=8),
+    SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8),
+    SpecSettings("ngram-simple,draft-simple", draft_n_max=4, ngram_size_n=3, ngram_size_m=8),
+)
+
+
+def demo_pair() -> tuple[Path, Path]:
+    out = cache_dir() / "demo" / "synthetic-v2"
+    target, draft = out / "target.gguf", out / "draft.gguf"
+    if not (target.exists() and draft.exists()):
+        # big enough that the target's decode, not per-cycle overhead, sets the pace
+        write_pair(out, DEMO_PAIR)
+    return target, draft
+
+
+def _label(spec: SpecSettings) -> str:
+    parts = [spec.spec_type]
+    if any(t.startswith("draft-") for t in spec.types):
+        parts.append(f"K={spec.draft_n_max}")
+    if any(t.startswith("ngram-") for t in spec.types):
+        parts.append(f"n={spec.ngram_size_n},m={spec.ngram_size_m}")
+    return " ".join(parts)
+
+
+def _measure(client: EngineClient, spec: SpecSettings, sampling: SamplingSettings, prompts: tuple[str, ...],
+             max_tokens: int, baseline: bool) -> dict:
+    from engine.cli import generate
+
+    tokens = 0
+    wall_ms = 0.0
+    drafted = accepted = 0
+    for prompt in prompts:
+        s = generate(client, prompt, max_tokens, spec, sampling, baseline=baseline)
+        tokens += s["tokens_generated"] - 1
+        wall_ms += s["wall_ms"]
+        drafted += s["drafted"]
+        accepted += s["accepted"]
+    return {"tokens_per_s": tokens * 1000.0 / wall_ms if wall_ms else 0.0, "drafted": drafted,
+            "accepted": accepted, "acceptance_rate": accepted / drafted if drafted else 0.0}
+
+
+def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = False) -> int:
+    log = sys.stderr if json_output else sys.stdout
+    target, draft = demo_pair()
+    load = LoadSettings(target=target, draft=draft, ctx=2048)
+    sampling = SamplingSettings(temp=0.0)
+    prompts = DEMO_PROMPTS[:1] if quick else DEMO_PROMPTS
+    candidates = CANDIDATES[1:4] if quick else CANDIDATES
+    print(f"demo pair: {target.name} + {draft.name} in {target.parent}", file=log)
+    with EngineClient() as client:
+        hello = client.start()
+        print(f"engine: {hello['llama'][:60]}...", file=log)
+        loaded = client.load(load)
+        print(f"loaded in {loaded['load_s']:.2f} s", file=log)
+        base = _measure(client, SpecSettings("none"), sampling, prompts, max_tokens, baseline=True)
+        print(f"{'setting':<44} {'tok/s':>9} {'accept':>7} {'speedup':>8}", file=log)
+        print(f"{'baseline (no speculation)':<44} {base['tokens_per_s']:9.1f} {'':>7} {1.0:8.3f}", file=log)
+        results = []
+        for spec in candidates:
+            r = _measure(client, spec, sampling, prompts, max_tokens, baseline=False)
+            r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"] if base["tokens_per_s"] else 0.0
+            r["setting"] = _label(spec)
+            r["spec"] = {k: v for k, v in spec.__dict__.items()}
+            results.append(r)
+            print(f"{r['setting']:<44} {r['tokens_per_s']:9.1f} {r['acceptance_rate']:7.3f} {r['speedup']:8.3f}",
+                  file=log)
+    best = max(results, key=lambda r: r["tokens_per_s"])
+    best_spec = SpecSettings(**best["spec"])
+    try:
+        server = str(server_path())
+    except RuntimeError:
+        server = "llama-server"
+    command = bash_command(llama_server_argv(load, best_spec, sampling, server))
+    if json_output:
+        print(json.dumps({"target": str(target), "draft": str(draft), "prompts": len(prompts),
+                          "max_tokens": max_tokens, "baseline_tokens_per_s": round(base["tokens_per_s"], 3),
+                          "results": results, "best": best, "command": command}))
+    else:
+        print(f"best: {best['setting']} at {best['tokens_per_s']:.1f} tok/s, {best['speedup']:.3f}x the baseline")
+        print("llama-server command for it:")
+        print(command)
+    return 0

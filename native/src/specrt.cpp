@@ -1,0 +1,864 @@
+// specrt: the speculative loop of llama-server's slot, one cycle per call, with
+// per-cycle statistics and settings that change between cycles.
+//
+// The loop mirrors tools/server/server-context.cpp of the pinned llama.cpp so
+// that what the lab measures is what llama-server does with the same flags:
+//   prompt:  decode the whole prompt (feeding the speculators), sample token 0
+//   cycle:   draft from `sampled` -> decode [sampled, d0..dn-1] on the target ->
+//            sample-and-match (common_sampler_sample_and_accept_n) -> keep the
+//            accepted prefix plus the bonus token -> trim both caches.
+// Acceptance is counted in exactly one place: right after sample-and-match.
+
+#include "specrt.h"
+
+#include "common.h"
+#include "llama.h"
+#include "llama-ext.h"
+#include "log.h"
+#include "sampling.h"
+#include "speculative.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+thread_local std::string g_load_error;
+
+// llama.cpp reports the reason for a failed load only through its log; keep the
+// last error lines so the caller gets them in the error message.
+std::mutex       g_log_mu;
+std::string      g_log_tail;
+std::atomic<int> g_verbose{0};
+
+void log_callback(ggml_log_level level, const char * text, void * /*user*/) {
+    if (g_verbose.load()) {
+        fputs(text, stderr);
+    }
+    if (level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) {
+        std::lock_guard<std::mutex> lock(g_log_mu);
+        g_log_tail += text;
+        if (g_log_tail.size() > 4000) {
+            g_log_tail.erase(0, g_log_tail.size() - 4000);
+        }
+    }
+}
+
+std::string take_log_tail() {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    std::string out;
+    out.swap(g_log_tail);
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
+        out.pop_back();
+    }
+    return out;
+}
+
+void install_logging(int verbose) {
+    static std::once_flag once;
+    g_verbose.store(verbose);
+    std::call_once(once, [] {
+        llama_log_set(log_callback, nullptr);
+        common_log_set_verbosity_thold(-1);  // common's own LOG_* stay quiet unless verbose
+        llama_backend_init();
+    });
+    if (verbose) {
+        common_log_set_verbosity_thold(LOG_LEVEL_INFO);
+    }
+}
+
+std::vector<std::string> split_types(const std::string & s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        if (!item.empty()) {
+            out.push_back(item);
+        }
+    }
+    return out;
+}
+
+bool uses_draft_context(common_speculative_type t) {
+    return t == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE || t == COMMON_SPECULATIVE_TYPE_DRAFT_EAGLE3 ||
+           t == COMMON_SPECULATIVE_TYPE_DRAFT_MTP || t == COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH ||
+           t == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK;
+}
+
+struct spec_deleter {
+    void operator()(common_speculative * s) const { common_speculative_free(s); }
+};
+using spec_ptr = std::unique_ptr<common_speculative, spec_deleter>;
+
+}  // namespace
+
+struct specrt_engine {
+    common_params params;                       // target params; .speculative holds the active spec settings
+    common_init_result_ptr init_tgt;
+    common_speculative_init_result_ptr init_dft;
+    llama_model   * model_tgt = nullptr;
+    llama_context * ctx_tgt   = nullptr;
+    llama_context * ctx_dft   = nullptr;        // draft model context or MTP context, may be null
+    const llama_vocab * vocab = nullptr;
+    bool has_draft_model = false;
+    int32_t k_limit = 64;
+    std::string error;
+
+    // settings handed over by set_spec / set_sampling, applied at the next cycle
+    std::mutex settings_mu;
+    bool spec_pending = false;
+    bool sampling_pending = false;
+    common_params_speculative pending_spec;
+    common_params_sampling pending_sampling;
+    int32_t settings_epoch = 0;
+
+    // one generation
+    spec_ptr spec;
+    common_sampler_ptr smpl;
+    common_batch batch;
+    llama_tokens prompt_input;                  // tokenized prompt, processed by the prompt cycle
+    llama_tokens tokens_kv;                     // every token in the target's cache, in order
+    llama_tokens draft;
+    llama_token sampled = LLAMA_TOKEN_NULL;     // the last token sampled, not yet in the cache
+    int32_t max_tokens = 0;
+    int32_t n_generated = 0;
+    int32_t cycle_index = 0;
+    bool active = false;
+    bool finished = false;
+    bool baseline = false;
+    std::atomic<bool> cancel{false};
+    std::string text;
+
+    int fail(int code, const std::string & msg) {
+        error = msg;
+        return code;
+    }
+};
+
+namespace {
+
+bool abort_cb(void * data) {
+    return static_cast<specrt_engine *>(data)->cancel.load();
+}
+
+void seq_rm_both(specrt_engine * e, llama_pos p0) {
+    llama_memory_seq_rm(llama_get_memory(e->ctx_tgt), 0, p0, -1);
+    if (e->ctx_dft) {
+        llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, p0, -1);
+    }
+}
+
+bool spec_uses_draft_model(const specrt_engine * e) {
+    for (auto t : e->params.speculative.types) {
+        if (t == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// A draft model that sat out some cycles (ngram-only settings, a baseline) has
+// a cache that stops short of the target's; feed it the missing tokens so a
+// switch to draft-simple mid-run drafts from the right context.
+int catch_up_draft(specrt_engine * e) {
+    if (!e->ctx_dft || !e->has_draft_model || !spec_uses_draft_model(e)) {
+        return SPECRT_OK;
+    }
+    const llama_pos have = llama_memory_seq_pos_max(llama_get_memory(e->ctx_dft), 0) + 1;
+    const llama_pos need = (llama_pos) e->tokens_kv.size();
+    if (have >= need) {
+        return SPECRT_OK;
+    }
+    const int32_t n_batch = (int32_t) llama_n_batch(e->ctx_dft);
+    common_batch b(e->ctx_dft);
+    for (llama_pos p = have; p < need; p += n_batch) {
+        b.clear();
+        const llama_pos end = std::min<llama_pos>(need, p + n_batch);
+        for (llama_pos i = p; i < end; ++i) {
+            b.add(e->tokens_kv[i], i, 0, i == end - 1);
+        }
+        if (llama_process(e->ctx_dft, LLAMA_PROCESS_TYPE_DECODE, b.get()) != 0) {
+            return e->fail(SPECRT_ERR_DECODE, "the draft model failed to catch up with the target's context");
+        }
+    }
+    return SPECRT_OK;
+}
+
+// (Re)creates the speculators from e->params.speculative. Mid-run the new
+// speculators are seeded with every token so far, as llama-server seeds a
+// slot's speculators with its prompt.
+int build_spec(specrt_engine * e, bool mid_run) {
+    e->spec.reset();
+    const auto & types = e->params.speculative.types;
+    if (e->baseline || types.empty() || types[0] == COMMON_SPECULATIVE_TYPE_NONE) {
+        return SPECRT_OK;
+    }
+    e->params.speculative.draft.ctx_tgt = e->ctx_tgt;
+    e->params.speculative.draft.ctx_dft = e->ctx_dft;
+    try {
+        e->spec.reset(common_speculative_init(e->params.speculative, 1));
+    } catch (const std::exception & ex) {
+        const std::string msg = ex.what();
+        const int code = msg.find("vocab") != std::string::npos ? SPECRT_ERR_INCOMPATIBLE : SPECRT_ERR_INVALID_ARG;
+        return e->fail(code, "could not set up speculation: " + msg);
+    }
+    if (!e->spec) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "no speculative implementation could be created for these settings");
+    }
+    if (mid_run) {
+        int rc = catch_up_draft(e);
+        if (rc != SPECRT_OK) {
+            return rc;
+        }
+        common_speculative_begin(e->spec.get(), 0, e->tokens_kv);
+    }
+    return SPECRT_OK;
+}
+
+int build_sampler(specrt_engine * e) {
+    common_params_sampling sp = e->params.sampling;
+    e->smpl.reset(common_sampler_init(e->model_tgt, sp));
+    if (!e->smpl) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "could not create the sampler for these sampling settings");
+    }
+    // llama-server primes the sampler's history with the prompt (penalties)
+    for (llama_token id : e->tokens_kv) {
+        common_sampler_accept(e->smpl.get(), id, false);
+    }
+    return SPECRT_OK;
+}
+
+// Moves pending settings into effect. Returns a status.
+int apply_pending(specrt_engine * e) {
+    bool spec_changed = false;
+    bool sampling_changed = false;
+    {
+        std::lock_guard<std::mutex> lock(e->settings_mu);
+        if (e->spec_pending) {
+            e->params.speculative = e->pending_spec;
+            e->spec_pending = false;
+            spec_changed = true;
+        }
+        if (e->sampling_pending) {
+            e->params.sampling = e->pending_sampling;
+            e->sampling_pending = false;
+            sampling_changed = true;
+        }
+    }
+    if (spec_changed || sampling_changed) {
+        e->settings_epoch++;
+    }
+    if (spec_changed && e->active && e->cycle_index > 0) {
+        int rc = build_spec(e, true);
+        if (rc != SPECRT_OK) {
+            return rc;
+        }
+    }
+    if (sampling_changed && e->active && e->cycle_index > 0) {
+        return build_sampler(e);
+    }
+    return SPECRT_OK;
+}
+
+void emit(specrt_engine * e, const llama_tokens & ids, specrt_cycle * out) {
+    e->text.clear();
+    out->n_emitted = 0;
+    for (llama_token id : ids) {
+        if (e->finished) {
+            break;
+        }
+        e->n_generated++;
+        if (out->n_emitted < SPECRT_MAX_CYCLE_TOKENS) {
+            out->tokens[out->n_emitted++] = id;
+        }
+        if (llama_vocab_is_eog(e->vocab, id)) {
+            out->is_eog = 1;
+            e->finished = true;
+            break;
+        }
+        e->text += common_token_to_piece(e->ctx_tgt, id, false);
+        if (e->max_tokens > 0 && e->n_generated >= e->max_tokens) {
+            e->finished = true;
+        }
+    }
+    out->text = e->text.c_str();
+}
+
+int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
+    const auto t0 = clock_type::now();
+    const int32_t n_ctx = (int32_t) llama_n_ctx(e->ctx_tgt);
+    const int32_t n_prompt = (int32_t) e->prompt_input.size();
+    if (n_prompt >= n_ctx - 1) {
+        return e->fail(SPECRT_ERR_CONTEXT_FULL, "the prompt has " + std::to_string(n_prompt) +
+                       " tokens and does not fit the context of " + std::to_string(n_ctx));
+    }
+    llama_memory_clear(llama_get_memory(e->ctx_tgt), true);
+    if (e->ctx_dft) {
+        llama_memory_clear(llama_get_memory(e->ctx_dft), true);
+    }
+    e->tokens_kv.clear();
+    int rc = build_spec(e, false);
+    if (rc != SPECRT_OK) {
+        return rc;
+    }
+    rc = build_sampler(e);
+    if (rc != SPECRT_OK) {
+        return rc;
+    }
+
+    double decode_ms = 0.0, draft_ms = 0.0;
+    const int32_t n_batch = (int32_t) llama_n_batch(e->ctx_tgt);
+    int32_t last_idx = 0;
+    for (int32_t p = 0; p < n_prompt; p += n_batch) {
+        const int32_t end = std::min(n_prompt, p + n_batch);
+        e->batch.clear();
+        for (int32_t i = p; i < end; ++i) {
+            e->batch.add(e->prompt_input[i], i, 0, i == n_prompt - 1);
+        }
+        last_idx = end - p - 1;
+        const auto td = clock_type::now();
+        const int ret = llama_process(e->ctx_tgt, LLAMA_PROCESS_TYPE_DECODE, e->batch.get());
+        decode_ms += ms_since(td);
+        if (e->cancel.load()) {
+            return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+        }
+        if (ret != 0) {
+            return e->fail(SPECRT_ERR_DECODE, "the target failed to process the prompt (llama_process returned " +
+                           std::to_string(ret) + ")");
+        }
+        if (e->spec) {
+            const auto tp = clock_type::now();
+            if (!common_speculative_process(e->spec.get(), e->batch)) {
+                return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the prompt");
+            }
+            draft_ms += ms_since(tp);
+        }
+    }
+    e->tokens_kv = e->prompt_input;
+    if (e->spec) {
+        common_speculative_begin(e->spec.get(), 0, e->tokens_kv);
+    }
+    for (llama_token id : e->tokens_kv) {
+        common_sampler_accept(e->smpl.get(), id, false);
+    }
+
+    const auto tv = clock_type::now();
+    const llama_token id = common_sampler_sample(e->smpl.get(), e->ctx_tgt, last_idx);
+    common_sampler_accept(e->smpl.get(), id, true);
+    const double sample_ms = ms_since(tv);
+    e->sampled = id;
+
+    out->is_prompt = 1;
+    out->n_prompt = n_prompt;
+    out->draft_n_max = e->params.speculative.draft.n_max;
+    emit(e, {id}, out);
+    out->n_past = (int32_t) e->tokens_kv.size();
+    out->draft_ms = draft_ms;
+    out->verify_ms = decode_ms + sample_ms;
+    out->decode_ms = decode_ms;
+    out->cycle_ms = ms_since(t0);
+    out->other_ms = std::max(0.0, out->cycle_ms - out->draft_ms - out->verify_ms);
+    return SPECRT_OK;
+}
+
+int spec_cycle(specrt_engine * e, specrt_cycle * out) {
+    const auto t0 = clock_type::now();
+    const int32_t n_ctx = (int32_t) llama_n_ctx(e->ctx_tgt);
+    if ((int32_t) e->tokens_kv.size() + 1 >= n_ctx) {
+        e->finished = true;  // context full: llama-server stops the same way
+        return SPECRT_DONE;
+    }
+
+    // the largest draft that fits the context and the token budget (llama-server's get_n_draft_max)
+    int32_t n_draft_max = n_ctx - (int32_t) e->tokens_kv.size() - 2;
+    if (e->max_tokens > 0) {
+        n_draft_max = std::min(n_draft_max, e->max_tokens - e->n_generated - 1);
+    }
+
+    double draft_ms = 0.0;
+    e->draft.clear();
+    if (e->spec && n_draft_max > 0) {
+        const auto td = clock_type::now();
+        common_speculative_get_draft_params(e->spec.get(), 0) = {
+            /* .drafting = */ true,
+            /* .n_max    = */ n_draft_max,
+            /* .pos0     = */ (llama_pos) e->tokens_kv.size(),
+            /* .id_last  = */ e->sampled,
+            /* .prompt   = */ &e->tokens_kv,
+            /* .result   = */ &e->draft,
+        };
+        common_speculative_draft(e->spec.get());
+        if (e->ctx_dft) {
+            // drop what the draft model decoded while drafting; process() feeds it the verified batch
+            llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, (llama_pos) e->tokens_kv.size(), -1);
+        }
+        draft_ms += ms_since(td);
+    }
+
+    e->batch.clear();
+    const llama_pos pos0 = (llama_pos) e->tokens_kv.size();
+    e->batch.add(e->sampled, pos0, 0, true);
+    for (size_t i = 0; i < e->draft.size(); ++i) {
+        e->batch.add(e->draft[i], pos0 + 1 + (llama_pos) i, 0, true);
+    }
+    const auto tv = clock_type::now();
+    const int ret = llama_process(e->ctx_tgt, LLAMA_PROCESS_TYPE_DECODE, e->batch.get());
+    const double decode_ms = ms_since(tv);
+    if (e->cancel.load()) {
+        return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+    }
+    if (ret != 0) {
+        return e->fail(SPECRT_ERR_DECODE, "the target failed to verify a batch (llama_process returned " +
+                       std::to_string(ret) + ")");
+    }
+    if (e->spec) {
+        const auto tp = clock_type::now();
+        if (!common_speculative_process(e->spec.get(), e->batch)) {
+            return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the verified batch");
+        }
+        draft_ms += ms_since(tp);
+    }
+
+    const auto ts = clock_type::now();
+    llama_tokens ids;
+    if (e->draft.empty()) {
+        const llama_token id = common_sampler_sample(e->smpl.get(), e->ctx_tgt, 0);
+        common_sampler_accept(e->smpl.get(), id, true);
+        ids.push_back(id);
+    } else {
+        // keep draft tokens while they equal what the target samples; the
+        // first mismatch (or the token after a full match) is the bonus token
+        ids = common_sampler_sample_and_accept_n(e->smpl.get(), e->ctx_tgt, e->draft);
+    }
+    const double sample_ms = ms_since(ts);
+
+    // the one place acceptance is counted
+    const int32_t n_drafted  = (int32_t) e->draft.size();
+    const int32_t n_accepted = (int32_t) ids.size() - 1;
+    if (e->spec && n_drafted > 0) {
+        common_speculative_accept(e->spec.get(), 0, (uint16_t) n_accepted);
+    }
+
+    e->tokens_kv.push_back(e->sampled);
+    e->tokens_kv.insert(e->tokens_kv.end(), ids.begin(), ids.end() - 1);
+    e->sampled = ids.back();
+    seq_rm_both(e, (llama_pos) e->tokens_kv.size());
+
+    out->n_drafted = n_drafted;
+    out->n_accepted = n_accepted;
+    out->draft_n_max = e->params.speculative.draft.n_max;
+    emit(e, ids, out);
+    out->n_past = (int32_t) e->tokens_kv.size();
+    out->draft_ms = draft_ms;
+    out->verify_ms = decode_ms + sample_ms;
+    out->decode_ms = decode_ms;
+    out->cycle_ms = ms_since(t0);
+    out->other_ms = std::max(0.0, out->cycle_ms - out->draft_ms - out->verify_ms);
+    return SPECRT_OK;
+}
+
+int parse_spec(specrt_engine * e, const specrt_spec_params * p, common_params_speculative & spec) {
+    spec = e->params.speculative;
+    std::vector<common_speculative_type> types;
+    try {
+        types = common_speculative_types_from_names(split_types(p->types ? p->types : "none"));
+    } catch (const std::exception & ex) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, std::string(ex.what()) + " (known: " + common_speculative_all_types_str() + ")");
+    }
+    if (types.empty()) {
+        types = {COMMON_SPECULATIVE_TYPE_NONE};
+    }
+    for (auto t : types) {
+        if (uses_draft_context(t) && !e->ctx_dft) {
+            return e->fail(SPECRT_ERR_INVALID_ARG, "speculative type '" + common_speculative_type_to_str(t) +
+                           "' needs a draft model (or, for draft-mtp, a target with MTP layers)");
+        }
+        if (t == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE && !e->has_draft_model) {
+            return e->fail(SPECRT_ERR_INVALID_ARG, "draft-simple needs a separate draft model");
+        }
+    }
+    auto check = [&](const char * name, int32_t v, int32_t lo, int32_t hi) {
+        if (v < lo || v > hi) {
+            e->fail(SPECRT_ERR_INVALID_ARG, std::string(name) + " must be between " + std::to_string(lo) + " and " +
+                    std::to_string(hi) + ", got " + std::to_string(v));
+            return false;
+        }
+        return true;
+    };
+    if (!check("draft_n_max", p->draft_n_max, 0, e->k_limit) || !check("draft_n_min", p->draft_n_min, 0, p->draft_n_max) ||
+        !check("ngram_size_n", p->ngram_size_n, 1, 1024) || !check("ngram_size_m", p->ngram_size_m, 1, e->k_limit) ||
+        !check("ngram_min_hits", p->ngram_min_hits, 1, 1 << 15) || !check("ngram_mod_n_match", p->ngram_mod_n_match, 1, 1024) ||
+        !check("ngram_mod_n_max", p->ngram_mod_n_max, 1, e->k_limit) ||
+        !check("ngram_mod_n_min", p->ngram_mod_n_min, 0, p->ngram_mod_n_max)) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    if (!(p->draft_p_min >= 0.0f && p->draft_p_min <= 1.0f)) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "draft_p_min must be between 0 and 1");
+    }
+    spec.types = types;
+    spec.draft.n_max = p->draft_n_max;
+    spec.draft.n_min = p->draft_n_min;
+    spec.draft.p_min = p->draft_p_min;
+    for (auto * m : {&spec.ngram_simple, &spec.ngram_map_k, &spec.ngram_map_k4v}) {
+        m->size_n = (uint16_t) p->ngram_size_n;
+        m->size_m = (uint16_t) p->ngram_size_m;
+        m->min_hits = (uint16_t) p->ngram_min_hits;
+    }
+    spec.ngram_mod.n_match = p->ngram_mod_n_match;
+    spec.ngram_mod.n_min = p->ngram_mod_n_min;
+    spec.ngram_mod.n_max = p->ngram_mod_n_max;
+    return SPECRT_OK;
+}
+
+}  // namespace
+
+#define SPECRT_GUARD_BEGIN try {
+#define SPECRT_GUARD_END(engine)                                                   \
+    }                                                                              \
+    catch (const std::exception & ex) {                                            \
+        if (engine) { (engine)->error = std::string("internal error: ") + ex.what(); } \
+        return SPECRT_ERR_INTERNAL;                                                \
+    }                                                                              \
+    catch (...) {                                                                  \
+        if (engine) { (engine)->error = "internal error"; }                        \
+        return SPECRT_ERR_INTERNAL;                                                \
+    }
+
+extern "C" {
+
+int32_t specrt_abi_version(void) { return SPECRT_ABI_VERSION; }
+
+const char * specrt_build_info(void) {
+    static std::string info = std::string("llama.cpp ") + llama_print_system_info();
+    return info.c_str();
+}
+
+const char * specrt_devices(void) {
+    static std::string out;
+    install_logging(0);
+    out.clear();
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        out += ggml_backend_dev_name(dev);
+        out += "\t";
+        out += ggml_backend_dev_description(dev);
+        out += "\n";
+    }
+    return out.c_str();
+}
+
+const char * specrt_last_load_error(void) { return g_load_error.c_str(); }
+
+int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
+    g_load_error.clear();
+    if (!p || !out || !p->target_path || !*p->target_path) {
+        g_load_error = "specrt_load: a target model path is required";
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    *out = nullptr;
+    try {
+        install_logging(p->verbose);
+        take_log_tail();
+        auto e = std::make_unique<specrt_engine>();
+        e->k_limit = p->draft_n_max_limit > 0 ? std::min(p->draft_n_max_limit, SPECRT_MAX_CYCLE_TOKENS - 1) : 64;
+
+        common_params & cp = e->params;
+        cp.model.path = p->target_path;
+        cp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
+        if (p->n_batch > 0) { cp.n_batch = p->n_batch; }
+        if (p->n_ubatch > 0) { cp.n_ubatch = p->n_ubatch; }
+        cp.n_gpu_layers = p->n_gpu_layers;
+        cp.n_parallel = 1;
+        cp.fit_params = false;      // the memory plan is SpecTune's job; load exactly what was asked
+        cp.warmup = false;
+        cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
+        // the same thread defaults llama-server's argument parser settles on
+        cp.cpuparams.n_threads = p->n_threads > 0 ? p->n_threads : -1;
+        cp.cpuparams_batch.n_threads = p->n_threads_batch > 0 ? p->n_threads_batch : -1;
+        postprocess_cpu_params(cp.cpuparams, nullptr);
+        postprocess_cpu_params(cp.cpuparams_batch, &cp.cpuparams);
+        postprocess_cpu_params(cp.speculative.draft.cpuparams, &cp.cpuparams);
+        postprocess_cpu_params(cp.speculative.draft.cpuparams_batch, &cp.cpuparams_batch);
+        const bool want_draft = p->draft_path && *p->draft_path;
+        if (want_draft) {
+            cp.speculative.draft.mparams.path = p->draft_path;
+            cp.speculative.draft.n_gpu_layers = p->n_gpu_layers_draft;
+            cp.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
+        } else {
+            // a target with next-n (MTP) heads can draft for itself
+            auto detected = common_speculative_types_from_gguf(p->target_path);
+            if (!detected.empty() && detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
+                cp.speculative.types = detected;
+            }
+        }
+        // output buffers big enough for the largest draft any setting may ask for
+        const auto limits = common_speculative_get_output_limits(cp.n_batch, cp.n_parallel, e->k_limit);
+        cp.n_outputs_max = limits.total;
+        cp.n_outputs_max_per_seq = limits.per_seq;
+
+        e->init_tgt = common_init_from_params(cp);
+        e->model_tgt = e->init_tgt->model();
+        e->ctx_tgt = e->init_tgt->context();
+        if (!e->model_tgt || !e->ctx_tgt) {
+            std::string why = take_log_tail();
+            g_load_error = std::string("could not load the target model '") + p->target_path + "'" +
+                           (why.empty() ? "" : ": " + why);
+            return SPECRT_ERR_LOAD;
+        }
+        e->vocab = llama_model_get_vocab(e->model_tgt);
+        llama_set_abort_callback(e->ctx_tgt, abort_cb, e.get());
+
+        if (common_context_can_seq_rm(e->ctx_tgt) != COMMON_CONTEXT_SEQ_RM_TYPE_PART) {
+            // recurrent / hybrid targets need llama-server's checkpoint replay, not implemented here yet
+            g_load_error = "this target's cache cannot drop partial sequences (recurrent or hybrid model); "
+                           "specrt does not support speculation on it yet";
+            return SPECRT_ERR_LOAD;
+        }
+
+        if (want_draft || !cp.speculative.types.empty()) {
+            const bool spec_mtp = !want_draft && cp.speculative.types[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
+            if (want_draft || spec_mtp) {
+                common_params params_dft = common_base_params_to_speculative(cp);
+                params_dft.n_outputs_max = limits.total;
+                e->init_dft = common_speculative_init_from_params(params_dft, e->model_tgt, e->ctx_tgt);
+                e->ctx_dft = e->init_dft->context();
+                if (!e->ctx_dft) {
+                    std::string why = take_log_tail();
+                    g_load_error = std::string("could not load the draft model '") +
+                                   (want_draft ? p->draft_path : p->target_path) + "'" + (why.empty() ? "" : ": " + why);
+                    return SPECRT_ERR_LOAD;
+                }
+                e->has_draft_model = want_draft;
+                llama_set_abort_callback(e->ctx_dft, abort_cb, e.get());
+            }
+        }
+        e->batch = common_batch(e->ctx_tgt);
+
+        // check the vocab rule now, so an incompatible pair fails at load with llama.cpp's own words
+        if (e->has_draft_model) {
+            e->params.speculative.draft.ctx_tgt = e->ctx_tgt;
+            e->params.speculative.draft.ctx_dft = e->ctx_dft;
+            try {
+                spec_ptr probe(common_speculative_init(e->params.speculative, 1));
+            } catch (const std::exception & ex) {
+                g_load_error = std::string("the draft cannot speculate for this target: ") + ex.what();
+                return SPECRT_ERR_INCOMPATIBLE;
+            }
+        }
+        e->params.speculative.types = {COMMON_SPECULATIVE_TYPE_NONE};
+        *out = e.release();
+        return SPECRT_OK;
+    } catch (const std::exception & ex) {
+        g_load_error = std::string("specrt_load: ") + ex.what();
+        return SPECRT_ERR_LOAD;
+    } catch (...) {
+        g_load_error = "specrt_load: unknown error";
+        return SPECRT_ERR_LOAD;
+    }
+}
+
+void specrt_free(specrt_engine * e) {
+    if (!e) {
+        return;
+    }
+    try {
+        e->spec.reset();
+        e->smpl.reset();
+        e->init_dft.reset();
+        e->init_tgt.reset();
+        delete e;
+    } catch (...) {
+    }
+}
+
+const char * specrt_error(const specrt_engine * e) { return e ? e->error.c_str() : "no engine"; }
+
+int32_t specrt_has_draft(const specrt_engine * e) { return e && e->has_draft_model ? 1 : 0; }
+
+int32_t specrt_n_ctx(const specrt_engine * e) { return e ? (int32_t) llama_n_ctx(e->ctx_tgt) : 0; }
+
+int32_t specrt_set_spec(specrt_engine * e, const specrt_spec_params * p) {
+    if (!e || !p) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    common_params_speculative spec;
+    int rc = parse_spec(e, p, spec);
+    if (rc != SPECRT_OK) {
+        return rc;
+    }
+    std::lock_guard<std::mutex> lock(e->settings_mu);
+    e->pending_spec = spec;
+    e->spec_pending = true;
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_set_sampling(specrt_engine * e, const specrt_sampling_params * p) {
+    if (!e || !p) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f) || !(p->min_p >= 0.0f && p->min_p <= 1.0f) || p->top_k < 0 ||
+        !(p->temp >= 0.0f && p->temp <= 100.0f)) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "sampling: need temp in [0, 100], top_k >= 0, top_p in (0, 1], min_p in [0, 1]");
+    }
+    std::lock_guard<std::mutex> lock(e->settings_mu);
+    common_params_sampling sp = e->params.sampling;
+    sp.temp = p->temp;
+    sp.top_k = p->top_k;
+    sp.top_p = p->top_p;
+    sp.min_p = p->min_p;
+    sp.seed = p->seed;
+    e->pending_sampling = sp;
+    e->sampling_pending = true;
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_begin(specrt_engine * e, const char * prompt, int32_t max_tokens, int32_t baseline) {
+    if (!e || !prompt) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    e->cancel.store(false);
+    e->active = false;
+    int rc = apply_pending(e);
+    if (rc != SPECRT_OK) {
+        return rc;
+    }
+    e->prompt_input = common_tokenize(e->vocab, prompt, true, true);
+    if (e->prompt_input.empty()) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "the prompt is empty after tokenization");
+    }
+    e->max_tokens = max_tokens;
+    e->baseline = baseline != 0;
+    e->n_generated = 0;
+    e->cycle_index = 0;
+    e->finished = false;
+    e->draft.clear();
+    e->active = true;
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_step(specrt_engine * e, specrt_cycle * out) {
+    if (!e || !out) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    if (!e->active) {
+        return e->fail(SPECRT_ERR_STATE, "no generation in progress: call specrt_begin first");
+    }
+    if (e->finished) {
+        e->active = false;
+        return SPECRT_DONE;
+    }
+    if (e->cancel.load()) {
+        e->active = false;
+        return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+    }
+    std::memset(out, 0, sizeof(*out));
+    int rc = apply_pending(e);
+    if (rc == SPECRT_OK) {
+        rc = e->cycle_index == 0 ? prompt_cycle(e, out) : spec_cycle(e, out);
+    }
+    if (rc != SPECRT_OK) {
+        e->active = false;
+        return rc;
+    }
+    out->index = e->cycle_index++;
+    out->settings_epoch = e->settings_epoch;
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+void specrt_cancel(specrt_engine * e) {
+    if (e) {
+        e->cancel.store(true);
+    }
+}
+
+int32_t specrt_tokenize(specrt_engine * e, const char * text, int32_t add_special, int32_t * out, int32_t cap,
+                        int32_t * n_needed) {
+    if (!e || !text || !n_needed) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    const auto toks = common_tokenize(e->vocab, text, add_special != 0, true);
+    *n_needed = (int32_t) toks.size();
+    if (out && (int32_t) toks.size() <= cap) {
+        std::copy(toks.begin(), toks.end(), out);
+    }
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_detokenize(specrt_engine * e, const int32_t * tokens, int32_t n, char * out, int32_t cap,
+                          int32_t * n_needed) {
+    if (!e || (!tokens && n > 0) || !n_needed) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    const int32_t n_vocab = llama_vocab_n_tokens(e->vocab);
+    for (int32_t i = 0; i < n; ++i) {
+        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+            return e->fail(SPECRT_ERR_INVALID_ARG, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary");
+        }
+    }
+    const llama_tokens toks(tokens, tokens + n);
+    const std::string s = common_detokenize(e->vocab, toks, false);
+    *n_needed = (int32_t) s.size() + 1;
+    if (out && (int32_t) s.size() + 1 <= cap) {
+        std::memcpy(out, s.c_str(), s.size() + 1);
+    }
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_memory(specrt_engine * e, specrt_memory_item * items, int32_t cap) {
+    if (!e) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    int32_t n = 0;
+    auto add = [&](const char * which, llama_context * ctx) {
+        if (!ctx) {
+            return;
+        }
+        for (const auto & [buft, mb] : llama_get_memory_breakdown(ctx)) {
+            if (n < cap && items) {
+                specrt_memory_item & it = items[n];
+                std::memset(&it, 0, sizeof(it));
+                std::snprintf(it.model, sizeof(it.model), "%s", which);
+                std::snprintf(it.buffer_type, sizeof(it.buffer_type), "%s", ggml_backend_buft_name(buft));
+                it.model_bytes = mb.model;
+                it.context_bytes = mb.context;
+                it.compute_bytes = mb.compute;
+            }
+            n++;
+        }
+    };
+    add("target", e->ctx_tgt);
+    // an MTP context shares the target's weights; its breakdown still names its own cache and buffers
+    add("draft", e->ctx_dft);
+    return n;
+    SPECRT_GUARD_END(e)
+}
+
+}  // extern "C"

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up everything (idempotent) and runs SpecTune's main job on the demo pair:
+# the desktop app when a display exists, otherwise the headless `spectune demo`.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$root/scripts/setup.sh"
+exec "$root/.venv/bin/spectune" "$@"

@@ -1,0 +1,71 @@
+"""Shared fixtures: synthetic model pairs (written in well under a second) and engine clients."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine.synthetic import ModelShape, PairSpec, write_pair
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# prompts with some repetition so the n-gram methods find matches
+PROMPTS = (
+    "def the value of the data is",
+    "import self return None for value in list",
+    "the model and the draft are in the cache of the target model and the draft",
+    "class data: def value(self): return self value def value(self): return",
+)
+
+
+@pytest.fixture(scope="session")
+def pair(tmp_path_factory) -> tuple[Path, Path]:
+    """A small target/draft pair with greedy acceptance around 0.6-0.8."""
+    return write_pair(tmp_path_factory.mktemp("pair"), PairSpec())
+
+
+@pytest.fixture(scope="session")
+def identical_pair(tmp_path_factory) -> tuple[Path, Path]:
+    """divergence 0: the draft predicts exactly what the target does."""
+    return write_pair(tmp_path_factory.mktemp("pair0"), PairSpec(divergence=0.0))
+
+
+@pytest.fixture(scope="session")
+def incompatible_pair(tmp_path_factory) -> tuple[Path, Path]:
+    return write_pair(tmp_path_factory.mktemp("pair_bad_vocab"), PairSpec(), draft_vocab_variant=1)
+
+
+@pytest.fixture(scope="session")
+def bigger_pair(tmp_path_factory) -> tuple[Path, Path]:
+    shape = ModelShape(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, n_ff=640)
+    return write_pair(tmp_path_factory.mktemp("pair_big"), PairSpec(shape=shape, dtype="f16"))
+
+
+@pytest.fixture
+def client():
+    from engine.client import EngineClient
+
+    c = EngineClient()
+    c.start()
+    yield c
+    c.close()
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_threads():
+    """A test must not leave threads of its own running (reader threads end with their process)."""
+    before = set(threading.enumerate())
+    yield
+    import time
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        extra = [t for t in threading.enumerate() if t not in before and t.is_alive()
+                 and not t.name.startswith(("engine-std", "QThread", "Dummy"))]
+        if not extra:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"threads left running: {[t.name for t in extra]}")
