@@ -42,6 +42,9 @@ def _add_knob_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ngram-size-n", type=int, default=d.ngram_size_n)
     p.add_argument("--ngram-size-m", type=int, default=d.ngram_size_m)
     p.add_argument("--ngram-min-hits", type=int, default=d.ngram_min_hits)
+    p.add_argument("--ngram-mod-n-match", type=int, default=d.ngram_mod_n_match)
+    p.add_argument("--ngram-mod-n-min", type=int, default=d.ngram_mod_n_min)
+    p.add_argument("--ngram-mod-n-max", type=int, default=d.ngram_mod_n_max)
     p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
     p.add_argument("--top-k", type=int, default=40)
     p.add_argument("--top-p", type=float, default=0.95)
@@ -55,7 +58,9 @@ def _settings(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, Sampli
     spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
     spec = SpecSettings(spec_type=spec_type, draft_n_max=a.draft_n_max, draft_n_min=a.draft_n_min,
                         draft_p_min=a.draft_p_min, ngram_size_n=a.ngram_size_n, ngram_size_m=a.ngram_size_m,
-                        ngram_min_hits=a.ngram_min_hits).validate(has_draft=a.draft is not None)
+                        ngram_min_hits=a.ngram_min_hits, ngram_mod_n_match=a.ngram_mod_n_match,
+                        ngram_mod_n_min=a.ngram_mod_n_min, ngram_mod_n_max=a.ngram_mod_n_max,
+                        ).validate(has_draft=a.draft is not None)
     sampling = SamplingSettings(temp=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed).validate()
     return load, spec, sampling
 

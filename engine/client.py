@@ -183,6 +183,11 @@ class EngineClient:
 
     def _on_event(self, ev: dict) -> None:
         kind = ev.get("event")
+        if kind == "cycles":
+            # the worker batches cycles; callers see one "cycle" event each
+            for cyc in ev.get("cycles", ()):
+                self._emit({"event": "cycle", "id": ev.get("id"), "run": ev.get("run"), **cyc})
+            return
         if kind == "loaded":
             self.loaded = ev
             self._set_state(READY)
@@ -253,15 +258,17 @@ class EngineClient:
         return self.wait_for(("configured",), req, timeout)
 
     def start_generate(self, prompt: str, max_tokens: int, baseline: bool = False, run: Any = None,
-                       spec: dict | None = None, sampling: dict | None = None) -> int:
+                       spec: dict | None = None, sampling: dict | None = None, batch_ms: float | None = None) -> int:
+        fields: dict[str, Any] = {} if batch_ms is None else {"batch_ms": batch_ms}
         return self.send("generate", prompt=prompt, max_tokens=max_tokens, baseline=baseline, run=run,
-                         spec=spec or {}, sampling=sampling or {})
+                         spec=spec or {}, sampling=sampling or {}, **fields)
 
     def generate(self, prompt: str, max_tokens: int, baseline: bool = False, spec: dict | None = None,
-                 sampling: dict | None = None, timeout: float | None = None) -> Iterator[dict]:
+                 sampling: dict | None = None, timeout: float | None = None,
+                 batch_ms: float | None = None) -> Iterator[dict]:
         """Yield the events of one generation: started, cycle..., updated (mid-run knob changes),
         errors for other requests (a refused update), and the final done or cancelled."""
-        req = self.start_generate(prompt, max_tokens, baseline, spec=spec, sampling=sampling)
+        req = self.start_generate(prompt, max_tokens, baseline, spec=spec, sampling=sampling, batch_ms=batch_ms)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -4,8 +4,10 @@ Requests (client -> worker) carry ``cmd`` and an ``id`` the replies echo:
 
   load      {"load": LoadSettings}                 -> load_progress*, loaded | error
   configure {"spec": {...}, "sampling": {...}}     -> configured | error
-  generate  {"prompt", "max_tokens", "baseline", "run", optional "spec"/"sampling"}
-                                                    -> started, cycle*, done | cancelled | error
+  generate  {"prompt", "max_tokens", "baseline", "run", optional "spec"/"sampling", "batch_ms"}
+                                                    -> started, cycles*, done | cancelled | error
+            (``cycles`` carries a list of cycle records, at most one message per
+            batch_ms, default 25; engine.client hands them on as single "cycle" events)
   update    {"spec": {changes}, "sampling": {changes}}  (mid-run knobs) -> updated | error
   cancel    {}                                     -> the running generate ends with cancelled
   memory    {}                                     -> memory

@@ -6,7 +6,7 @@ these three dataclasses. Defaults follow the pinned llama.cpp (LLAMA_CPP_FACTS.m
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,12 @@ def parse_spec_types(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names or names == ["none"]:
         return []
+    if "none" in names:
+        raise SettingsError("'none' cannot be combined with other speculative types")
     unknown = [n for n in names if n not in SPEC_TYPES]
     if unknown:
         raise SettingsError(f"unknown speculative type {', '.join(map(repr, unknown))}; "
                             f"known: none, {', '.join(SPEC_TYPES)}")
-    if "none" in names:
-        raise SettingsError("'none' cannot be combined with other speculative types")
     return names
 
 
@@ -165,4 +165,4 @@ def updated(obj: Any, changes: dict) -> Any:
 
 
 __all__ = ["LoadSettings", "SpecSettings", "SamplingSettings", "SettingsError", "SPEC_TYPES",
-           "parse_spec_types", "to_dict", "from_dict", "updated", "field"]
+           "parse_spec_types", "to_dict", "from_dict", "updated"]

@@ -27,6 +27,21 @@ from engine.settings import (LoadSettings, SamplingSettings, SettingsError, Spec
 from engine.stats import RunStats
 
 
+# Cycle events travel in batches: one message at most every DEFAULT_BATCH_MS.
+# Per-cycle messages cost both processes CPU that, on a small machine, is taken
+# from llama.cpp's compute threads; the GUI redraws at ~30 Hz anyway.
+DEFAULT_BATCH_MS = 25.0
+
+
+def _cycle_event(cycle, wall_ms: float) -> dict:
+    return {"i": cycle.index, "prompt": cycle.is_prompt, "n_prompt": cycle.n_prompt, "drafted": cycle.drafted,
+            "accepted": cycle.accepted, "emitted": cycle.emitted, "tokens": cycle.tokens, "text": cycle.text,
+            "k": cycle.draft_n_max, "epoch": cycle.settings_epoch, "n_past": cycle.n_past, "eog": cycle.is_eog,
+            "draft_ms": round(cycle.draft_ms, 4), "verify_ms": round(cycle.verify_ms, 4),
+            "decode_ms": round(cycle.decode_ms, 4), "other_ms": round(cycle.other_ms, 4),
+            "cycle_ms": round(cycle.cycle_ms, 4), "wall_ms": round(wall_ms, 4)}
+
+
 class Worker:
     def __init__(self, out: BinaryIO):
         self._out = out
@@ -188,14 +203,26 @@ class Worker:
             raise SettingsError(f"max_tokens must be between 1 and 1048576, got {max_tokens}")
         baseline = bool(msg.get("baseline", False))
         run = msg.get("run")
+        batch_s = float(msg.get("batch_ms", DEFAULT_BATCH_MS)) / 1000.0
         engine.begin(prompt, max_tokens, baseline)
         self.send("started", id=req_id, run=run, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling))
         stats = RunStats()
         next_index = 0
+        pending: list[dict] = []
+        last_flush = time.monotonic()
+
+        def flush() -> None:
+            nonlocal last_flush
+            if pending:
+                self.send("cycles", id=req_id, run=run, cycles=list(pending))
+                pending.clear()
+            last_flush = time.monotonic()
+
         try:
             while True:
                 while not self._updates.empty():
                     up_id, up_spec, up_sampling = self._updates.get_nowait()
+                    flush()
                     try:
                         self._apply(up_spec, up_sampling)
                         spec, sampling = up_spec, up_sampling
@@ -213,18 +240,16 @@ class Worker:
                           accepted=cycle.accepted, emitted=cycle.emitted, draft_ms=cycle.draft_ms,
                           verify_ms=cycle.verify_ms, decode_ms=cycle.decode_ms, other_ms=cycle.other_ms,
                           cycle_ms=cycle.cycle_ms, wall_ms=wall_ms, text=cycle.text)
-                self.send("cycle", id=req_id, run=run, i=cycle.index, prompt=cycle.is_prompt,
-                          n_prompt=cycle.n_prompt, drafted=cycle.drafted, accepted=cycle.accepted,
-                          emitted=cycle.emitted, tokens=cycle.tokens, text=cycle.text, k=cycle.draft_n_max,
-                          epoch=cycle.settings_epoch, n_past=cycle.n_past, eog=cycle.is_eog,
-                          draft_ms=round(cycle.draft_ms, 4), verify_ms=round(cycle.verify_ms, 4),
-                          decode_ms=round(cycle.decode_ms, 4), other_ms=round(cycle.other_ms, 4),
-                          cycle_ms=round(cycle.cycle_ms, 4), wall_ms=round(wall_ms, 4))
+                pending.append(_cycle_event(cycle, wall_ms))
+                if cycle.is_prompt or time.monotonic() - last_flush >= batch_s:
+                    flush()
         except SpecrtError as exc:
             if exc.kind != "cancelled":
                 raise
+            flush()
             return ("cancelled", {"id": req_id, "run": run, "summary": stats.summary()})
         finally:
+            flush()
             # knobs that arrived after the last cycle still count for the next run
             while not self._updates.empty():
                 up_id, up_spec, up_sampling = self._updates.get_nowait()

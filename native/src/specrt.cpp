@@ -127,8 +127,13 @@ struct specrt_engine {
     common_params_sampling pending_sampling;
     int32_t settings_epoch = 0;
 
-    // one generation
+    // the speculators live across generations, as in llama-server, so n-gram
+    // pools (ngram-mod, ngram-cache) keep learning from one prompt to the next;
+    // they are rebuilt only when the speculation settings change
     spec_ptr spec;
+    bool spec_dirty = true;
+
+    // one generation
     common_sampler_ptr smpl;
     common_batch batch;
     llama_tokens prompt_input;                  // tokenized prompt, processed by the prompt cycle
@@ -151,6 +156,11 @@ struct specrt_engine {
 };
 
 namespace {
+
+// the speculators this generation uses: none for a baseline
+common_speculative * active_spec(const specrt_engine * e) {
+    return e->baseline ? nullptr : e->spec.get();
+}
 
 bool abort_cb(void * data) {
     return static_cast<specrt_engine *>(data)->cancel.load();
@@ -204,8 +214,9 @@ int catch_up_draft(specrt_engine * e) {
 // slot's speculators with its prompt.
 int build_spec(specrt_engine * e, bool mid_run) {
     e->spec.reset();
+    e->spec_dirty = false;
     const auto & types = e->params.speculative.types;
-    if (e->baseline || types.empty() || types[0] == COMMON_SPECULATIVE_TYPE_NONE) {
+    if (types.empty() || types[0] == COMMON_SPECULATIVE_TYPE_NONE) {
         return SPECRT_OK;
     }
     e->params.speculative.draft.ctx_tgt = e->ctx_tgt;
@@ -220,7 +231,7 @@ int build_spec(specrt_engine * e, bool mid_run) {
     if (!e->spec) {
         return e->fail(SPECRT_ERR_INVALID_ARG, "no speculative implementation could be created for these settings");
     }
-    if (mid_run) {
+    if (mid_run && !e->baseline) {
         int rc = catch_up_draft(e);
         if (rc != SPECRT_OK) {
             return rc;
@@ -243,6 +254,19 @@ int build_sampler(specrt_engine * e) {
     return SPECRT_OK;
 }
 
+bool same_ngram_map(const common_params_speculative_ngram_map & a, const common_params_speculative_ngram_map & b) {
+    return a.size_n == b.size_n && a.size_m == b.size_m && a.min_hits == b.min_hits;
+}
+
+// the fields specrt_set_spec controls; equal settings keep the speculators (and their n-gram pools)
+bool same_spec(const common_params_speculative & a, const common_params_speculative & b) {
+    return a.types == b.types && a.draft.n_max == b.draft.n_max && a.draft.n_min == b.draft.n_min &&
+           a.draft.p_min == b.draft.p_min && same_ngram_map(a.ngram_simple, b.ngram_simple) &&
+           same_ngram_map(a.ngram_map_k, b.ngram_map_k) && same_ngram_map(a.ngram_map_k4v, b.ngram_map_k4v) &&
+           a.ngram_mod.n_match == b.ngram_mod.n_match && a.ngram_mod.n_min == b.ngram_mod.n_min &&
+           a.ngram_mod.n_max == b.ngram_mod.n_max;
+}
+
 // Moves pending settings into effect. Returns a status.
 int apply_pending(specrt_engine * e) {
     bool spec_changed = false;
@@ -250,9 +274,9 @@ int apply_pending(specrt_engine * e) {
     {
         std::lock_guard<std::mutex> lock(e->settings_mu);
         if (e->spec_pending) {
+            spec_changed = !same_spec(e->params.speculative, e->pending_spec);
             e->params.speculative = e->pending_spec;
             e->spec_pending = false;
-            spec_changed = true;
         }
         if (e->sampling_pending) {
             e->params.sampling = e->pending_sampling;
@@ -262,6 +286,9 @@ int apply_pending(specrt_engine * e) {
     }
     if (spec_changed || sampling_changed) {
         e->settings_epoch++;
+    }
+    if (spec_changed) {
+        e->spec_dirty = true;
     }
     if (spec_changed && e->active && e->cycle_index > 0) {
         int rc = build_spec(e, true);
@@ -312,9 +339,12 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
         llama_memory_clear(llama_get_memory(e->ctx_dft), true);
     }
     e->tokens_kv.clear();
-    int rc = build_spec(e, false);
-    if (rc != SPECRT_OK) {
-        return rc;
+    int rc = SPECRT_OK;
+    if (e->spec_dirty) {
+        rc = build_spec(e, false);
+        if (rc != SPECRT_OK) {
+            return rc;
+        }
     }
     rc = build_sampler(e);
     if (rc != SPECRT_OK) {
@@ -341,17 +371,17 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
             return e->fail(SPECRT_ERR_DECODE, "the target failed to process the prompt (llama_process returned " +
                            std::to_string(ret) + ")");
         }
-        if (e->spec) {
+        if (active_spec(e)) {
             const auto tp = clock_type::now();
-            if (!common_speculative_process(e->spec.get(), e->batch)) {
+            if (!common_speculative_process(active_spec(e), e->batch)) {
                 return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the prompt");
             }
             draft_ms += ms_since(tp);
         }
     }
     e->tokens_kv = e->prompt_input;
-    if (e->spec) {
-        common_speculative_begin(e->spec.get(), 0, e->tokens_kv);
+    if (active_spec(e)) {
+        common_speculative_begin(active_spec(e), 0, e->tokens_kv);
     }
     for (llama_token id : e->tokens_kv) {
         common_sampler_accept(e->smpl.get(), id, false);
@@ -390,11 +420,12 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
         n_draft_max = std::min(n_draft_max, e->max_tokens - e->n_generated - 1);
     }
 
+    common_speculative * spec = active_spec(e);
     double draft_ms = 0.0;
     e->draft.clear();
-    if (e->spec && n_draft_max > 0) {
+    if (spec && n_draft_max > 0) {
         const auto td = clock_type::now();
-        common_speculative_get_draft_params(e->spec.get(), 0) = {
+        common_speculative_get_draft_params(spec, 0) = {
             /* .drafting = */ true,
             /* .n_max    = */ n_draft_max,
             /* .pos0     = */ (llama_pos) e->tokens_kv.size(),
@@ -402,7 +433,7 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
             /* .prompt   = */ &e->tokens_kv,
             /* .result   = */ &e->draft,
         };
-        common_speculative_draft(e->spec.get());
+        common_speculative_draft(spec);
         if (e->ctx_dft) {
             // drop what the draft model decoded while drafting; process() feeds it the verified batch
             llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, (llama_pos) e->tokens_kv.size(), -1);
@@ -426,9 +457,9 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
         return e->fail(SPECRT_ERR_DECODE, "the target failed to verify a batch (llama_process returned " +
                        std::to_string(ret) + ")");
     }
-    if (e->spec) {
+    if (spec) {
         const auto tp = clock_type::now();
-        if (!common_speculative_process(e->spec.get(), e->batch)) {
+        if (!common_speculative_process(spec, e->batch)) {
             return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the verified batch");
         }
         draft_ms += ms_since(tp);
@@ -450,8 +481,8 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
     // the one place acceptance is counted
     const int32_t n_drafted  = (int32_t) e->draft.size();
     const int32_t n_accepted = (int32_t) ids.size() - 1;
-    if (e->spec && n_drafted > 0) {
-        common_speculative_accept(e->spec.get(), 0, (uint16_t) n_accepted);
+    if (spec && n_drafted > 0) {
+        common_speculative_accept(spec, 0, (uint16_t) n_accepted);
     }
 
     e->tokens_kv.push_back(e->sampled);

@@ -1,0 +1,98 @@
+"""The spectune command, run as a user would: a subprocess with an argv list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import PROMPTS
+
+SPECTUNE = [sys.executable, "-m", "engine.cli"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spectune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(SPECTUNE + list(args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_run_json_with_baseline(pair):
+    target, draft = pair
+    r = spectune("run", "--target", str(target), "--draft", str(draft), "--draft-n-max", "4",
+                 "--prompt", PROMPTS[0], "--max-tokens", "64", "--baseline", "--json", "--ctx", "512")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    for key in ("tokens_generated", "tokens_per_s", "drafted", "accepted", "acceptance_rate", "steps",
+                "mean_accepted_length", "accepted_by_position", "draft_ms", "verify_ms", "text",
+                "baseline_tokens_per_s", "speedup"):
+        assert key in s, key
+    assert s["tokens_generated"] == 64
+    assert s["acceptance_rate"] == pytest.approx(s["accepted"] / s["drafted"], abs=1e-5)
+    assert s["mean_accepted_length"] == pytest.approx(1 + s["accepted"] / s["steps"], abs=1e-5)
+    assert len(s["accepted_by_position"]) <= 4 and s["accepted_by_position"][0] >= s["accepted_by_position"][-1]
+    assert s["baseline_text_matches"] is True
+    assert s["speedup"] == pytest.approx(s["tokens_per_s"] / s["baseline_tokens_per_s"], rel=1e-3)
+
+
+def test_run_events_and_human_output(pair, tmp_path):
+    target, draft = pair
+    prompt_file = tmp_path / "p.txt"
+    prompt_file.write_text(PROMPTS[1], encoding="utf-8")
+    r = spectune("run", "--target", str(target), "--draft", str(draft), "--prompt-file", str(prompt_file),
+                 "--max-tokens", "24", "--events", "--ctx", "512")
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert events[0]["prompt"] and all(e["event"] == "cycle" for e in events)
+    assert sum(e["emitted"] for e in events) == 24
+    r = spectune("run", "--target", str(target), "--spec-type", "ngram-simple", "--ngram-size-n", "2",
+                 "--prompt", PROMPTS[3], "--max-tokens", "24", "--ctx", "512")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("cycle ") >= 1 and "acceptance" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--draft-n-max", "-2"], "draft_n_max"),
+    (["--spec-type", "draft"], "unknown speculative type"),
+    (["--temp", "-1"], "temp"),
+])
+def test_bad_knobs_exit_2_with_a_reason(pair, args, message):
+    target, draft = pair
+    r = spectune("run", "--target", str(target), "--draft", str(draft), "--prompt", "x", *args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_and_broken_models(pair, tmp_path):
+    r = spectune("run", "--target", str(tmp_path / "none.gguf"), "--prompt", "x")
+    assert r.returncode == 2 and "not found" in r.stderr
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"\x00" * 1000)
+    r = spectune("run", "--target", str(junk), "--prompt", "x")
+    assert r.returncode == 2 and "not a GGUF file" in r.stderr
+
+
+def test_draft_without_spec_type_defaults_to_draft_simple(pair):
+    target, draft = pair
+    r = spectune("run", "--target", str(target), "--draft", str(draft), "--prompt", PROMPTS[0], "--max-tokens",
+                 "16", "--json", "--ctx", "512")
+    s = json.loads(r.stdout.splitlines()[-1])
+    assert s["spec"]["spec_type"] == "draft-simple" and s["drafted"] > 0
+
+
+def test_server_path():
+    r = spectune("server-path")
+    assert r.returncode == 0
+    path = Path(r.stdout.strip())
+    assert path.name.startswith("llama-server") and path.exists()
+
+
+def test_demo_json(tmp_path):
+    r = spectune("demo", "--json", "--quick", "--max-tokens", "32", timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert Path(out["target"]).exists() and Path(out["draft"]).exists()
+    assert out["baseline_tokens_per_s"] > 0 and out["results"]
+    assert out["command"].split()[0].endswith("llama-server") and "--spec-type" in out["command"]
+    assert out["best"]["tokens_per_s"] == max(r["tokens_per_s"] for r in out["results"])

@@ -1,0 +1,44 @@
+"""Acceptance counting on tiny hand-made cycles (no models)."""
+
+import pytest
+
+from engine.stats import RunStats
+
+
+def add(s: RunStats, drafted: int, accepted: int, emitted: int | None = None, prompt: bool = False) -> None:
+    s.add(is_prompt=prompt, n_prompt=5 if prompt else 0, drafted=drafted, accepted=accepted,
+          emitted=accepted + 1 if emitted is None else emitted, draft_ms=1.0, verify_ms=2.0, decode_ms=1.5,
+          other_ms=0.5, cycle_ms=3.5, wall_ms=4.0, text="x")
+
+
+def test_partial_accepts_count_by_position():
+    s = RunStats()
+    add(s, 0, 0, emitted=1, prompt=True)
+    add(s, 4, 2)   # positions 0,1 accepted, 2,3 rejected
+    add(s, 4, 4)   # all accepted
+    add(s, 3, 0)   # first rejected
+    add(s, 0, 0)   # a cycle without a draft counts for neither
+    out = s.summary()
+    assert out["drafted"] == 11 and out["accepted"] == 6
+    assert out["steps"] == 3 and out["cycles"] == 4
+    assert out["acceptance_rate"] == pytest.approx(6 / 11)
+    assert out["mean_accepted_length"] == pytest.approx(1 + 6 / 3)
+    assert out["accepted_by_position"] == [2, 2, 1, 1]
+    assert out["acceptance_by_position"] == pytest.approx([2 / 3, 2 / 3, 1 / 3, 1 / 3])
+    assert out["accepted_length_histogram"] == [1, 0, 1, 0, 1]
+    assert out["tokens_generated"] == 1 + 3 + 5 + 1 + 1
+    # the prompt cycle's token and time stay out of tokens/s
+    assert out["tokens_per_s"] == pytest.approx((out["tokens_generated"] - 1) * 1000 / (4 * 4.0))
+    assert out["prompt_ms"] == 4.0 and out["prompt_tokens"] == 5
+    assert out["outside_decode_share"] == pytest.approx(0.5 / 3.5)
+
+
+def test_no_draft_means_no_rate():
+    s = RunStats()
+    add(s, 0, 0, emitted=1, prompt=True)
+    assert s.acceptance_rate == 0.0 and s.mean_accepted_length == 1.0 and s.tokens_per_s == 0.0
+
+
+def test_impossible_counts_are_rejected():
+    with pytest.raises(ValueError):
+        add(RunStats(), 2, 3)

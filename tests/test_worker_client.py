@@ -1,0 +1,184 @@
+"""The worker process behind engine.client: protocol, states, mid-run knobs, crashes, bad files."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from engine import client as C
+from engine.client import EngineClient, EngineCrashed, EngineError
+from engine.settings import LoadSettings
+
+from .conftest import PROMPTS
+
+
+def load(client: EngineClient, pair, **kw) -> dict:
+    target, draft = pair
+    return client.load(LoadSettings(target, draft, ctx=kw.pop("ctx", 1024), **kw))
+
+
+def test_handshake_and_states(client, pair):
+    assert client.state == C.READY
+    assert client.hello["protocol"] == 1 and "llama.cpp" in client.hello["llama"]
+    assert client.hello["devices"], "the worker reports llama.cpp's devices"
+    ev = load(client, pair)
+    assert ev["has_draft"] and ev["n_ctx"] >= 1024
+    assert {m["model"] for m in ev["memory"]} == {"target", "draft"}
+    assert client.state == C.READY
+    states = []
+    client.on_event = lambda e: states.append(e.get("state")) if e["event"] == "state" else None
+    events = list(client.generate(PROMPTS[0], 32, spec={"spec_type": "draft-simple", "draft_n_max": 3},
+                                  sampling={"temp": 0.0}))
+    assert events[0]["event"] == "started" and events[-1]["event"] == "done"
+    assert C.RUNNING in states and states[-1] == C.READY
+    cycles = [e for e in events if e["event"] == "cycle"]
+    summary = events[-1]["summary"]
+    assert summary["tokens_generated"] == sum(c["emitted"] for c in cycles) == 32
+    assert summary["drafted"] == sum(c["drafted"] for c in cycles)
+    assert summary["accepted"] == sum(c["accepted"] for c in cycles)
+    assert summary["text"] == "".join(c["text"] for c in cycles)
+
+
+def test_knob_sent_mid_run_is_used_by_the_next_cycle(client, pair):
+    load(client, pair)
+    sent = False
+    updated = None
+    cycles = []
+    after = None
+    for ev in client.generate(PROMPTS[1], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 6},
+                              sampling={"temp": 0.0}):
+        if ev["event"] == "cycle":
+            cycles.append(ev)
+            if ev["i"] >= 3 and not sent:
+                client.update(spec={"draft_n_max": 2})
+                sent = True
+            if after is not None and len(cycles) == after + 20:
+                client.cancel()
+        elif ev["event"] == "updated":
+            updated = ev
+            after = len(cycles)
+    assert ev["event"] == "cancelled"
+    assert updated is not None and updated["spec"]["draft_n_max"] == 2
+    first_new = updated["from_cycle"]
+    # the cycle right after the 'updated' event is the first to use the new K; none before it does
+    assert after == first_new and cycles[first_new]["i"] == first_new
+    assert all(c["k"] == 6 for c in cycles[:after])
+    assert all(c["k"] == 2 and c["drafted"] <= 2 for c in cycles[after:])
+
+
+def test_bad_update_is_refused_and_the_run_goes_on(client, pair):
+    load(client, pair)
+    errors, cycles_after_error, last = [], 0, None
+    for ev in client.generate(PROMPTS[0], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 3}):
+        if ev["event"] == "cycle":
+            if ev["i"] == 2:
+                client.update(spec={"draft_n_max": -4})
+            if errors:
+                cycles_after_error += 1
+                if cycles_after_error == 10:
+                    client.cancel()
+        elif ev["event"] == "error":
+            errors.append(ev)
+        last = ev
+    assert errors and errors[0]["kind"] == "invalid_settings" and "draft_n_max" in errors[0]["message"]
+    assert cycles_after_error >= 10 and last["event"] == "cancelled"
+
+
+def test_cancel_mid_run(client, pair):
+    load(client, pair)
+    last = None
+    for ev in client.generate(PROMPTS[0], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 2}):
+        if ev["event"] == "cycle" and ev["i"] == 5:
+            client.cancel()
+        last = ev
+    assert last["event"] == "cancelled"
+    assert last["summary"]["tokens_generated"] > 0
+    assert client.state == C.READY
+
+
+def test_killed_worker_leaves_crashed_state_and_restart_works(client, pair):
+    load(client, pair)
+    pid = client.pid
+    with pytest.raises(EngineCrashed) as exc:
+        for ev in client.generate(PROMPTS[0], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 2}):
+            if ev["event"] == "cycle" and ev["i"] == 3:
+                os.kill(pid, signal.SIGKILL)
+    assert client.state == C.CRASHED
+    assert "SIGKILL" in str(exc.value) and "SIGKILL" in client.last_error
+    with pytest.raises(EngineCrashed):
+        client.send("memory")
+    client.restart()
+    assert client.state == C.READY and client.pid != pid
+    load(client, pair)
+    events = list(client.generate(PROMPTS[0], 16, spec={"spec_type": "draft-simple"}))
+    assert events[-1]["event"] == "done"
+
+
+def test_worker_abort_inside_llama_cpp_is_reported(client):
+    """A native abort (here SIGABRT, as GGML_ASSERT raises) must not take the client with it."""
+    os.kill(client.pid, signal.SIGABRT)
+    with pytest.raises(EngineCrashed, match="SIGABRT"):
+        client.wait_for(("never",), timeout=30)
+    assert client.state == C.CRASHED
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "too short"),
+    (os.urandom(4096), "not a GGUF file"),
+    (b"GGUF" + (7).to_bytes(4, "little") + bytes(16), "version 7"),
+])
+def test_broken_files_give_a_clear_error(client, tmp_path, content, message):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(content)
+    with pytest.raises(EngineError, match=message):
+        client.load(LoadSettings(bad, None, ctx=256))
+    assert client.state == C.ERROR
+    assert client.pid is not None and client._proc.poll() is None, "the worker survives"
+
+
+def test_truncated_gguf(client, pair, tmp_path):
+    target, _ = pair
+    data = target.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    with pytest.raises(EngineError, match="truncated"):
+        client.load(LoadSettings(cut, None, ctx=256))
+    head_only = tmp_path / "head.gguf"
+    head_only.write_bytes(data[:200])
+    with pytest.raises(EngineError, match="damaged or truncated|truncated"):
+        client.load(LoadSettings(head_only, None, ctx=256))
+    load(client, pair)  # and the same worker still loads a good pair
+
+
+def test_incompatible_pair_is_explained(client, incompatible_pair):
+    with pytest.raises(EngineError) as exc:
+        load(client, incompatible_pair, ctx=256)
+    assert exc.value.kind == "incompatible"
+    assert "vocab" in str(exc.value)
+
+
+def test_busy_and_unknown_commands(client, pair):
+    load(client, pair)
+    req = client.start_generate(PROMPTS[0], 100000, spec={"spec_type": "draft-simple"})
+    client.wait_for(("cycle",), req, timeout=60)
+    with pytest.raises(EngineError, match="while a generate is running") as exc:
+        client.wait_for(("memory",), client.send("memory"), timeout=30)
+    assert exc.value.kind == "busy"
+    client.cancel()
+    client.wait_for(("cancelled",), req, timeout=60)
+    with pytest.raises(EngineError) as exc:
+        client.wait_for(("x",), client.send("frobnicate"), timeout=30)
+    assert exc.value.kind == "unknown_command"
+    assert client.memory()
+
+
+def test_protocol_version_mismatch_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(C.protocol, "PROTOCOL_VERSION", 999)
+    c = EngineClient()
+    with pytest.raises(EngineError) as exc:
+        c.start()
+    assert exc.value.kind == "version_mismatch"
+    assert c.state == C.ERROR
+    c.close()
