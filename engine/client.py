@@ -55,8 +55,11 @@ def _describe_exit(code: int | None) -> str:
 
 class EngineClient:
     def __init__(self, on_event: Callable[[dict], None] | None = None, python: str | None = None,
-                 env: dict[str, str] | None = None, stderr_lines: int = 60):
+                 env: dict[str, str] | None = None, stderr_lines: int = 60, queue_events: bool = True):
+        """queue_events=False: events go only to on_event (a GUI that never reads the queue
+        must not let it grow without bound); the blocking helpers then cannot be used."""
         self.on_event = on_event
+        self._queue_events = queue_events
         self._python = python or sys.executable
         self._env = env
         self._proc: subprocess.Popen | None = None
@@ -202,7 +205,8 @@ class EngineClient:
         self._emit(ev)
 
     def _emit(self, ev: dict) -> None:
-        self._events.put(ev)
+        if self._queue_events or ev.get("event") in ("hello", "fatal"):
+            self._events.put(ev)
         if self.on_event is not None:
             self.on_event(ev)
 

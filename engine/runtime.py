@@ -16,7 +16,7 @@ from pathlib import Path
 from engine.native_build import ensure_built
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -65,7 +65,8 @@ class _Cycle(C.Structure):
         ("settings_epoch", C.c_int32),
         ("draft_ms", C.c_double), ("verify_ms", C.c_double), ("decode_ms", C.c_double),
         ("other_ms", C.c_double), ("cycle_ms", C.c_double),
-        ("tokens", C.c_int32 * MAX_CYCLE_TOKENS), ("text", C.c_char_p),
+        ("tokens", C.c_int32 * MAX_CYCLE_TOKENS), ("piece_bytes", C.c_int32 * MAX_CYCLE_TOKENS),
+        ("text", C.c_char_p),
     ]
 
 
@@ -94,6 +95,7 @@ class Cycle:
     cycle_ms: float
     tokens: list[int]
     text: str
+    pieces: list[str]    # text per emitted token (a piece may be "" while a character is incomplete)
 
 
 _lib: C.CDLL | None = None
@@ -246,12 +248,22 @@ class Engine:
         rc = self._check(self._lib.specrt_step(self._h, C.byref(c)))
         if rc == DONE:
             return None
+        raw = c.text or b""
+        pieces, offset = [], 0
+        for i in range(c.n_emitted):
+            n = c.piece_bytes[i]
+            pieces.append(self._utf8.decode(raw[offset:offset + n]))
+            offset += n
+        if c.is_eog:
+            tail = self._utf8.decode(b"", final=True)
+            if pieces and tail:
+                pieces[-1] += tail
         return Cycle(
             index=c.index, is_prompt=bool(c.is_prompt), n_prompt=c.n_prompt, drafted=c.n_drafted,
             accepted=c.n_accepted, emitted=c.n_emitted, n_past=c.n_past, draft_n_max=c.draft_n_max,
             is_eog=bool(c.is_eog), settings_epoch=c.settings_epoch, draft_ms=c.draft_ms,
             verify_ms=c.verify_ms, decode_ms=c.decode_ms, other_ms=c.other_ms, cycle_ms=c.cycle_ms,
-            tokens=list(c.tokens[:c.n_emitted]), text=self._utf8.decode(c.text or b"", final=bool(c.is_eog)))
+            tokens=list(c.tokens[:c.n_emitted]), text="".join(pieces), pieces=pieces)
 
     def text_tail(self) -> str:
         """Bytes of an unfinished character held back at the end of a generation, decoded."""

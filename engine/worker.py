@@ -36,6 +36,7 @@ DEFAULT_BATCH_MS = 25.0
 def _cycle_event(cycle, wall_ms: float) -> dict:
     return {"i": cycle.index, "prompt": cycle.is_prompt, "n_prompt": cycle.n_prompt, "drafted": cycle.drafted,
             "accepted": cycle.accepted, "emitted": cycle.emitted, "tokens": cycle.tokens, "text": cycle.text,
+            "pieces": cycle.pieces,
             "k": cycle.draft_n_max, "epoch": cycle.settings_epoch, "n_past": cycle.n_past, "eog": cycle.is_eog,
             "draft_ms": round(cycle.draft_ms, 4), "verify_ms": round(cycle.verify_ms, 4),
             "decode_ms": round(cycle.decode_ms, 4), "other_ms": round(cycle.other_ms, 4),

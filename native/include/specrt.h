@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 1
+#define SPECRT_ABI_VERSION 2
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -110,7 +110,9 @@ typedef struct specrt_cycle {
     double  other_ms;                 /* everything else in the cycle (bookkeeping, text) */
     double  cycle_ms;
     int32_t tokens[SPECRT_MAX_CYCLE_TOKENS];
-    const char * text;                /* UTF-8 of the emitted tokens; valid until the next call */
+    int32_t piece_bytes[SPECRT_MAX_CYCLE_TOKENS]; /* bytes of text each token contributed, in order */
+    const char * text;                /* UTF-8 bytes of the emitted tokens (a character may span two
+                                         cycles); valid until the next call */
 } specrt_cycle;
 
 typedef struct specrt_memory_item {

@@ -203,6 +203,9 @@ int catch_up_draft(specrt_engine * e) {
             b.add(e->tokens_kv[i], i, 0, i == end - 1);
         }
         if (llama_process(e->ctx_dft, LLAMA_PROCESS_TYPE_DECODE, b.get()) != 0) {
+            if (e->cancel.load()) {
+                return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+            }
             return e->fail(SPECRT_ERR_DECODE, "the draft model failed to catch up with the target's context");
         }
     }
@@ -310,15 +313,21 @@ void emit(specrt_engine * e, const llama_tokens & ids, specrt_cycle * out) {
             break;
         }
         e->n_generated++;
-        if (out->n_emitted < SPECRT_MAX_CYCLE_TOKENS) {
-            out->tokens[out->n_emitted++] = id;
+        const int32_t slot = out->n_emitted < SPECRT_MAX_CYCLE_TOKENS ? out->n_emitted++ : -1;
+        if (slot >= 0) {
+            out->tokens[slot] = id;
+            out->piece_bytes[slot] = 0;
         }
         if (llama_vocab_is_eog(e->vocab, id)) {
             out->is_eog = 1;
             e->finished = true;
             break;
         }
-        e->text += common_token_to_piece(e->ctx_tgt, id, false);
+        const std::string piece = common_token_to_piece(e->ctx_tgt, id, false);
+        e->text += piece;
+        if (slot >= 0) {
+            out->piece_bytes[slot] = (int32_t) piece.size();
+        }
         if (e->max_tokens > 0 && e->n_generated >= e->max_tokens) {
             e->finished = true;
         }
@@ -374,6 +383,9 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
         if (active_spec(e)) {
             const auto tp = clock_type::now();
             if (!common_speculative_process(active_spec(e), e->batch)) {
+                if (e->cancel.load()) {  // the abort callback stopped the draft model
+                    return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+                }
                 return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the prompt");
             }
             draft_ms += ms_since(tp);
@@ -434,6 +446,9 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
             /* .result   = */ &e->draft,
         };
         common_speculative_draft(spec);
+        if (e->cancel.load()) {
+            return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+        }
         if (e->ctx_dft) {
             // drop what the draft model decoded while drafting; process() feeds it the verified batch
             llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, (llama_pos) e->tokens_kv.size(), -1);
@@ -460,6 +475,9 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
     if (spec) {
         const auto tp = clock_type::now();
         if (!common_speculative_process(spec, e->batch)) {
+            if (e->cancel.load()) {  // the abort callback stopped the draft model
+                return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+            }
             return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the verified batch");
         }
         draft_ms += ms_since(tp);
