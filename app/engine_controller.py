@@ -1,0 +1,155 @@
+"""The GUI's one handle on the engine worker (the Spyder kernel-handler pattern).
+
+Wraps engine.client.EngineClient in a QObject with documented signals and an
+explicit connection state. Worker events arrive on the client's reader thread
+and are re-emitted as Qt signals, which Qt queues into the GUI thread. Nothing
+here blocks the GUI thread: starting the worker (which may first build the
+native runtime) happens on a helper thread; every request is a non-blocking send.
+
+Signals
+  stateChanged(state, message)  starting | ready | loading | running | error | crashed | stopped
+  hello(dict)                   the worker's handshake (versions, llama.cpp build, devices)
+  loaded(dict)                  a model pair is loaded (memory report, n_ctx, has_draft)
+  runStarted(dict)              a generation began (its settings)
+  cycle(dict)                   one cycle record (see engine.worker._cycle_event)
+  runFinished(dict)             done or cancelled event (with the run summary)
+  settingsApplied(dict)         a mid-run knob change took effect (from_cycle says where)
+  failed(dict)                  an error event (kind, message)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from engine.client import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineClient, EngineError
+from engine.settings import LoadSettings, to_dict
+
+
+class EngineController(QObject):
+    stateChanged = Signal(str, str)
+    hello = Signal(dict)
+    loaded = Signal(dict)
+    runStarted = Signal(dict)
+    cycle = Signal(dict)
+    runFinished = Signal(dict)
+    settingsApplied = Signal(dict)
+    failed = Signal(dict)
+    _event = Signal(dict)          # reader thread -> GUI thread
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._client = EngineClient(on_event=self._on_worker_event, queue_events=False)
+        self._event.connect(self._dispatch)
+        self.state = "stopped"
+        self.message = ""
+        self.hello_info: dict | None = None
+        self.loaded_info: dict | None = None
+        self.load_settings: LoadSettings | None = None
+        self.running_run: Any = None
+        self._run_counter = 0
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker on a helper thread; hello() or stateChanged('error') follows."""
+        if self.state in (STARTING, READY, LOADING, RUNNING):
+            return
+        self._set_state(STARTING, "starting the engine")
+
+        def run() -> None:
+            try:
+                self._client.start()
+            except EngineError as exc:
+                self._event.emit({"event": "state", "state": ERROR, "message": str(exc)})
+
+        threading.Thread(target=run, name="engine-start", daemon=True).start()
+
+    def restart(self) -> None:
+        self.loaded_info = None
+        self.running_run = None
+        self._client.kill()
+        self.state = "stopped"
+        self.start()
+
+    def shutdown(self) -> None:
+        self._client.close(timeout=10)
+
+    @property
+    def pid(self) -> int | None:
+        return self._client.pid
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._client.stderr_tail
+
+    # -- requests (all non-blocking) -------------------------------------
+    def _send(self, cmd: str, **fields: Any) -> int | None:
+        try:
+            return self._client.send(cmd, **fields)
+        except EngineError as exc:
+            self.failed.emit({"event": "error", "kind": exc.kind, "message": str(exc)})
+            return None
+
+    def load(self, settings: LoadSettings) -> None:
+        self.load_settings = settings
+        self.loaded_info = None
+        self._set_state(LOADING, f"loading {settings.target.name}")
+        self._send("load", load=to_dict(settings))
+
+    def generate(self, prompt: str, max_tokens: int, spec: dict, sampling: dict, baseline: bool = False) -> Any:
+        self._run_counter += 1
+        run = self._run_counter
+        self.running_run = run
+        self._send("generate", prompt=prompt, max_tokens=max_tokens, baseline=baseline, spec=spec,
+                   sampling=sampling, run=run)
+        return run
+
+    def update(self, spec: dict | None = None, sampling: dict | None = None) -> None:
+        self._send("update", spec=spec or {}, sampling=sampling or {})
+
+    def cancel(self) -> None:
+        self._send("cancel")
+
+    # -- events -----------------------------------------------------------
+    def _on_worker_event(self, ev: dict) -> None:
+        self._event.emit(ev)   # any thread -> queued to the GUI thread
+
+    @Slot(dict)
+    def _dispatch(self, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "cycle":
+            self.cycle.emit(ev)
+        elif kind == "state":
+            self._set_state(ev["state"], ev.get("message") or "")
+        elif kind == "hello":
+            self.hello_info = ev
+            self._set_state(READY, "")   # the client marks itself ready only after handing us the hello
+            self.hello.emit(ev)
+        elif kind == "loaded":
+            self.loaded_info = ev
+            self.loaded.emit(ev)
+        elif kind == "started":
+            self.runStarted.emit(ev)
+        elif kind in ("done", "cancelled"):
+            self.running_run = None
+            self.runFinished.emit(ev)
+        elif kind == "updated":
+            self.settingsApplied.emit(ev)
+        elif kind == "error":
+            self.failed.emit(ev)
+        elif kind == "crashed":
+            self.running_run = None
+            self.loaded_info = None
+
+    def _set_state(self, state: str, message: str = "") -> None:
+        if state == self.state and message == self.message:
+            return
+        if state in (ERROR, CRASHED, "stopped"):
+            self.running_run = None
+        self.state, self.message = state, message
+        self.stateChanged.emit(state, message)
+
+
+__all__ = ["EngineController", "CRASHED", "ERROR", "LOADING", "READY", "RUNNING", "STARTING"]

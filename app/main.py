@@ -1,0 +1,39 @@
+"""``python -m app`` / ``spectune gui``: the desktop app.
+
+Options: --selftest (start the window and the engine, load the demo pair, run a
+short generation, exit 0 when it worked; used for packaged builds),
+--screenshot DIR (save a PNG of every page after a short demo run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="spectune gui")
+    ap.add_argument("--selftest", action="store_true", help="run a short headless check and exit")
+    ap.add_argument("--screenshot", metavar="DIR", help="save a PNG of each page after a short demo run")
+    ap.add_argument("--demo", action="store_true", help="load the demo pair and start a run at once")
+    a = ap.parse_args(argv)
+
+    from PySide6.QtWidgets import QApplication
+
+    from app.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("SpecTune")
+    window = MainWindow()
+    window.show()
+    window.controller.start()
+    if a.selftest or a.screenshot or a.demo:
+        from app.scripted import ScriptedSession
+
+        session = ScriptedSession(window, screenshot_dir=a.screenshot, exit_when_done=bool(a.selftest or a.screenshot))
+        session.begin()
+    return app.exec()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

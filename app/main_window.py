@@ -1,0 +1,136 @@
+"""The main window: a page list on the left, the pages, and a status bar with
+the engine's state. Window geometry, the page shown and the Lab's knobs persist
+between sessions (QSettings in the platformdirs config folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (QFileDialog, QLabel, QListWidget, QMainWindow, QSplitter, QStackedWidget, QWidget)
+
+from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
+from app.pages.export import ExportPage
+from app.pages.hardware import HardwarePage
+from app.pages.history import HistoryPage
+from app.pages.lab import LabPage
+from app.pages.models import ModelsPage
+from app.pages.tune import TunePage
+from app.settings_store import settings_path
+
+STATE_COLOURS = {STARTING: "#f9a825", READY: "#2e7d32", LOADING: "#f9a825", RUNNING: "#1565c0",
+                 ERROR: "#c62828", CRASHED: "#c62828", "stopped": "#757575"}
+PAGE_NAMES = ("Hardware", "Models", "Lab", "Tune", "Export", "History")
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, controller: EngineController | None = None, settings: QSettings | None = None):
+        super().__init__()
+        self.setWindowTitle("SpecTune")
+        self.controller = controller or EngineController(self)
+        self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
+
+        self.lab = LabPage(self.controller)
+        self.hardware = HardwarePage(self.controller)
+        self.models = ModelsPage(self.lab)
+        self.tune = TunePage()
+        self.export = ExportPage(self.lab)
+        self.history = HistoryPage(self.lab)
+        self.pages: dict[str, QWidget] = dict(zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune,
+                                                              self.export, self.history)))
+        self.nav = QListWidget()
+        self.nav.addItems(PAGE_NAMES)
+        self.nav.setFixedWidth(120)
+        self.stack = QStackedWidget()
+        for page in self.pages.values():
+            self.stack.addWidget(page)
+        self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        split = QSplitter()
+        split.addWidget(self.nav)
+        split.addWidget(self.stack)
+        split.setStretchFactor(1, 1)
+        self.setCentralWidget(split)
+
+        self.state_label = QLabel()
+        self.vram_label = QLabel()
+        self.statusBar().addWidget(self.state_label, 1)
+        self.statusBar().addPermanentWidget(self.vram_label)
+        self.controller.stateChanged.connect(self._show_state)
+        self.controller.hello.connect(lambda ev: self.statusBar().showMessage(
+            f"engine ready: {ev.get('llama', '')[:80]}", 5000))
+        self._show_state(self.controller.state, self.controller.message)
+        self.vram_timer = QTimer(self)
+        self.vram_timer.setInterval(2000)
+        self.vram_timer.timeout.connect(self._refresh_vram)
+        self.vram_timer.start()
+
+        self._build_menu()
+        self._restore()
+
+    # -- menu and shortcuts -----------------------------------------------
+    def _build_menu(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        save = QAction("Save charts as PNG…", self, shortcut=QKeySequence("Ctrl+S"), triggered=self.save_charts)
+        quit_ = QAction("Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
+        file_menu.addActions([save, quit_])
+        engine_menu = self.menuBar().addMenu("&Engine")
+        engine_menu.addAction(QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"),
+                                      triggered=self.controller.restart))
+        view = self.menuBar().addMenu("&View")
+        for i, name in enumerate(PAGE_NAMES):
+            view.addAction(QAction(name, self, shortcut=QKeySequence(f"Ctrl+{i + 1}"),
+                                   triggered=lambda checked=False, i=i: self.nav.setCurrentRow(i)))
+
+    def show_page(self, name: str) -> None:
+        self.nav.setCurrentRow(PAGE_NAMES.index(name))
+
+    def save_charts(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save charts", str(Path.home() / "spectune-charts.png"),
+                                              "PNG images (*.png)")
+        if path:
+            self.lab.save_charts(path)
+            self.statusBar().showMessage(f"saved {path}", 5000)
+
+    # -- status -----------------------------------------------------------
+    def _show_state(self, state: str, message: str) -> None:
+        colour = STATE_COLOURS.get(state, "#757575")
+        first_line = (message or "").splitlines()[0] if message else ""
+        self.state_label.setText(f"<b style='color:{colour}'>engine: {state}</b> {first_line}")
+        self.state_label.setToolTip(message or state)
+
+    def _refresh_vram(self) -> None:
+        text = self.hardware.vram_summary()
+        self.vram_label.setText(text)
+
+    # -- persistence ------------------------------------------------------
+    def _restore(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 900)
+        page = self.settings.value("window/page", "Lab")
+        self.show_page(page if page in PAGE_NAMES else "Lab")
+        state = {key.split("/", 1)[1]: self.settings.value(key)
+                 for key in self.settings.allKeys() if key.startswith("lab/")}
+        if state:
+            self.lab.controls.restore_state(state)
+
+    def save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/page", PAGE_NAMES[self.nav.currentRow()])
+        for key, value in self.lab.controls.save_state().items():
+            self.settings.setValue(f"lab/{key}", value)
+        self.settings.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.save_settings()
+        self.vram_timer.stop()
+        self.lab.chart_timer.stop()
+        self.lab.text_timer.stop()
+        self.controller.shutdown()
+        super().closeEvent(event)
+
+
+__all__ = ["MainWindow", "PAGE_NAMES", "Qt"]

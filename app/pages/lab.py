@@ -1,0 +1,393 @@
+"""The Lab: run a pair live while the knobs move.
+
+Start loops over the chosen prompts until Stop, one engine generation per
+prompt, all cycles feeding one engine.live.LiveSession. A knob moved while a
+run is going is sent to the worker after a short pause (so a dragged slider
+sends one change, not thirty), and when the worker says which cycle first used
+it, every chart gets a labelled marker there. Baseline measures tokens/s with
+no speculation on the same loaded models. Charts repaint from a 25 Hz timer,
+the text from a 4 Hz one; neither repaints per event.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
+                               QWidget)
+
+from app.engine_controller import CRASHED, ERROR, READY, EngineController
+from app.pages.lab_controls import CUSTOM_PROMPT, LabControls
+from app.widgets.live_charts import LiveCharts
+from app.widgets.token_text import TokenText
+from engine.live import LiveSession
+from engine.settings import LoadSettings, SettingsError, to_dict
+
+CHART_INTERVAL_MS = 40      # 25 Hz
+TEXT_INTERVAL_MS = 250      # 4 Hz
+KNOB_SETTLE_MS = 150        # a knob must rest this long before it is sent
+
+
+class Banner(QFrame):
+    """A message strip with an optional action button (restart after a crash)."""
+    actionClicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.button = QPushButton()
+        self.button.clicked.connect(self.actionClicked)
+        close = QPushButton("✕")
+        close.setFixedWidth(28)
+        close.setToolTip("dismiss")
+        close.clicked.connect(self.hide)
+        row = QHBoxLayout(self)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.button)
+        row.addWidget(close)
+        self.hide()
+
+    def show_message(self, text: str, level: str = "error", action: str | None = None) -> None:
+        colour = {"error": "#ffcdd2", "warning": "#fff9c4", "info": "#e3f2fd"}[level]
+        self.setStyleSheet(f"Banner {{ background: {colour}; border: 1px solid #bdbdbd; }}")
+        self.label.setText(text)
+        self.button.setVisible(action is not None)
+        self.button.setText(action or "")
+        self.show()
+
+
+class LabPage(QWidget):
+    runFinished = Signal(dict)     # a summary, for history and other pages
+
+    def __init__(self, controller: EngineController, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.controller = controller
+        self.live = LiveSession()
+        self.mode = "idle"           # idle | loading | running | baseline | stopping
+        self._pending = None         # what to do once the pair is loaded: "start" | "baseline"
+        self._prompts: list[str] = []
+        self._prompt_index = 0
+        self._sent_spec: dict = {}
+        self._sent_sampling: dict = {}
+        self._pending_labels: list[str] = []
+        self._dirty = False
+        self.last_summary: dict | None = None
+        self.last_error: dict | None = None
+
+        self.controls = LabControls()
+        scroll = QScrollArea()
+        scroll.setWidget(self.controls)
+        scroll.setWidgetResizable(True)
+        scroll.setMinimumWidth(330)
+        self.banner = Banner()
+        self.charts = LiveCharts()
+        self.summary = QLabel("no run yet")
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.text = TokenText()
+        right = QSplitter(Qt.Orientation.Vertical)
+        top = QWidget()
+        top_col = QVBoxLayout(top)
+        top_col.setContentsMargins(0, 0, 0, 0)
+        top_col.addWidget(self.banner)
+        top_col.addWidget(self.summary)
+        top_col.addWidget(self.charts, 1)
+        right.addWidget(top)
+        right.addWidget(self.text)
+        right.setStretchFactor(0, 4)
+        right.setStretchFactor(1, 1)
+        row = QHBoxLayout(self)
+        row.addWidget(scroll)
+        row.addWidget(right, 1)
+
+        self.chart_timer = QTimer(self)
+        self.chart_timer.setInterval(CHART_INTERVAL_MS)
+        self.chart_timer.timeout.connect(self._repaint)
+        self.text_timer = QTimer(self)
+        self.text_timer.setInterval(TEXT_INTERVAL_MS)
+        self.text_timer.timeout.connect(self._flush_text)
+        self.knob_timer = QTimer(self)
+        self.knob_timer.setSingleShot(True)
+        self.knob_timer.setInterval(KNOB_SETTLE_MS)
+        self.knob_timer.timeout.connect(self._send_knobs)
+        self.chart_timer.start()
+        self.text_timer.start()
+
+        c = self.controls
+        c.startRequested.connect(self.start)
+        c.stopRequested.connect(self.stop)
+        c.baselineRequested.connect(self.baseline)
+        c.loadRequested.connect(self.load)
+        c.knobsChanged.connect(self._knobs_moved)
+        self.banner.actionClicked.connect(self._banner_action)
+        controller.cycle.connect(self._on_cycle)
+        controller.loaded.connect(self._on_loaded)
+        controller.runFinished.connect(self._on_run_finished)
+        controller.settingsApplied.connect(self._on_settings_applied)
+        controller.failed.connect(self._on_failed)
+        controller.stateChanged.connect(self._on_state)
+        controller.hello.connect(self._on_hello)
+        c.set_running(False)
+
+        for key, slot in (("Ctrl+Return", self.start), ("Esc", self.stop), ("Ctrl+B", self.baseline),
+                          ("Ctrl+L", self.load)):
+            QShortcut(QKeySequence(key), self, activated=slot, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+
+    # -- prompts ----------------------------------------------------------
+    def set_workloads(self, names: list[str]) -> None:
+        combo = self.controls.workload
+        current = combo.currentText()
+        combo.clear()
+        combo.addItems(list(names) + [CUSTOM_PROMPT])
+        idx = combo.findText(current)
+        combo.setCurrentIndex(idx if idx >= 0 else 0)
+
+    def _collect_prompts(self) -> list[str]:
+        name = self.controls.workload.currentText()
+        if name == CUSTOM_PROMPT:
+            text = self.controls.prompt.toPlainText()
+            if not text.strip():
+                raise SettingsError("write a prompt, or choose a workload set")
+            return [text]
+        from engine.workloads import load_workload
+
+        return [p.text for p in load_workload(name).prompts]
+
+    # -- actions ----------------------------------------------------------
+    def load(self) -> bool:
+        try:
+            settings = self.controls.load_settings()
+        except SettingsError as exc:
+            self.banner.show_message(str(exc), "warning")
+            return False
+        problem = self.explain_before_loading(settings)
+        if problem:
+            self.banner.show_message(problem, "error")
+            return False
+        self.banner.hide()
+        self.mode = "loading"
+        self.controls.set_running(True)
+        self.controller.load(settings)
+        return True
+
+    def explain_before_loading(self, settings: LoadSettings) -> str | None:
+        """Reasons not to load this pair (broken file, incompatible vocabularies), in words."""
+        from engine.gguf_check import GGUFError, check_gguf
+
+        try:
+            check_gguf(settings.target, "target")
+            if settings.draft:
+                check_gguf(settings.draft, "draft")
+        except GGUFError as exc:
+            return str(exc)
+        if settings.draft:
+            try:
+                from engine.compat import check_pair
+            except ImportError:
+                return None
+            verdict = check_pair(settings.target, settings.draft)
+            if not verdict["compatible"]:
+                return ("This draft cannot speculate for this target (llama.cpp's vocabulary rule): "
+                        + "; ".join(verdict["reasons"]))
+        return None
+
+    def _ready_for(self, action: str) -> bool:
+        """True when the pair in the controls is loaded; otherwise start loading it and remember the action."""
+        try:
+            settings = self.controls.load_settings()
+        except SettingsError as exc:
+            self.banner.show_message(str(exc), "warning")
+            return False
+        if self.controller.loaded_info is not None and self.controller.load_settings == settings:
+            return True
+        if self.controller.state not in (READY, ERROR):
+            self.banner.show_message(f"the engine is {self.controller.state}; try again when it is ready", "warning")
+            return False
+        self._pending = action
+        self.load()
+        return False
+
+    def start(self) -> None:
+        if self.mode not in ("idle",):
+            return
+        try:
+            self._prompts = self._collect_prompts()
+            spec, sampling = self.controls.spec_settings(), self.controls.sampling_settings().validate()
+            spec.validate(has_draft=bool(self.controls.draft.path()))
+        except (SettingsError, ValueError) as exc:
+            self.banner.show_message(str(exc), "warning")
+            return
+        if not self._ready_for("start"):
+            return
+        self.banner.hide()
+        self.live = LiveSession(baseline_tps=self.live.baseline_tps)
+        self.charts.clear()
+        self.text.clear_text()
+        self._prompt_index = 0
+        self.mode = "running"
+        self.controls.set_running(True)
+        self._sent_spec, self._sent_sampling = to_dict(spec), to_dict(sampling)
+        self._next_generation()
+
+    def _next_generation(self) -> None:
+        prompt = self._prompts[self._prompt_index % len(self._prompts)]
+        self._prompt_index += 1
+        self.controller.generate(prompt, self.controls.max_tokens.value(), self._sent_spec, self._sent_sampling,
+                                 baseline=self.mode == "baseline")
+
+    def stop(self) -> None:
+        if self.mode in ("running", "baseline"):
+            self.mode = "stopping"
+            self.controller.cancel()
+
+    def baseline(self) -> None:
+        if self.mode != "idle":
+            return
+        try:
+            self._prompts = self._collect_prompts()[:1]
+        except (SettingsError, ValueError) as exc:
+            self.banner.show_message(str(exc), "warning")
+            return
+        if not self._ready_for("baseline"):
+            return
+        self.mode = "baseline"
+        self.controls.set_running(True)
+        self._sent_spec = to_dict(self.controls.spec_settings())
+        self._sent_sampling = to_dict(self.controls.sampling_settings())
+        self._prompt_index = 0
+        self._next_generation()
+
+    # -- knobs while running ----------------------------------------------
+    def _knobs_moved(self) -> None:
+        if self.mode == "running":
+            self.knob_timer.start()   # restarts: sends once the knob rests
+
+    def _send_knobs(self) -> None:
+        if self.mode != "running":
+            return
+        try:
+            spec = self.controls.spec_settings().validate(has_draft=bool(self.controls.draft.path()))
+            sampling = self.controls.sampling_settings().validate()
+        except SettingsError as exc:
+            self.banner.show_message(str(exc), "warning")
+            return
+        new_spec, new_sampling = to_dict(spec), to_dict(sampling)
+        spec_changes = {k: v for k, v in new_spec.items() if self._sent_spec.get(k) != v}
+        sampling_changes = {k: v for k, v in new_sampling.items() if self._sent_sampling.get(k) != v}
+        if not spec_changes and not sampling_changes:
+            return
+        label = ", ".join(f"{_short(k)} {_fmt(self._sent_spec.get(k, self._sent_sampling.get(k)))}→{_fmt(v)}"
+                          for k, v in list(spec_changes.items()) + list(sampling_changes.items()))
+        self._pending_labels.append(label)
+        self._sent_spec, self._sent_sampling = new_spec, new_sampling
+        self.controller.update(spec=spec_changes, sampling=sampling_changes)
+
+    # -- engine events ----------------------------------------------------
+    def _on_hello(self, ev: dict) -> None:
+        # after a restart, bring back the pair that was loaded before the crash
+        if self._pending == "reload":
+            self._pending = None
+            self.load()
+
+    def _on_loaded(self, ev: dict) -> None:
+        if self.mode == "loading":
+            self.mode = "idle"
+            self.controls.set_running(False)
+        mem = sum(m["model_bytes"] + m["context_bytes"] + m["compute_bytes"] for m in ev.get("memory", []))
+        self.controls.badges.setText(f"loaded: n_ctx {ev.get('n_ctx')}, {mem / 2 ** 20:.0f} MiB as llama.cpp "
+                                     f"reports it, {'with' if ev.get('has_draft') else 'no'} draft model")
+        action, self._pending = self._pending, None
+        if action == "start":
+            self.start()
+        elif action == "baseline":
+            self.baseline()
+
+    def _on_cycle(self, ev: dict) -> None:
+        if ev.get("run") != self.controller.running_run:
+            return
+        if self.mode == "running" or self.mode == "stopping":
+            self.live.add_cycle(ev)
+            self._dirty = True
+
+    def _on_settings_applied(self, ev: dict) -> None:
+        label = self._pending_labels.pop(0) if self._pending_labels else "settings changed"
+        if ev.get("from_cycle") is not None:
+            self.live.mark(label, cycle=ev["from_cycle"])
+            self._dirty = True
+
+    def _on_run_finished(self, ev: dict) -> None:
+        summary = ev.get("summary", {})
+        if self.mode == "baseline":
+            self.live.baseline_tps = summary.get("tokens_per_s") or None
+            self.mode = "idle"
+            self.controls.set_running(False)
+            self._dirty = True
+            self.banner.show_message(f"baseline: {summary.get('tokens_per_s', 0):.1f} tokens/s without speculation "
+                                     "on the loaded models", "info")
+            return
+        self.last_summary = summary
+        self.runFinished.emit(ev)
+        if self.mode == "running" and ev.get("event") == "done":
+            self._next_generation()
+            return
+        self.mode = "idle"
+        self.controls.set_running(False)
+
+    def _on_failed(self, ev: dict) -> None:
+        self.last_error = ev
+        if ev.get("kind") == "busy":
+            return
+        self.banner.show_message(f"{ev.get('message')} ({ev.get('kind')})", "error")
+        if self.mode in ("loading", "stopping", "baseline") or (self.mode == "running" and
+                                                                 self.controller.state == ERROR):
+            self._pending = None
+            self.mode = "idle"
+            self.controls.set_running(False)
+
+    def _on_state(self, state: str, message: str) -> None:
+        if state == CRASHED:
+            had_pair = self.controller.load_settings is not None
+            self.mode = "idle"
+            self.controls.set_running(False)
+            self._pending = "reload" if had_pair else None
+            self.banner.show_message("The engine process stopped: " + (message or "no message") +
+                                     "\nYour settings and the charts are kept.", "error", "Restart engine")
+        elif state == ERROR and self.mode == "loading":
+            self.mode = "idle"
+            self.controls.set_running(False)
+
+    def _banner_action(self) -> None:
+        self.banner.hide()
+        self.controller.restart()
+
+    # -- painting ---------------------------------------------------------
+    def _repaint(self) -> None:
+        if not self._dirty:
+            return
+        if self.charts.refresh(self.live.snapshot()):
+            self._dirty = False
+            s = self.live
+            base = f", baseline {s.baseline_tps:.1f}, speedup {s.tokens_per_s / s.baseline_tps:.2f}x" \
+                if s.baseline_tps and s.tokens_per_s else ""
+            rate = s.accepted / s.drafted if s.drafted else 0.0
+            length = 1 + s.accepted / s.steps if s.steps else 1.0
+            self.summary.setText(
+                f"<b>{s.tokens_per_s:.1f}</b> tokens/s{base} &nbsp; acceptance <b>{rate:.3f}</b> "
+                f"({s.accepted}/{s.drafted}) &nbsp; mean accepted length {length:.2f} &nbsp; "
+                f"{s.tokens} tokens, {s.steps} steps")
+
+    def _flush_text(self) -> None:
+        self.text.append_pieces(self.live.take_text())
+
+    def save_charts(self, path: str) -> None:
+        self.charts.save_png(path)
+
+
+def _short(key: str) -> str:
+    return {"draft_n_max": "K", "draft_n_min": "n-min", "draft_p_min": "p-min", "spec_type": "method",
+            "ngram_size_n": "n", "ngram_size_m": "m", "ngram_min_hits": "hits", "temp": "temp"}.get(key, key)
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)

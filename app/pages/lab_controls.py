@@ -1,0 +1,275 @@
+"""The Lab's knob panel: model pair, method, K and the other speculation knobs,
+sampling, prompt source, and the Start / Stop / Baseline buttons.
+
+The panel only reads and writes widgets and says when something changed; the
+Lab page decides what to do with it (send to a running session, or keep for
+the next run). Values are the engine.settings dataclasses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout,
+                               QLabel, QLineEdit, QPlainTextEdit, QPushButton, QSlider, QSpinBox, QVBoxLayout,
+                               QWidget)
+
+from engine.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
+
+METHOD_CHOICES = ("draft-simple", "ngram-mod", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-cache",
+                  "ngram-mod,draft-simple", "ngram-simple,draft-simple", "draft-eagle3", "draft-mtp",
+                  "draft-dflash", "draft-dspark", "none")
+CUSTOM_PROMPT = "custom prompt"
+
+
+def _spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
+    w = QSpinBox()
+    w.setRange(lo, hi)
+    w.setValue(value)
+    w.setToolTip(tip)
+    w.setKeyboardTracking(False)
+    return w
+
+
+def _dspin(lo: float, hi: float, value: float, step: float, tip: str = "") -> QDoubleSpinBox:
+    w = QDoubleSpinBox()
+    w.setRange(lo, hi)
+    w.setDecimals(2)
+    w.setSingleStep(step)
+    w.setValue(value)
+    w.setToolTip(tip)
+    w.setKeyboardTracking(False)
+    return w
+
+
+class PathPicker(QWidget):
+    changed = Signal()
+
+    def __init__(self, placeholder: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText(placeholder)
+        browse = QPushButton("…")
+        browse.setFixedWidth(28)
+        browse.setToolTip("choose a GGUF file")
+        browse.clicked.connect(self._browse)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.edit)
+        row.addWidget(browse)
+        self.edit.editingFinished.connect(self.changed)
+
+    def _browse(self) -> None:
+        start = self.edit.text() or str(Path.home())
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", start, "GGUF models (*.gguf)")
+        if path:
+            self.set_path(path)
+
+    def set_path(self, path: str | Path | None) -> None:
+        self.edit.setText(str(path) if path else "")
+        self.changed.emit()
+
+    def path(self) -> Path | None:
+        text = self.edit.text().strip()
+        return Path(text) if text else None
+
+
+class LabControls(QWidget):
+    modelsChanged = Signal()
+    knobsChanged = Signal()          # any speculation or sampling knob
+    startRequested = Signal()
+    stopRequested = Signal()
+    baselineRequested = Signal()
+    loadRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        d, s = SpecSettings(), SamplingSettings()
+        col = QVBoxLayout(self)
+
+        models = QGroupBox("Model pair")
+        f = QFormLayout(models)
+        self.target = PathPicker("target model (.gguf)")
+        self.draft = PathPicker("draft model (.gguf), optional")
+        self.ctx = _spin(256, 1 << 20, 4096, "context size of the target; the draft's KV cache gets the same")
+        self.ngl = _spin(-1, 999, -1, "layers on the GPU (-1: as llama.cpp decides)")
+        self.threads = _spin(0, 256, 0, "CPU threads (0: llama.cpp's default)")
+        self.badges = QLabel("")
+        self.badges.setWordWrap(True)
+        self.load_button = QPushButton("Load")
+        self.load_button.setToolTip("load the pair into the engine (Ctrl+L)")
+        f.addRow("target", self.target)
+        f.addRow("draft", self.draft)
+        f.addRow("context", self.ctx)
+        f.addRow("GPU layers", self.ngl)
+        f.addRow("CPU threads", self.threads)
+        f.addRow(self.badges)
+        f.addRow(self.load_button)
+        col.addWidget(models)
+
+        spec = QGroupBox("Speculation")
+        f = QFormLayout(spec)
+        self.method = QComboBox()
+        self.method.setEditable(True)
+        self.method.addItems(METHOD_CHOICES)
+        self.method.setToolTip("llama.cpp speculative types, comma separated; n-gram types draft first\n"
+                               "known: " + ", ".join(SPEC_TYPES))
+        self.k_slider = QSlider(Qt.Orientation.Horizontal)
+        self.k_slider.setRange(0, 32)
+        self.k_slider.setValue(d.draft_n_max)
+        self.k = _spin(0, MAX_DRAFT_N, d.draft_n_max, "K: most tokens the draft proposes per step (--spec-draft-n-max)")
+        k_row = QHBoxLayout()
+        k_row.addWidget(self.k_slider)
+        k_row.addWidget(self.k)
+        self.n_min = _spin(0, MAX_DRAFT_N, d.draft_n_min, "--spec-draft-n-min")
+        self.p_min = _dspin(0.0, 1.0, d.draft_p_min, 0.05, "--spec-draft-p-min: stop drafting below this probability")
+        self.size_n = _spin(1, 1024, d.ngram_size_n, "n-gram lookup length (ngram-simple / map-k / map-k4v)")
+        self.size_m = _spin(1, MAX_DRAFT_N, d.ngram_size_m, "tokens drafted per n-gram match")
+        self.min_hits = _spin(1, 1000, d.ngram_min_hits, "matches needed before an n-gram is proposed")
+        self.mod_match = _spin(1, 1024, d.ngram_mod_n_match, "ngram-mod lookup length")
+        self.mod_min = _spin(0, MAX_DRAFT_N, d.ngram_mod_n_min, "ngram-mod minimum draft")
+        self.mod_max = _spin(1, MAX_DRAFT_N, d.ngram_mod_n_max, "ngram-mod maximum draft")
+        f.addRow("method", self.method)
+        f.addRow("K (draft n-max)", k_row)
+        f.addRow("n-min", self.n_min)
+        f.addRow("p-min", self.p_min)
+        f.addRow("n-gram size n", self.size_n)
+        f.addRow("n-gram size m", self.size_m)
+        f.addRow("n-gram min hits", self.min_hits)
+        f.addRow("ngram-mod match", self.mod_match)
+        f.addRow("ngram-mod min / max", self._pair(self.mod_min, self.mod_max))
+        col.addWidget(spec)
+
+        sampling = QGroupBox("Sampling")
+        f = QFormLayout(sampling)
+        self.temp = _dspin(0.0, 5.0, s.temp, 0.1, "0 = greedy (speculation is exact)")
+        self.top_k = _spin(0, 1000, s.top_k)
+        self.top_p = _dspin(0.01, 1.0, s.top_p, 0.05)
+        self.seed = _spin(-1, 2 ** 31 - 1, -1, "-1 = random")
+        f.addRow("temperature", self.temp)
+        f.addRow("top-k", self.top_k)
+        f.addRow("top-p", self.top_p)
+        f.addRow("seed", self.seed)
+        col.addWidget(sampling)
+
+        prompt = QGroupBox("Prompts")
+        f = QFormLayout(prompt)
+        self.workload = QComboBox()
+        self.workload.addItem(CUSTOM_PROMPT)
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("prompt used when 'custom prompt' is selected")
+        self.prompt.setMaximumHeight(80)
+        self.max_tokens = _spin(1, 1 << 16, 256, "tokens generated per prompt")
+        f.addRow("workload", self.workload)
+        f.addRow(self.prompt)
+        f.addRow("max tokens", self.max_tokens)
+        col.addWidget(prompt)
+
+        buttons = QHBoxLayout()
+        self.start_button = QPushButton("Start")
+        self.start_button.setToolTip("run the prompts with speculation, looping until Stop (Ctrl+Return)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("stop the running generation (Esc)")
+        self.baseline_button = QPushButton("Baseline")
+        self.baseline_button.setToolTip("measure tokens/s without speculation on the same models (Ctrl+B)")
+        for b in (self.start_button, self.stop_button, self.baseline_button):
+            buttons.addWidget(b)
+        col.addLayout(buttons)
+        col.addStretch(1)
+
+        self.k_slider.valueChanged.connect(self.k.setValue)
+        self.k.valueChanged.connect(lambda v: self.k_slider.setValue(min(v, self.k_slider.maximum())))
+        for w in (self.k, self.n_min, self.size_n, self.size_m, self.min_hits, self.mod_match, self.mod_min,
+                  self.mod_max, self.top_k, self.seed):
+            w.valueChanged.connect(self.knobsChanged)
+        for w in (self.p_min, self.temp, self.top_p):
+            w.valueChanged.connect(self.knobsChanged)
+        self.method.currentTextChanged.connect(self.knobsChanged)
+        self.target.changed.connect(self.modelsChanged)
+        self.draft.changed.connect(self.modelsChanged)
+        self.load_button.clicked.connect(self.loadRequested)
+        self.start_button.clicked.connect(self.startRequested)
+        self.stop_button.clicked.connect(self.stopRequested)
+        self.baseline_button.clicked.connect(self.baselineRequested)
+        self.workload.currentTextChanged.connect(lambda t: self.prompt.setEnabled(t == CUSTOM_PROMPT))
+
+    @staticmethod
+    def _pair(a: QWidget, b: QWidget) -> QWidget:
+        w = QWidget()
+        row = QHBoxLayout(w)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(a)
+        row.addWidget(b)
+        return w
+
+    # -- values -----------------------------------------------------------
+    def load_settings(self) -> LoadSettings:
+        target = self.target.path()
+        if target is None:
+            raise SettingsError("choose a target model first")
+        return LoadSettings(target=target, draft=self.draft.path(), ctx=self.ctx.value(), ngl=self.ngl.value(),
+                            ngl_draft=self.ngl.value(), threads=self.threads.value()).validate()
+
+    def spec_settings(self) -> SpecSettings:
+        return SpecSettings(
+            spec_type=self.method.currentText().strip() or "none", draft_n_max=self.k.value(),
+            draft_n_min=min(self.n_min.value(), self.k.value()), draft_p_min=round(self.p_min.value(), 4),
+            ngram_size_n=self.size_n.value(), ngram_size_m=self.size_m.value(), ngram_min_hits=self.min_hits.value(),
+            ngram_mod_n_match=self.mod_match.value(), ngram_mod_n_min=min(self.mod_min.value(), self.mod_max.value()),
+            ngram_mod_n_max=self.mod_max.value())
+
+    def sampling_settings(self) -> SamplingSettings:
+        seed = self.seed.value()
+        return SamplingSettings(temp=round(self.temp.value(), 4), top_k=self.top_k.value(),
+                                top_p=round(self.top_p.value(), 4), min_p=SamplingSettings().min_p,
+                                seed=0xFFFFFFFF if seed < 0 else seed)
+
+    def set_running(self, running: bool) -> None:
+        self.start_button.setEnabled(not running)
+        self.baseline_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.load_button.setEnabled(not running)
+        for w in (self.target, self.draft, self.ctx, self.ngl, self.threads, self.workload, self.prompt,
+                  self.max_tokens):
+            w.setEnabled(not running)
+        if not running:
+            self.prompt.setEnabled(self.workload.currentText() == CUSTOM_PROMPT)
+
+    # -- persistence ------------------------------------------------------
+    def save_state(self) -> dict:
+        return {"target": self.target.edit.text(), "draft": self.draft.edit.text(), "ctx": self.ctx.value(),
+                "ngl": self.ngl.value(), "threads": self.threads.value(), "method": self.method.currentText(), "k": self.k.value(),
+                "n_min": self.n_min.value(), "p_min": self.p_min.value(), "size_n": self.size_n.value(),
+                "size_m": self.size_m.value(), "min_hits": self.min_hits.value(), "temp": self.temp.value(),
+                "top_k": self.top_k.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
+                "workload": self.workload.currentText(), "prompt": self.prompt.toPlainText(),
+                "max_tokens": self.max_tokens.value()}
+
+    def restore_state(self, state: dict) -> None:
+        def get(key, cast, default):
+            try:
+                return cast(state.get(key, default))
+            except (TypeError, ValueError):
+                return default
+        self.target.edit.setText(get("target", str, ""))
+        self.draft.edit.setText(get("draft", str, ""))
+        self.ctx.setValue(get("ctx", int, self.ctx.value()))
+        self.ngl.setValue(get("ngl", int, self.ngl.value()))
+        self.threads.setValue(get("threads", int, self.threads.value()))
+        self.method.setCurrentText(get("method", str, self.method.currentText()))
+        self.k.setValue(get("k", int, self.k.value()))
+        self.n_min.setValue(get("n_min", int, self.n_min.value()))
+        self.p_min.setValue(get("p_min", float, self.p_min.value()))
+        self.size_n.setValue(get("size_n", int, self.size_n.value()))
+        self.size_m.setValue(get("size_m", int, self.size_m.value()))
+        self.min_hits.setValue(get("min_hits", int, self.min_hits.value()))
+        self.temp.setValue(get("temp", float, self.temp.value()))
+        self.top_k.setValue(get("top_k", int, self.top_k.value()))
+        self.top_p.setValue(get("top_p", float, self.top_p.value()))
+        self.seed.setValue(get("seed", int, self.seed.value()))
+        idx = self.workload.findText(get("workload", str, CUSTOM_PROMPT))
+        if idx >= 0:
+            self.workload.setCurrentIndex(idx)
+        self.prompt.setPlainText(get("prompt", str, ""))
+        self.max_tokens.setValue(get("max_tokens", int, self.max_tokens.value()))

@@ -1,0 +1,107 @@
+"""A short scripted session on the demo pair, for --selftest, --demo and
+--screenshot: load the pair, measure a baseline, run with speculation, move K
+once while it runs, stop, and (optionally) save a PNG of every page."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from app.main_window import PAGE_NAMES
+
+
+class ScriptedSession:
+    def __init__(self, window, screenshot_dir: str | None = None, exit_when_done: bool = True,
+                 run_seconds: float = 4.0):
+        self.w = window
+        self.lab = window.lab
+        self.dir = Path(screenshot_dir) if screenshot_dir else None
+        self.exit_when_done = exit_when_done
+        self.run_ms = int(run_seconds * 1000)
+        self.ok = False
+        self._step = "wait-engine"
+
+    def begin(self) -> None:
+        self.w.models.use_demo_pair()
+        self.w.show_page("Lab")
+        self.lab.controls.method.setCurrentText("draft-simple")
+        self.lab.controls.k.setValue(4)
+        if self.lab.controls.workload.findText("code-completion") >= 0:
+            self.lab.controls.workload.setCurrentText("code-completion")
+        elif not self.lab.controls.prompt.toPlainText().strip():
+            self.lab.controls.prompt.setPlainText("def the value of the data is")
+        self.w.controller.hello.connect(self._on_hello)
+        self.lab.runFinished.connect(lambda ev: None)
+        self.w.controller.failed.connect(self._on_failed)
+        self._watchdog = QTimer.singleShot(180_000, lambda: self._finish("timed out"))
+        if self.w.controller.hello_info is not None:
+            self._on_hello(self.w.controller.hello_info)
+
+    def _on_failed(self, ev: dict) -> None:
+        if ev.get("kind") != "busy":
+            self._finish(f"engine error: {ev.get('message')}")
+
+    def _on_hello(self, ev: dict) -> None:
+        if self._step != "wait-engine":
+            return
+        self._step = "baseline"
+        self.lab.baseline()
+        self._poll(self._baseline_done)
+
+    def _poll(self, condition, interval: int = 100) -> None:
+        def check() -> None:
+            if condition():
+                return
+            QTimer.singleShot(interval, check)
+        QTimer.singleShot(interval, check)
+
+    def _baseline_done(self) -> bool:
+        if self.lab.mode != "idle" or self.lab.live.baseline_tps is None:
+            return False
+        self._step = "run"
+        self.lab.start()
+        QTimer.singleShot(self.run_ms // 2, lambda: self.lab.controls.k.setValue(2))
+        QTimer.singleShot(self.run_ms, self._stop)
+        return True
+
+    def _stop(self) -> None:
+        self.lab.stop()
+        self._poll(self._stopped)
+
+    def _stopped(self) -> bool:
+        if self.lab.mode != "idle":
+            return False
+        self.ok = self.lab.live.cycles > 0
+        if self.dir:
+            self._shoot(0)
+        else:
+            self._finish(None if self.ok else "no cycles arrived")
+        return True
+
+    def _shoot(self, i: int) -> None:
+        if i >= len(PAGE_NAMES):
+            self.w.show_page("Lab")
+            self._finish(None if self.ok else "no cycles arrived")
+            return
+        name = PAGE_NAMES[i]
+        self.w.show_page(name)
+
+        def grab() -> None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.w.grab().save(str(self.dir / f"{i + 1}-{name.lower()}.png"))
+            self._shoot(i + 1)
+        QTimer.singleShot(400, grab)
+
+    def _finish(self, problem: str | None) -> None:
+        if self._step == "done":
+            return
+        self._step = "done"
+        s = self.lab.live
+        print(f"selftest: {'ok' if problem is None else 'FAILED: ' + problem}; cycles {s.cycles}, tokens {s.tokens}, "
+              f"acceptance {s.accepted}/{s.drafted}, baseline {s.baseline_tps}", file=sys.stderr)
+        if self.exit_when_done:
+            self.w.close()
+            QApplication.instance().exit(0 if problem is None else 1)

@@ -1,0 +1,131 @@
+"""The Lab's charts, painted from engine.live snapshots by one timer.
+
+Five plots: tokens/s (speculative against the measured baseline and, when
+known, the bandwidth-bound ceiling), acceptance (rolling, cumulative, mean
+accepted length), acceptance by draft position (bars), accepted-length
+histogram (bars) and the time split per cycle (draft / verify / other).
+Every knob change becomes a labelled vertical marker on the time plots.
+The widget never paints per event: ``refresh(snapshot)`` is called by the
+page's QTimer at ~25 Hz and skips work when hidden.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from engine.live import Snapshot
+
+pg.setConfigOptions(antialias=False, background="w", foreground="k")
+
+PEN_SPEC = pg.mkPen("#1565c0", width=2)
+PEN_BASE = pg.mkPen("#757575", width=2, style=pg.QtCore.Qt.PenStyle.DashLine)
+PEN_CEIL = pg.mkPen("#c62828", width=1, style=pg.QtCore.Qt.PenStyle.DotLine)
+PEN_ROLL = pg.mkPen("#2e7d32", width=2)
+PEN_CUM = pg.mkPen("#6a1b9a", width=2)
+PEN_LEN = pg.mkPen("#ef6c00", width=1)
+PEN_MARK = pg.mkPen("#9e9e9e", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
+
+
+class LiveCharts(QWidget):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.view = pg.GraphicsLayoutWidget()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.view)
+        self.ceiling_tps: float | None = None
+        self.frames_painted = 0
+
+        self.p_tps = self.view.addPlot(row=0, col=0, colspan=2, title="tokens/s")
+        self.p_acc = self.view.addPlot(row=1, col=0, colspan=2, title="acceptance")
+        self.p_pos = self.view.addPlot(row=2, col=0, title="acceptance by draft position")
+        self.p_hist = self.view.addPlot(row=2, col=1, title="accepted length (steps)")
+        self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
+        for p in (self.p_tps, self.p_acc, self.p_time):
+            p.setDownsampling(mode="peak")
+            p.setClipToView(True)
+            p.showGrid(x=True, y=True, alpha=0.2)
+            p.setLabel("bottom", "s")
+            p.addLegend(offset=(5, 5))
+        self.p_acc.setYRange(0, 1.05)
+
+        self.c_tps = self.p_tps.plot(pen=PEN_SPEC, name="speculative")
+        self.c_base = self.p_tps.plot(pen=PEN_BASE, name="baseline")
+        self.c_ceiling = self.p_tps.plot(pen=PEN_CEIL, name="bandwidth ceiling")
+        self.c_roll = self.p_acc.plot(pen=PEN_ROLL, name="rolling")
+        self.c_cum = self.p_acc.plot(pen=PEN_CUM, name="cumulative")
+        self.c_len = self.p_acc.plot(pen=PEN_LEN, name="mean accepted length / K")
+        self.c_draft = self.p_time.plot(pen=pg.mkPen("#1565c0"), name="draft")
+        self.c_verify = self.p_time.plot(pen=pg.mkPen("#2e7d32"), name="verify")
+        self.c_other = self.p_time.plot(pen=pg.mkPen("#c62828"), name="other")
+        self.b_pos = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#2e7d32")
+        self.p_pos.addItem(self.b_pos)
+        self.p_pos.setYRange(0, 1.05)
+        self.p_pos.setLabel("bottom", "draft position")
+        self.b_hist = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1565c0")
+        self.p_hist.addItem(self.b_hist)
+        self.p_hist.setLabel("bottom", "accepted tokens per step")
+        self._marker_items: list[tuple[pg.InfiniteLine, ...]] = []
+        self._n_markers = 0
+
+    def clear(self) -> None:
+        for curve in (self.c_tps, self.c_base, self.c_ceiling, self.c_roll, self.c_cum, self.c_len,
+                      self.c_draft, self.c_verify, self.c_other):
+            curve.setData([], [])
+        self.b_pos.setOpts(x=[], height=[])
+        self.b_hist.setOpts(x=[], height=[])
+        for lines in self._marker_items:
+            for plot, line in zip((self.p_tps, self.p_acc, self.p_time), lines):
+                plot.removeItem(line)
+        self._marker_items.clear()
+        self._n_markers = 0
+
+    def refresh(self, snap: Snapshot) -> bool:
+        """Repaint from a snapshot; returns False (and does nothing) while hidden."""
+        if not self.isVisible():
+            return False
+        s = snap.series
+        t = s["t"]
+        if len(t):
+            # smooth instantaneous tokens/s over a few cycles so the line stays readable
+            tps = s["tps"]
+            if len(tps) >= 8:
+                tps = np.convolve(tps, np.ones(8) / 8, mode="same")
+            self.c_tps.setData(t, tps)
+            if snap.baseline_tps:
+                self.c_base.setData([t[0], t[-1]], [snap.baseline_tps] * 2)
+            if self.ceiling_tps:
+                self.c_ceiling.setData([t[0], t[-1]], [self.ceiling_tps] * 2)
+            self.c_roll.setData(t, s["rolling_acceptance"], connect="finite")
+            self.c_cum.setData(t, s["cumulative_acceptance"], connect="finite")
+            k = np.maximum(s["k"], 1)
+            self.c_len.setData(t, s["mean_length"] / k)
+            self.c_draft.setData(t, s["draft_ms"])
+            self.c_verify.setData(t, s["verify_ms"])
+            self.c_other.setData(t, s["other_ms"])
+        steps = max(int(snap.length_histogram.sum()), 1)
+        n_pos = len(snap.accepted_by_position)
+        if n_pos:
+            # as llama-server prints it: steps that accepted position i / all verify steps
+            self.b_pos.setOpts(x=np.arange(n_pos), height=snap.accepted_by_position / steps)
+        if len(snap.length_histogram):
+            self.b_hist.setOpts(x=np.arange(len(snap.length_histogram)), height=snap.length_histogram / steps)
+        for m in snap.markers[self._n_markers:]:
+            lines = []
+            for plot in (self.p_tps, self.p_acc, self.p_time):
+                line = pg.InfiniteLine(pos=m.t, angle=90, pen=PEN_MARK, movable=False,
+                                       label=m.label if plot is self.p_tps else None,
+                                       labelOpts={"position": 0.9, "color": "#424242", "rotateAxis": (1, 0)})
+                plot.addItem(line)
+                lines.append(line)
+            self._marker_items.append(tuple(lines))
+        self._n_markers = len(snap.markers)
+        self.frames_painted += 1
+        return True
+
+    def save_png(self, path: str) -> None:
+        from pyqtgraph.exporters import ImageExporter
+
+        ImageExporter(self.view.scene()).export(path)

@@ -1,0 +1,50 @@
+"""Streamed output text; tokens that came from accepted drafts are coloured.
+
+Text arrives in pieces tagged accepted / not accepted (engine.live.take_text)
+and is appended by the page's slow timer (~4 Hz), so it stays readable and
+the document is not reformatted per token.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QPlainTextEdit, QWidget
+
+ACCEPTED_BG = QColor("#c8e6c9")
+
+
+class TokenText(QPlainTextEdit):
+    def __init__(self, parent: QWidget | None = None, max_blocks: int = 5000):
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setMaximumBlockCount(max_blocks)
+        self.setPlaceholderText("generated text appears here; green = tokens proposed by the draft and "
+                                "accepted by the target")
+        self._plain = QTextCharFormat()
+        self._accepted = QTextCharFormat()
+        self._accepted.setBackground(ACCEPTED_BG)
+        self.accepted_chars = 0
+
+    def append_pieces(self, pieces: list[tuple[str, bool]]) -> None:
+        if not pieces:
+            return
+        cursor = self.textCursor()
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        # merge runs of the same colour: one insert per run
+        run_text, run_acc = "", pieces[0][1]
+        for text, accepted in pieces:
+            if accepted != run_acc and run_text:
+                cursor.insertText(run_text, self._accepted if run_acc else self._plain)
+                run_text = ""
+            run_acc = accepted
+            run_text += text
+            if accepted:
+                self.accepted_chars += len(text)
+        if run_text:
+            cursor.insertText(run_text, self._accepted if run_acc else self._plain)
+        self.setTextCursor(cursor)
+        self.ensureCursorVisible()
+
+    def clear_text(self) -> None:
+        self.clear()
+        self.accepted_chars = 0

@@ -1,0 +1,157 @@
+"""What a live view shows about a running session, kept in fixed-size rings.
+
+Data intake (``add_cycle``, called once per cycle event) is separate from
+painting (``snapshot``, called by a timer at the display's rate), as in friture
+and pyqtgraph's own examples: the GUI never redraws per event. Pure Python and
+numpy, so the CLI and the tests can use it without Qt.
+
+Terms follow engine.stats: acceptance rate = accepted / drafted, mean accepted
+length = 1 + accepted / steps, by-position and histogram over steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FIELDS = ("t", "tps", "drafted", "accepted", "k", "draft_ms", "verify_ms", "other_ms", "cycle_ms",
+          "rolling_acceptance", "cumulative_acceptance", "mean_length")
+
+
+@dataclass
+class Marker:
+    t: float          # seconds since the session started
+    cycle: int
+    label: str
+
+
+@dataclass
+class Snapshot:
+    """Copies of the visible data, safe to hand to a painter."""
+    series: dict[str, np.ndarray]
+    accepted_by_position: np.ndarray
+    drafted_by_position: np.ndarray
+    length_histogram: np.ndarray
+    markers: list[Marker]
+    baseline_tps: float | None
+    totals: dict[str, float]
+
+
+class Ring:
+    """A fixed-capacity ring of float rows; ``view()`` returns the rows in order."""
+
+    def __init__(self, capacity: int, width: int):
+        self._data = np.zeros((capacity, width), dtype=np.float64)
+        self._n = 0
+        self._capacity = capacity
+
+    def push(self, row: list[float]) -> None:
+        self._data[self._n % self._capacity] = row
+        self._n += 1
+
+    def __len__(self) -> int:
+        return min(self._n, self._capacity)
+
+    def view(self) -> np.ndarray:
+        if self._n <= self._capacity:
+            return self._data[: self._n].copy()
+        start = self._n % self._capacity
+        return np.concatenate([self._data[start:], self._data[:start]])
+
+
+@dataclass
+class LiveSession:
+    capacity: int = 2048
+    rolling_window: int = 32
+    clock: object = time.monotonic
+    ring: Ring = field(init=False)
+    markers: list[Marker] = field(default_factory=list)
+    baseline_tps: float | None = None
+
+    def __post_init__(self) -> None:
+        self.ring = Ring(self.capacity, len(FIELDS))
+        self.reset_totals()
+        self._t0 = self.clock()
+        self._recent: list[tuple[int, int]] = []
+        self._pending_text: list[tuple[str, bool]] = []
+
+    def reset_totals(self) -> None:
+        self.drafted = self.accepted = self.steps = self.cycles = self.tokens = 0
+        self.accepted_by_position = np.zeros(0, dtype=np.int64)
+        self.drafted_by_position = np.zeros(0, dtype=np.int64)
+        self.length_histogram = np.zeros(0, dtype=np.int64)
+        self.wall_ms = 0.0
+
+    def now(self) -> float:
+        return self.clock() - self._t0
+
+    # -- intake -----------------------------------------------------------
+    def add_cycle(self, ev: dict) -> None:
+        pieces = ev.get("pieces") or [ev.get("text", "")]
+        if ev.get("prompt"):
+            self.tokens += ev.get("emitted", 0)
+            self._pending_text.extend((p, False) for p in pieces)
+            return
+        drafted, accepted = int(ev["drafted"]), int(ev["accepted"])
+        emitted, wall = int(ev["emitted"]), float(ev.get("wall_ms") or ev.get("cycle_ms") or 0.0)
+        self.cycles += 1
+        self.tokens += emitted
+        self.wall_ms += wall
+        if drafted:
+            self.steps += 1
+            self.drafted += drafted
+            self.accepted += accepted
+            self._grow(drafted + 1)
+            self.drafted_by_position[:drafted] += 1
+            self.accepted_by_position[:accepted] += 1
+            self.length_histogram[accepted] += 1
+            self._recent.append((drafted, accepted))
+            if len(self._recent) > self.rolling_window:
+                del self._recent[0]
+        rd = sum(d for d, _ in self._recent)
+        ra = sum(a for _, a in self._recent)
+        self.ring.push([
+            self.now(), emitted * 1000.0 / wall if wall > 0 else 0.0, drafted, accepted, ev.get("k", 0),
+            ev.get("draft_ms", 0.0), ev.get("verify_ms", 0.0), ev.get("other_ms", 0.0), ev.get("cycle_ms", 0.0),
+            ra / rd if rd else np.nan, self.accepted / self.drafted if self.drafted else np.nan,
+            1.0 + self.accepted / self.steps if self.steps else 1.0,
+        ])
+        # the first `accepted` tokens of a speculative cycle came from the draft
+        for i, piece in enumerate(pieces):
+            self._pending_text.append((piece, drafted > 0 and i < accepted))
+
+    def _grow(self, n: int) -> None:
+        if len(self.length_histogram) < n:
+            pad = n - len(self.length_histogram)
+            self.length_histogram = np.concatenate([self.length_histogram, np.zeros(pad, np.int64)])
+        if len(self.drafted_by_position) < n - 1:
+            pad = n - 1 - len(self.drafted_by_position)
+            self.drafted_by_position = np.concatenate([self.drafted_by_position, np.zeros(pad, np.int64)])
+            self.accepted_by_position = np.concatenate([self.accepted_by_position, np.zeros(pad, np.int64)])
+
+    def mark(self, label: str, cycle: int = -1) -> None:
+        self.markers.append(Marker(self.now(), cycle, label))
+
+    def take_text(self) -> list[tuple[str, bool]]:
+        """Text pieces since the last call, each with True when it came from an accepted draft."""
+        out, self._pending_text = self._pending_text, []
+        return out
+
+    # -- painting ---------------------------------------------------------
+    @property
+    def tokens_per_s(self) -> float:
+        return (self.tokens - 1) * 1000.0 / self.wall_ms if self.wall_ms > 0 and self.tokens > 1 else 0.0
+
+    def snapshot(self) -> Snapshot:
+        rows = self.ring.view()
+        series = {name: rows[:, i] for i, name in enumerate(FIELDS)}
+        totals = {
+            "tokens": self.tokens, "drafted": self.drafted, "accepted": self.accepted, "steps": self.steps,
+            "acceptance_rate": self.accepted / self.drafted if self.drafted else 0.0,
+            "mean_accepted_length": 1.0 + self.accepted / self.steps if self.steps else 1.0,
+            "tokens_per_s": self.tokens_per_s,
+        }
+        return Snapshot(series, self.accepted_by_position.copy(), self.drafted_by_position.copy(),
+                        self.length_histogram.copy(), list(self.markers), self.baseline_tps, totals)

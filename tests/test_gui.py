@@ -1,0 +1,166 @@
+"""The desktop app under the offscreen platform, against the real engine worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from app.engine_controller import CRASHED, READY  # noqa: E402
+from app.main_window import MainWindow  # noqa: E402
+
+from .conftest import PROMPTS  # noqa: E402
+
+WAIT = 120_000  # ms; generous: CI machines are small and may be busy
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "test.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.show_page("Lab")
+    with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
+        w.controller.start()
+    yield w
+    w.close()
+
+
+def set_pair(w, pair, k=4, max_tokens=64, ctx=1024):
+    c = w.lab.controls
+    c.target.set_path(pair[0])
+    c.draft.set_path(pair[1])
+    c.ctx.setValue(ctx)
+    c.threads.setValue(1)
+    c.method.setCurrentText("draft-simple")
+    c.k.setValue(k)
+    c.temp.setValue(0.0)
+    c.workload.setCurrentText("custom prompt")
+    c.prompt.setPlainText(PROMPTS[1])
+    c.max_tokens.setValue(max_tokens)
+
+
+def test_run_reaches_the_charts(qtbot, window, pair):
+    set_pair(window, pair)
+    lab = window.lab
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 20, timeout=WAIT)
+    def curve_has_data():
+        xs = lab.charts.c_tps.getData()[0]
+        return lab.charts.frames_painted > 0 and xs is not None and len(xs) > 0
+    qtbot.waitUntil(curve_has_data, timeout=WAIT)
+    qtbot.waitUntil(lambda: len(lab.text.toPlainText()) > 0, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    snap = lab.live.snapshot()
+    assert snap.totals["drafted"] > 0 and 0 < snap.totals["acceptance_rate"] <= 1
+    assert lab.text.accepted_chars > 0, "accepted draft tokens are coloured"
+    assert "tokens/s" in lab.summary.text()
+    assert window.history.table.rowCount() >= 1
+
+
+def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
+    set_pair(window, pair, k=6, max_tokens=900, ctx=2048)
+    lab = window.lab
+    applied = []
+    window.controller.settingsApplied.connect(applied.append)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 5, timeout=WAIT)
+    lab.controls.k_slider.setValue(2)
+    qtbot.waitUntil(lambda: bool(applied), timeout=WAIT)
+    first = applied[0]["from_cycle"]
+    qtbot.waitUntil(lambda: lab.live.cycles >= first + 10 or lab.mode == "idle", timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    k = lab.live.snapshot().series["k"]
+    # the ring holds the speculative cycles in order; cycle index i sits at i - 1 (the prompt cycle is not in it)
+    assert set(k[: first - 1]) == {6} and set(k[first - 1:]) == {2}
+    assert lab.live.markers and lab.live.markers[0].label == "K 6→2"
+    assert len(lab.charts._marker_items) == 1
+
+
+def test_killed_engine_shows_crash_and_restarts(qtbot, window, pair):
+    set_pair(window, pair, max_tokens=5000, ctx=2048)
+    lab = window.lab
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 3, timeout=WAIT)
+    os.kill(window.controller.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: window.controller.state == CRASHED, timeout=WAIT)
+    qtbot.waitUntil(lambda: lab.banner.isVisible(), timeout=WAIT)
+    assert "SIGKILL" in lab.banner.label.text() and lab.banner.button.text() == "Restart engine"
+    assert "engine: crashed" in window.state_label.text()
+    assert lab.mode == "idle" and lab.controls.start_button.isEnabled()
+    cycles_before = lab.live.cycles
+    with qtbot.waitSignal(window.controller.loaded, timeout=WAIT):
+        lab.banner.button.click()   # restart, and the pair comes back by itself
+    assert window.controller.state == READY
+    assert lab.live.cycles == cycles_before, "the charts keep what they showed"
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 3, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_incompatible_pair_is_explained(qtbot, window, incompatible_pair):
+    set_pair(window, incompatible_pair)
+    window.lab.load()
+    qtbot.waitUntil(lambda: window.lab.banner.isVisible(), timeout=WAIT)
+    text = window.lab.banner.label.text()
+    assert "vocab" in text.lower()
+    qtbot.waitUntil(lambda: window.lab.mode == "idle", timeout=WAIT)
+
+
+def test_broken_file_is_explained_before_loading(qtbot, window, tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + os.urandom(100))
+    window.lab.controls.target.set_path(bad)
+    assert window.lab.load() is False
+    assert window.lab.banner.isVisible() and "broken.gguf" in window.lab.banner.label.text()
+    assert window.controller.loaded_info is None
+
+
+def test_knobs_and_window_state_persist(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    ini = str(tmp_path / "persist.ini")
+    w = MainWindow(settings=QSettings(ini, QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.lab.controls.k.setValue(7)
+    w.lab.controls.method.setCurrentText("ngram-mod")
+    w.lab.controls.prompt.setPlainText("hello")
+    w.show_page("Export")
+    w.save_settings()
+    w2 = MainWindow(settings=QSettings(ini, QSettings.Format.IniFormat))
+    qtbot.addWidget(w2)
+    assert w2.lab.controls.k.value() == 7
+    assert w2.lab.controls.method.currentText() == "ngram-mod"
+    assert w2.lab.controls.prompt.toPlainText() == "hello"
+    assert w2.nav.currentRow() == 4
+
+
+def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "e.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    set_pair(w, pair, k=5)
+    cmd = w.export.command.toPlainText()
+    assert "--spec-type draft-simple" in cmd and "--spec-draft-n-max 5" in cmd and str(pair[1]) in cmd
+    w.lab.controls.k.setValue(3)
+    assert "--spec-draft-n-max 3" in w.export.command.toPlainText()
+
+
+def test_app_selftest_in_a_subprocess(tmp_path):
+    """main() runs in its own process: a second QApplication in this one would crash."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", SPECTUNE_CONFIG_DIR=str(tmp_path / "cfg"))
+    r = subprocess.run([sys.executable, "-m", "app", "--selftest"], capture_output=True, text=True, timeout=600,
+                       env=env, cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "selftest: ok" in r.stderr

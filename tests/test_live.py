@@ -1,0 +1,52 @@
+"""The live session model on hand-made cycle events (no Qt, no models)."""
+
+import numpy as np
+import pytest
+
+from engine.live import LiveSession, Ring
+
+
+def cyc(i, drafted, accepted, k=4, prompt=False, wall=2.0):
+    emitted = 1 if prompt else accepted + 1
+    return {"i": i, "prompt": prompt, "drafted": drafted, "accepted": accepted, "emitted": emitted, "k": k,
+            "draft_ms": 0.5, "verify_ms": 1.0, "other_ms": 0.1, "cycle_ms": 1.6, "wall_ms": wall,
+            "pieces": [f"t{i}.{j}" for j in range(emitted)]}
+
+
+def test_ring_keeps_the_newest_rows_in_order():
+    r = Ring(3, 1)
+    for v in range(5):
+        r.push([v])
+    assert len(r) == 3 and r.view()[:, 0].tolist() == [2, 3, 4]
+
+
+def test_counts_rolling_and_text_colours():
+    clock = iter(np.arange(0, 100, 0.5)).__next__
+    s = LiveSession(capacity=8, rolling_window=2, clock=clock)
+    s.add_cycle(cyc(0, 0, 0, prompt=True))
+    s.add_cycle(cyc(1, 4, 4))
+    s.add_cycle(cyc(2, 4, 0))
+    s.add_cycle(cyc(3, 2, 1, k=2))
+    snap = s.snapshot()
+    assert snap.totals["drafted"] == 10 and snap.totals["accepted"] == 5 and snap.totals["steps"] == 3
+    assert snap.accepted_by_position.tolist() == [2, 1, 1, 1]
+    assert snap.drafted_by_position.tolist() == [3, 3, 2, 2]
+    assert snap.length_histogram.tolist() == [1, 1, 0, 0, 1]
+    assert snap.series["rolling_acceptance"][-1] == pytest.approx(1 / 6)   # last two steps: (4,0),(2,1)
+    assert snap.series["cumulative_acceptance"][-1] == pytest.approx(0.5)
+    assert snap.series["k"].tolist() == [4, 4, 2]
+    text = s.take_text()
+    assert text[0] == ("t0.0", False)
+    assert [a for _, a in text[1:6]] == [True, True, True, True, False]  # 4 accepted + bonus
+    assert s.take_text() == []
+    assert snap.totals["tokens"] == 1 + 5 + 1 + 2
+
+
+def test_markers_and_capacity():
+    s = LiveSession(capacity=4)
+    for i in range(10):
+        s.add_cycle(cyc(i + 1, 3, 2))
+    s.mark("K 4 -> 2", cycle=10)
+    snap = s.snapshot()
+    assert len(snap.series["t"]) == 4 and snap.markers[0].label == "K 4 -> 2"
+    assert snap.totals["tokens"] == 30
