@@ -8,7 +8,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QLabel, QListWidget, QMainWindow, QSplitter, QStackedWidget, QWidget)
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QListWidget, QMainWindow, QStackedWidget, QWidget
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
 from app.pages.export import ExportPage
@@ -41,16 +41,17 @@ class MainWindow(QMainWindow):
                                                               self.export, self.history)))
         self.nav = QListWidget()
         self.nav.addItems(PAGE_NAMES)
-        self.nav.setFixedWidth(120)
+        self.nav.setFixedWidth(110)
         self.stack = QStackedWidget()
         for page in self.pages.values():
             self.stack.addWidget(page)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
-        split = QSplitter()
-        split.addWidget(self.nav)
-        split.addWidget(self.stack)
-        split.setStretchFactor(1, 1)
-        self.setCentralWidget(split)
+        central = QWidget()
+        row = QHBoxLayout(central)
+        row.setContentsMargins(4, 4, 4, 4)
+        row.addWidget(self.nav)
+        row.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
 
         self.state_label = QLabel()
         self.vram_label = QLabel()

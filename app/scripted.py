@@ -15,13 +15,15 @@ from app.main_window import PAGE_NAMES
 
 class ScriptedSession:
     def __init__(self, window, screenshot_dir: str | None = None, exit_when_done: bool = True,
-                 run_seconds: float = 4.0):
+                 run_seconds: float = 4.0, keep_running: bool = False):
+        """keep_running: the interactive demo; after the baseline the run goes on until the user stops it."""
         self.w = window
         self.lab = window.lab
         self.dir = Path(screenshot_dir) if screenshot_dir else None
         self.exit_when_done = exit_when_done
         self.run_ms = int(run_seconds * 1000)
         self.ok = False
+        self.keep_running = keep_running
         self._step = "wait-engine"
 
     def begin(self) -> None:
@@ -36,7 +38,8 @@ class ScriptedSession:
         self.w.controller.hello.connect(self._on_hello)
         self.lab.runFinished.connect(lambda ev: None)
         self.w.controller.failed.connect(self._on_failed)
-        self._watchdog = QTimer.singleShot(180_000, lambda: self._finish("timed out"))
+        if not self.keep_running:
+            QTimer.singleShot(300_000, lambda: self._finish("timed out"))
         if self.w.controller.hello_info is not None:
             self._on_hello(self.w.controller.hello_info)
 
@@ -63,6 +66,9 @@ class ScriptedSession:
             return False
         self._step = "run"
         self.lab.start()
+        if self.keep_running:
+            self._step = "done"
+            return True
         QTimer.singleShot(self.run_ms // 2, lambda: self.lab.controls.k.setValue(2))
         QTimer.singleShot(self.run_ms, self._stop)
         return True

@@ -148,14 +148,9 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 def cmd_gui(a: argparse.Namespace) -> int:
-    try:
-        from app.main import main as gui_main  # the desktop app (issue 5)
-    except ImportError:
-        print("the desktop app is not part of this build yet; running the headless demo instead", file=sys.stderr)
-        from engine.demo import run_demo
+    from app.main import main as gui_main
 
-        return run_demo(json_output=False, max_tokens=96, quick=False)
-    return gui_main()
+    return gui_main(["--demo"] if a.demo else [])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -185,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_server_path)
 
     g = sub.add_parser("gui", help="start the desktop app")
+    g.add_argument("--demo", action="store_true", help="load the demo pair, measure a baseline and start a run")
     g.set_defaults(func=cmd_gui)
     return p
 
@@ -195,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command is None:
         # no subcommand: the app's main job, GUI when a display exists
         has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "win32"
-        a = parser.parse_args(["gui"] if has_display else ["demo"])
+        a = parser.parse_args(["gui", "--demo"] if has_display else ["demo"])
     try:
         return a.func(a)
     except (SettingsError, EngineError, OSError) as exc:

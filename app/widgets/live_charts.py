@@ -56,7 +56,7 @@ class LiveCharts(QWidget):
         self.c_ceiling = self.p_tps.plot(pen=PEN_CEIL, name="bandwidth ceiling")
         self.c_roll = self.p_acc.plot(pen=PEN_ROLL, name="rolling")
         self.c_cum = self.p_acc.plot(pen=PEN_CUM, name="cumulative")
-        self.c_len = self.p_acc.plot(pen=PEN_LEN, name="mean accepted length / K")
+        self.c_len = self.p_acc.plot(pen=PEN_LEN, name="mean accepted length / (K+1)")
         self.c_draft = self.p_time.plot(pen=pg.mkPen("#1565c0"), name="draft")
         self.c_verify = self.p_time.plot(pen=pg.mkPen("#2e7d32"), name="verify")
         self.c_other = self.p_time.plot(pen=pg.mkPen("#c62828"), name="other")
@@ -100,8 +100,8 @@ class LiveCharts(QWidget):
                 self.c_ceiling.setData([t[0], t[-1]], [self.ceiling_tps] * 2)
             self.c_roll.setData(t, s["rolling_acceptance"], connect="finite")
             self.c_cum.setData(t, s["cumulative_acceptance"], connect="finite")
-            k = np.maximum(s["k"], 1)
-            self.c_len.setData(t, s["mean_length"] / k)
+            # mean accepted length counts the bonus token: K+1 is the best a step can do
+            self.c_len.setData(t, s["mean_length"] / (s["k"] + 1))
             self.c_draft.setData(t, s["draft_ms"])
             self.c_verify.setData(t, s["verify_ms"])
             self.c_other.setData(t, s["other_ms"])
@@ -117,7 +117,7 @@ class LiveCharts(QWidget):
             for plot in (self.p_tps, self.p_acc, self.p_time):
                 line = pg.InfiniteLine(pos=m.t, angle=90, pen=PEN_MARK, movable=False,
                                        label=m.label if plot is self.p_tps else None,
-                                       labelOpts={"position": 0.9, "color": "#424242", "rotateAxis": (1, 0)})
+                                       labelOpts={"position": 0.92, "color": "#424242", "anchors": [(0, 0), (0, 0)]})
                 plot.addItem(line)
                 lines.append(line)
             self._marker_items.append(tuple(lines))

@@ -1,0 +1,138 @@
+"""A long live session: does memory stay flat, does anything crash or get lost?
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python bench/soak.py [--minutes 60] [--knob-every 3] [--restart-every 120]
+
+Runs the real main window on the demo pair, loops generations, moves K, the
+method or the temperature every few seconds, and restarts the engine worker
+now and then. Prints the resident memory of the GUI process and of the worker
+after warm-up and at the end (goal: growth under 5%), the number of crashes
+seen other than the deliberate restarts (goal: 0), and whether every finished
+run reached the History page (goal: none lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from engine.demo import demo_pair  # noqa: E402
+
+
+def rss_mib(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--knob-every", type=float, default=3.0, help="seconds between knob changes")
+    ap.add_argument("--restart-every", type=float, default=120.0, help="seconds between engine restarts")
+    ap.add_argument("--warmup", type=float, default=20.0, help="seconds before the first memory reading")
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+
+    from app.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    ini = Path(os.environ.get("TMPDIR", "/tmp")) / f"spectune-soak-{os.getpid()}.ini"
+    w = MainWindow(settings=QSettings(str(ini), QSettings.Format.IniFormat))
+    w.show()
+    w.show_page("Lab")
+    target, draft = demo_pair()
+    c = w.lab.controls
+    c.target.set_path(target)
+    c.draft.set_path(draft)
+    c.ctx.setValue(4096)
+    c.workload.setCurrentText("custom prompt")
+    c.prompt.setPlainText("def the value of the data is")
+    c.max_tokens.setValue(512)
+    finished: list[dict] = []
+    crashes: list[str] = []
+    w.lab.runFinished.connect(finished.append)
+    deliberate = {"restart": False}
+
+    def on_state(state: str, message: str) -> None:
+        if state == "crashed" and not deliberate["restart"]:
+            crashes.append(message)
+    w.controller.stateChanged.connect(on_state)
+
+    def pump(seconds: float) -> None:
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            app.processEvents()
+            time.sleep(0.003)
+
+    def wait(cond, timeout_s: float) -> bool:
+        t_end = time.monotonic() + timeout_s
+        while not cond() and time.monotonic() < t_end:
+            app.processEvents()
+            time.sleep(0.003)
+        return cond()
+
+    w.controller.start()
+    wait(lambda: w.controller.hello_info is not None, 300)
+    w.lab.start()
+    wait(lambda: w.lab.live.cycles > 0, 300)
+    pump(a.warmup)
+    gui0, worker0 = rss_mib(os.getpid()), rss_mib(w.controller.pid)
+    print(f"after warm-up: GUI {gui0:.1f} MiB, worker {worker0:.1f} MiB", flush=True)
+    t_end = time.monotonic() + a.minutes * 60
+    next_restart = time.monotonic() + a.restart_every
+    restarts = knob_changes = 0
+    while time.monotonic() < t_end:
+        pump(a.knob_every)
+        if time.monotonic() >= next_restart:
+            next_restart = time.monotonic() + a.restart_every
+            deliberate["restart"] = True
+            w.lab.stop()
+            wait(lambda: w.lab.mode == "idle", 60)
+            w.controller.restart()
+            wait(lambda: w.controller.loaded_info is not None, 300)
+            deliberate["restart"] = False
+            w.lab.start()
+            restarts += 1
+            continue
+        choice = rng.choice(("k", "k", "method", "temp"))
+        if choice == "k":
+            c.k.setValue(rng.choice((1, 2, 3, 4, 6, 8)))
+        elif choice == "method":
+            c.method.setCurrentText(rng.choice(("draft-simple", "ngram-simple,draft-simple", "draft-simple")))
+        else:
+            c.temp.setValue(rng.choice((0.0, 0.0, 0.7)))
+        knob_changes += 1
+        if w.lab.mode == "idle":
+            w.lab.start()
+    w.lab.stop()
+    wait(lambda: w.lab.mode == "idle", 60)
+    gui1, worker1 = rss_mib(os.getpid()), rss_mib(w.controller.pid)
+    rows = w.history.table.rowCount()
+    w.close()
+    print(f"at the end:    GUI {gui1:.1f} MiB, worker {worker1:.1f} MiB")
+    print(f"growth: GUI {100 * (gui1 / gui0 - 1):+.1f}%, worker {100 * (worker1 / worker0 - 1):+.1f}% (goal < 5%; "
+          "the worker is a fresh process after each restart)")
+    print(f"{a.minutes:g} min, {knob_changes} knob changes, {restarts} engine restarts, {len(crashes)} unexpected "
+          f"crashes, {len(finished)} runs finished, {rows} in History ({'none lost' if rows == len(finished) else 'LOST'})")
+    return 0 if not crashes and rows == len(finished) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
