@@ -134,6 +134,40 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
+def _prompts_from(a: argparse.Namespace) -> list[str]:
+    if getattr(a, "prompt", None):
+        return list(a.prompt)
+    from engine.workloads import load_workload
+
+    return [p.text for p in load_workload(a.workload).prompts]
+
+
+def cmd_tune(a: argparse.Namespace) -> int:
+    from engine.tuner import Tuner
+
+    load, _, sampling = _settings(a)
+    prompts = _prompts_from(a)
+    with EngineClient() as client:
+        client.start()
+        client.load(load)
+        result = Tuner(client, load, prompts, max_tokens=a.max_tokens, sampling=sampling, budget_s=a.budget_s,
+                       seed=a.seed_tune, k_max=a.k_max).run()
+    out = result.to_dict()
+    if a.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{'setting':<40} {'predicted':>10} {'measured':>10} {'error':>7} {'prompts':>7}")
+    for row in out["candidates"]:
+        pred = f"{row['predicted_tps']:.1f}" if row["predicted_tps"] else "-"
+        meas = f"{row['measured_tps']:.1f}" if row["measured_tps"] else "-"
+        err = f"{100 * row['error']:+.1f}%" if row["error"] is not None else "-"
+        print(f"{row['setting']:<40} {pred:>10} {meas:>10} {err:>7} {row['prompts']:>7}")
+    print(f"baseline {out['baseline_tps']:.1f} tok/s; best: {out['best']['setting']} at "
+          f"{out['best']['measured_tps']:.1f} tok/s, {out['speedup']:.3f}x, found in {out['elapsed_s']:.0f} s "
+          f"({out['runs']} runs)")
+    return 0
+
+
 def cmd_server_path(a: argparse.Namespace) -> int:
     from engine.llama_install import server_path
 
@@ -175,6 +209,19 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--max-tokens", type=int, default=96)
     d.add_argument("--quick", action="store_true", help="fewer prompts and settings")
     d.set_defaults(func=cmd_demo)
+
+    t = sub.add_parser("tune", help="find the fastest setting: cost model first, then real runs")
+    _add_model_args(t)
+    _add_knob_args(t)
+    src = t.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", help="a workload set by name (see resources/workloads) or a file")
+    src.add_argument("--prompt", action="append", help="a prompt (repeatable)")
+    t.add_argument("--max-tokens", type=int, default=128)
+    t.add_argument("--budget-s", type=float, default=300.0, help="stop confirming after this many seconds")
+    t.add_argument("--seed-tune", type=int, default=0, help="seed for prompt order and tie-breaks")
+    t.add_argument("--k-max", type=int, default=12)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_tune)
 
     s = sub.add_parser("server-path", help="print the bundled llama-server's path")
     s.set_defaults(func=cmd_server_path)

@@ -294,5 +294,10 @@ class EngineClient:
     def cancel(self) -> int:
         return self.send("cancel")
 
+    def measure(self, which: str, sizes: list[int], n_past: int = 256, reps: int = 5,
+                timeout: float | None = 600.0) -> dict[int, float]:
+        req = self.send("measure", which=which, sizes=list(sizes), n_past=n_past, reps=reps)
+        return {int(k): v for k, v in self.wait_for(("measured",), req, timeout)["ms"].items()}
+
     def memory(self, timeout: float = 60.0) -> list[dict]:
         return self.wait_for(("memory",), self.send("memory"), timeout)["items"]

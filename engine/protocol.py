@@ -10,6 +10,7 @@ Requests (client -> worker) carry ``cmd`` and an ``id`` the replies echo:
             batch_ms, default 25; engine.client hands them on as single "cycle" events)
   update    {"spec": {changes}, "sampling": {changes}}  (mid-run knobs) -> updated | error
   cancel    {}                                     -> the running generate ends with cancelled
+  measure   {"which", "sizes", "n_past", "reps"}   -> measured {"ms": {size: median ms}}
   memory    {}                                     -> memory
   tokenize  {"text", "add_special"}                -> tokens
   unload    {}                                     -> unloaded
@@ -29,7 +30,8 @@ from typing import Any
 PROTOCOL_VERSION = 1
 ENGINE_VERSION = "0.1.0"
 
-COMMANDS = ("load", "configure", "generate", "update", "cancel", "memory", "tokenize", "unload", "shutdown")
+COMMANDS = ("load", "configure", "generate", "update", "cancel", "measure", "memory", "tokenize", "unload",
+            "shutdown")
 
 
 class ProtocolError(ValueError):

@@ -129,6 +129,8 @@ def load_library(path: Path | None = None) -> C.CDLL:
             "specrt_detokenize": ([C.c_void_p, P(C.c_int32), C.c_int32, C.c_char_p, C.c_int32, P(C.c_int32)],
                                   C.c_int32),
             "specrt_memory": ([C.c_void_p, P(_MemoryItem), C.c_int32], C.c_int32),
+            "specrt_time_forward": ([C.c_void_p, C.c_int32, C.c_int32, C.c_int32, C.c_int32, P(C.c_double)],
+                                    C.c_int32),
         }
         for name, (args, res) in sig.items():
             fn = getattr(lib, name)
@@ -264,6 +266,13 @@ class Engine:
             is_eog=bool(c.is_eog), settings_epoch=c.settings_epoch, draft_ms=c.draft_ms,
             verify_ms=c.verify_ms, decode_ms=c.decode_ms, other_ms=c.other_ms, cycle_ms=c.cycle_ms,
             tokens=list(c.tokens[:c.n_emitted]), text="".join(pieces), pieces=pieces)
+
+    def time_forward(self, which: str, n_tokens: int, n_past: int = 256, reps: int = 5) -> float:
+        """Median ms of one forward pass of n_tokens on 'target' or 'draft' (between generations only)."""
+        out = C.c_double()
+        code = {"target": 0, "draft": 1}[which]
+        self._check(self._lib.specrt_time_forward(self._h, code, n_tokens, n_past, reps, C.byref(out)))
+        return out.value
 
     def text_tail(self) -> str:
         """Bytes of an unfinished character held back at the end of a generation, decoded."""

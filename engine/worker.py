@@ -95,8 +95,8 @@ class Worker:
         if self.busy():
             self.error(req_id, "busy", f"cannot {cmd} while a {self._job.name} is running; cancel it first")
             return True
-        if cmd in ("load", "generate"):
-            target = self._do_load if cmd == "load" else self._do_generate
+        if cmd in ("load", "generate", "measure"):
+            target = {"load": self._do_load, "generate": self._do_generate, "measure": self._do_measure}[cmd]
             if self._job is not None:
                 self._job.join()  # it has sent its last event already; only the thread's exit remains
             self._job_active = True
@@ -260,6 +260,19 @@ class Worker:
         stats.text += engine.text_tail()
         return ("done", {"id": req_id, "run": run, "baseline": baseline, "summary": stats.summary(),
                          "spec": to_dict(spec), "sampling": to_dict(sampling)})
+
+    def _do_measure(self, req_id: Any, msg: dict) -> tuple[str, dict]:
+        """Forward-pass times by batch size, for the cost model."""
+        engine = self._need_engine()
+        which = msg.get("which", "target")
+        if which not in ("target", "draft") or (which == "draft" and not engine.has_draft):
+            raise SettingsError(f"cannot measure {which!r}: choose 'target' or, with a draft loaded, 'draft'")
+        sizes = [int(n) for n in msg.get("sizes", [1, 2, 4, 8])]
+        if not sizes or any(n < 1 or n > 256 for n in sizes):
+            raise SettingsError("sizes must be between 1 and 256")
+        n_past, reps = int(msg.get("n_past", 256)), int(msg.get("reps", 5))
+        ms = {str(n): engine.time_forward(which, n, n_past=n_past, reps=reps) for n in sizes}
+        return ("measured", {"id": req_id, "which": which, "n_past": n_past, "ms": ms})
 
     def _do_memory(self, req_id: Any, msg: dict) -> None:
         return ("memory", {"id": req_id, "items": self._need_engine().memory()})

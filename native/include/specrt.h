@@ -157,6 +157,13 @@ SPECRT_API int32_t specrt_detokenize(specrt_engine * engine, const int32_t * tok
                                      char * out, int32_t cap, int32_t * n_needed);
 SPECRT_API int32_t specrt_memory(specrt_engine * engine, specrt_memory_item * items, int32_t cap);
 
+/* Times one forward pass of n_tokens (every position asking for logits, as a
+ * verify batch does) on the target (which = 0) or the draft (which = 1), after
+ * n_past tokens of context, as the median of reps runs; the result is in
+ * *median_ms. Only between generations: the caches are cleared afterwards. */
+SPECRT_API int32_t specrt_time_forward(specrt_engine * engine, int32_t which, int32_t n_tokens, int32_t n_past,
+                                       int32_t reps, double * median_ms);
+
 #ifdef __cplusplus
 }
 #endif

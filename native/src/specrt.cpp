@@ -910,4 +910,58 @@ int32_t specrt_memory(specrt_engine * e, specrt_memory_item * items, int32_t cap
     SPECRT_GUARD_END(e)
 }
 
+int32_t specrt_time_forward(specrt_engine * e, int32_t which, int32_t n_tokens, int32_t n_past, int32_t reps,
+                             double * median_ms) {
+    if (!e || !median_ms || n_tokens < 1 || n_past < 0 || reps < 1) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    if (e->active) {
+        return e->fail(SPECRT_ERR_STATE, "cannot time a forward pass during a generation");
+    }
+    llama_context * ctx = which == 0 ? e->ctx_tgt : (e->has_draft_model ? e->ctx_dft : nullptr);
+    if (!ctx) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "no such model to time (which must be 0 for the target, 1 for the draft)");
+    }
+    if (n_past + n_tokens + 1 > (int32_t) llama_n_ctx(ctx) || n_tokens > (int32_t) llama_n_batch(ctx)) {
+        return e->fail(SPECRT_ERR_CONTEXT_FULL, "n_past + n_tokens does not fit the context or the batch");
+    }
+    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
+    auto token_at = [&](int32_t i) { return (llama_token) (5 + (i * 7919) % std::max(1, n_vocab - 5)); };
+    e->cancel.store(false);
+    llama_memory_clear(llama_get_memory(ctx), true);
+    common_batch b(ctx);
+    const int32_t chunk = (int32_t) llama_n_batch(ctx);
+    for (int32_t p = 0; p < n_past; p += chunk) {
+        b.clear();
+        for (int32_t i = p; i < std::min(n_past, p + chunk); ++i) {
+            b.add(token_at(i), i, 0, false);
+        }
+        if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, b.get()) != 0) {
+            return e->fail(SPECRT_ERR_DECODE, "could not fill the context for timing");
+        }
+    }
+    // outputs per batch are capped by the context's output buffer: stay within it
+    const int32_t n_out_max = which == 0 ? e->params.n_outputs_max_per_seq : 1;
+    std::vector<double> times;
+    for (int32_t r = 0; r < reps; ++r) {
+        b.clear();
+        for (int32_t i = 0; i < n_tokens; ++i) {
+            b.add(token_at(n_past + i), n_past + i, 0, n_tokens - i <= n_out_max);
+        }
+        const auto t0 = clock_type::now();
+        if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, b.get()) != 0) {
+            return e->fail(SPECRT_ERR_DECODE, "a timed forward pass failed");
+        }
+        (void) llama_get_logits_ith(ctx, -1);  // waits for the backend, as sampling would
+        times.push_back(ms_since(t0));
+        llama_memory_seq_rm(llama_get_memory(ctx), 0, n_past, -1);
+    }
+    llama_memory_clear(llama_get_memory(ctx), true);
+    std::sort(times.begin(), times.end());
+    *median_ms = times[times.size() / 2];
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
 }  // extern "C"
