@@ -25,15 +25,17 @@ PAGE_NAMES = ("Hardware", "Models", "Lab", "Tune", "Export", "History")
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, controller: EngineController | None = None, settings: QSettings | None = None):
+    def __init__(self, controller: EngineController | None = None, settings: QSettings | None = None,
+                 nvml=None):
+        """nvml: a stand-in for the pynvml module (tests on machines without a GPU)."""
         super().__init__()
         self.setWindowTitle("SpecTune")
         self.controller = controller or EngineController(self)
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
 
         self.lab = LabPage(self.controller)
-        self.hardware = HardwarePage(self.controller)
-        self.models = ModelsPage(self.lab)
+        self.hardware = HardwarePage(self.controller, nvml=nvml)
+        self.models = ModelsPage(self.lab, self.hardware)
         self.tune = TunePage()
         self.export = ExportPage(self.lab)
         self.history = HistoryPage(self.lab)

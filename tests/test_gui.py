@@ -164,3 +164,41 @@ def test_app_selftest_in_a_subprocess(tmp_path):
                        env=env, cwd=Path(__file__).resolve().parent.parent)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "selftest: ok" in r.stderr
+
+
+def test_hardware_page_with_two_gpus_and_without(qtbot, tmp_path, monkeypatch):
+    from .fake_nvml import FakeNVML, h100, rtx4090
+
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    nvml = FakeNVML([rtx4090(0), h100(1)])
+    w = MainWindow(settings=QSettings(str(tmp_path / "h.ini"), QSettings.Format.IniFormat), nvml=nvml)
+    qtbot.addWidget(w)
+    w.show()
+    w.show_page("Hardware")
+    page = w.hardware
+    assert len(page.gpu_boxes) == 2
+    assert "RTX 4090" in page.gpu_boxes[0].title() and "H100" in page.gpu_boxes[1].title()
+    assert "GB/s" in page.gpu_boxes[0].details.text()
+    assert "GPU0" in page.vram_summary() and "GPU1" in page.vram_summary()
+    page.controller.hello.emit({"devices": [{"name": "CPU", "description": "x"}], "llama": "llama.cpp CPU"})
+    assert "CPU build" in page.engine_label.text()
+
+    from engine.hardware import probe
+    import pynvml
+    w.hardware._nvml = FakeNVML(init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+    w.hardware.reprobe()
+    assert not page.gpu_boxes and "No NVIDIA GPU" in page.status.text()
+    assert "CPU only" in page.vram_summary()
+    assert probe(FakeNVML([])).status == "no_gpu"
+
+
+def test_models_page_checks_the_pair_before_loading(qtbot, tmp_path, monkeypatch, pair, incompatible_pair):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "m.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    set_pair(w, pair)
+    assert "compatible" in w.models.compat_badge.text() and "✓" in w.models.compat_badge.text()
+    assert "fits" in w.models.fit_badge.text() and "target kv_cache" in w.models.plan_label.text()
+    set_pair(w, incompatible_pair)
+    assert "incompatible" in w.models.compat_badge.text()
+    assert w.lab.load() is False and "vocabulary" in w.lab.banner.label.text()
