@@ -226,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("server-path", help="print the bundled llama-server's path")
     s.set_defaults(func=cmd_server_path)
 
+    from engine import cli_models
+
+    cli_models.register(sub)   # gpus, inspect, compat, plan
+
     g = sub.add_parser("gui", help="start the desktop app")
     g.add_argument("--demo", action="store_true", help="load the demo pair, measure a baseline and start a run")
     g.set_defaults(func=cmd_gui)
