@@ -29,6 +29,8 @@ def _add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--ngl", type=int, default=-1, help="target layers on the GPU (-1: llama.cpp decides)")
     p.add_argument("--ngl-draft", type=int, default=-1, help="draft layers on the GPU (-1: llama.cpp decides)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
+    p.add_argument("--no-repack", action="store_true",
+                   help="no CPU weight repacking (AMX / AVX-512 layouts), as llama-server's -nr")
 
 
 def _add_knob_args(p: argparse.ArgumentParser) -> None:
@@ -54,7 +56,7 @@ def _add_knob_args(p: argparse.ArgumentParser) -> None:
 
 def _settings(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
     load = LoadSettings(target=a.target, draft=a.draft, ctx=a.ctx, ngl=a.ngl, ngl_draft=a.ngl_draft,
-                        threads=a.threads).validate()
+                        threads=a.threads, repack=not a.no_repack).validate()
     spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
     spec = SpecSettings(spec_type=spec_type, draft_n_max=a.draft_n_max, draft_n_min=a.draft_n_min,
                         draft_p_min=a.draft_p_min, ngram_size_n=a.ngram_size_n, ngram_size_m=a.ngram_size_m,

@@ -173,6 +173,9 @@ class EngineClient:
         time.sleep(0.05)  # let the stderr reader catch the last lines
         tail = self.stderr_tail.strip().splitlines()[-8:]
         msg = f"the engine process {_describe_exit(code)}"
+        if code == -signal.SIGILL and self.state == LOADING:
+            msg += (" while loading: this CPU reports instructions (AMX / AVX-512) that the system does not let "
+                    "llama.cpp use for repacked weights; load again with weight repacking off (--no-repack)")
         if tail:
             msg += ":\n" + "\n".join(tail)
         self.loaded = None

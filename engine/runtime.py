@@ -16,7 +16,7 @@ from pathlib import Path
 from engine.native_build import ensure_built
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -40,6 +40,7 @@ class _LoadParams(C.Structure):
         ("n_gpu_layers", C.c_int32), ("n_gpu_layers_draft", C.c_int32),
         ("n_threads", C.c_int32), ("n_threads_batch", C.c_int32),
         ("draft_n_max_limit", C.c_int32), ("flash_attn", C.c_int32), ("verbose", C.c_int32),
+        ("no_repack", C.c_int32),
     ]
 
 
@@ -167,7 +168,7 @@ class Engine:
             n_gpu_layers=settings.ngl, n_gpu_layers_draft=settings.ngl_draft,
             n_threads=settings.threads, n_threads_batch=settings.threads_batch,
             draft_n_max_limit=settings.draft_n_max_limit, flash_attn=settings.flash_attn,
-            verbose=1 if settings.verbose else 0,
+            verbose=1 if settings.verbose else 0, no_repack=0 if settings.repack else 1,
         )
         handle = C.c_void_p()
         rc = self._lib.specrt_load(C.byref(p), C.byref(handle))

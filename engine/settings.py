@@ -51,6 +51,9 @@ class LoadSettings:
     draft_n_max_limit: int = MAX_DRAFT_N
     flash_attn: int = -1
     verbose: bool = False
+    # CPU weight repacking into AMX / AVX-512 layouts (llama.cpp's default). Some
+    # virtual machines report AMX without enabling it: loading then dies of SIGILL.
+    repack: bool = True
 
     def validate(self) -> "LoadSettings":
         if not Path(self.target).is_file():

@@ -287,7 +287,10 @@ class LabPage(QWidget):
     # -- engine events ----------------------------------------------------
     def _on_hello(self, ev: dict) -> None:
         # after a restart, bring back the pair that was loaded before the crash
-        if self._pending == "reload":
+        if isinstance(self._pending, tuple) and self._pending[0] == "reload":
+            self._pending = self._pending[1]   # then do what the load was for
+            self.load()
+        elif self._pending == "reload":
             self._pending = None
             self.load()
 
@@ -347,6 +350,16 @@ class LabPage(QWidget):
             self.controls.set_running(False)
 
     def _on_state(self, state: str, message: str) -> None:
+        if state == CRASHED and self.mode == "loading" and "SIGILL" in (message or "") \
+                and self.controls.repack.isChecked():
+            # a CPU that reports AMX the system will not run: load again without repacking, once
+            self.controls.repack.setChecked(False)
+            self.mode = "idle"
+            self._pending = ("reload", self._pending)
+            self.banner.show_message("Loading stopped with an illegal instruction while llama.cpp repacked the "
+                                     "weights for this CPU; loading again with repacking off.", "warning")
+            self.controller.restart()
+            return
         if state == CRASHED:
             had_pair = self.controller.load_settings is not None
             self.mode = "idle"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout,
                                QLabel, QLineEdit, QPlainTextEdit, QPushButton, QSlider, QSpinBox, QVBoxLayout,
                                QWidget)
 
@@ -95,6 +95,9 @@ class LabControls(QWidget):
         self.ctx = _spin(256, 1 << 20, 4096, "context size of the target; the draft's KV cache gets the same")
         self.ngl = _spin(-1, 999, -1, "layers on the GPU (-1: as llama.cpp decides)")
         self.threads = _spin(0, 256, 0, "CPU threads (0: llama.cpp's default)")
+        self.repack = QCheckBox("repack weights for this CPU (AMX / AVX-512)")
+        self.repack.setChecked(True)
+        self.repack.setToolTip("llama.cpp's default; turned off by itself if loading dies of an illegal instruction")
         self.badges = QLabel("")
         self.badges.setWordWrap(True)
         self.load_button = QPushButton("Load")
@@ -104,6 +107,7 @@ class LabControls(QWidget):
         f.addRow("context", self.ctx)
         f.addRow("GPU layers", self.ngl)
         f.addRow("CPU threads", self.threads)
+        f.addRow(self.repack)
         f.addRow(self.badges)
         f.addRow(self.load_button)
         col.addWidget(models)
@@ -209,7 +213,8 @@ class LabControls(QWidget):
         if target is None:
             raise SettingsError("choose a target model first")
         return LoadSettings(target=target, draft=self.draft.path(), ctx=self.ctx.value(), ngl=self.ngl.value(),
-                            ngl_draft=self.ngl.value(), threads=self.threads.value()).validate()
+                            ngl_draft=self.ngl.value(), threads=self.threads.value(),
+                            repack=self.repack.isChecked()).validate()
 
     def spec_settings(self) -> SpecSettings:
         return SpecSettings(
@@ -230,7 +235,7 @@ class LabControls(QWidget):
         self.baseline_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
         self.load_button.setEnabled(not running)
-        for w in (self.target, self.draft, self.ctx, self.ngl, self.threads, self.workload, self.prompt,
+        for w in (self.target, self.draft, self.ctx, self.ngl, self.threads, self.repack, self.workload, self.prompt,
                   self.max_tokens):
             w.setEnabled(not running)
         if not running:
@@ -239,7 +244,8 @@ class LabControls(QWidget):
     # -- persistence ------------------------------------------------------
     def save_state(self) -> dict:
         return {"target": self.target.edit.text(), "draft": self.draft.edit.text(), "ctx": self.ctx.value(),
-                "ngl": self.ngl.value(), "threads": self.threads.value(), "method": self.method.currentText(), "k": self.k.value(),
+                "ngl": self.ngl.value(), "threads": self.threads.value(),
+                "repack": int(self.repack.isChecked()), "method": self.method.currentText(), "k": self.k.value(),
                 "n_min": self.n_min.value(), "p_min": self.p_min.value(), "size_n": self.size_n.value(),
                 "size_m": self.size_m.value(), "min_hits": self.min_hits.value(), "temp": self.temp.value(),
                 "top_k": self.top_k.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
@@ -257,6 +263,7 @@ class LabControls(QWidget):
         self.ctx.setValue(get("ctx", int, self.ctx.value()))
         self.ngl.setValue(get("ngl", int, self.ngl.value()))
         self.threads.setValue(get("threads", int, self.threads.value()))
+        self.repack.setChecked(bool(get("repack", int, 1)))
         self.method.setCurrentText(get("method", str, self.method.currentText()))
         self.k.setValue(get("k", int, self.k.value()))
         self.n_min.setValue(get("n_min", int, self.n_min.value()))

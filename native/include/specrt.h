@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 2
+#define SPECRT_ABI_VERSION 3
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -68,6 +68,7 @@ typedef struct specrt_load_params {
     int32_t draft_n_max_limit;        /* largest K this engine will ever be asked for (sizes output buffers) */
     int32_t flash_attn;               /* -1 auto, 0 off, 1 on (llama.cpp's enum) */
     int32_t verbose;                  /* 1 = let llama.cpp log to stderr */
+    int32_t no_repack;                /* 1 = no CPU weight repacking (AMX / AVX-512 buffers), llama-server's -nr */
 } specrt_load_params;
 
 typedef struct specrt_spec_params {

@@ -636,6 +636,7 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
         cp.fit_params = false;      // the memory plan is SpecTune's job; load exactly what was asked
         cp.warmup = false;
         cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
+        cp.no_extra_bufts = p->no_repack != 0;
         // the same thread defaults llama-server's argument parser settles on
         cp.cpuparams.n_threads = p->n_threads > 0 ? p->n_threads : -1;
         cp.cpuparams_batch.n_threads = p->n_threads_batch > 0 ? p->n_threads_batch : -1;
