@@ -16,7 +16,6 @@ rule in engine.compat depends on exactly these values.
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 import struct
 import sys

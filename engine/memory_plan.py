@@ -11,11 +11,14 @@ weights   src/llama-model.cpp, llama_model_base::load_tensors: the input layer
           n_layer, so it goes to a GPU only when ngl > n_layer; layers are spread
           over several GPUs in proportion to their free memory (the "splits",
           std::upper_bound). A tied output (no output.weight) is a copy of
-          token_embd on the output device. CPU tensors go to the first CPU "extra"
-          buffer type that takes them (AMX, then CPU_REPACK: ggml-cpu/amx/amx.cpp,
-          ggml-cpu/repack.cpp), else to the file mapping: a CPU_Mapped buffer whose
-          size is the span from the first to the last byte of its tensors in the file
-          (llama_model_loader::get_mapping_range), not their sum. GPU tensors take
+          token_embd on the output device. CPU tensors take the first buffer type of
+          make_cpu_buft_list that accepts them: with a GPU that is the GPU's pinned
+          host buffer, which mmap turns back into the file mapping; without a GPU the
+          CPU "extra" buffer types come first (AMX, then CPU_REPACK:
+          ggml-cpu/amx/amx.cpp, ggml-cpu/repack.cpp). The file mapping is a
+          CPU_Mapped buffer whose size is the span from the first to the last byte of
+          its tensors in the file (llama_model_loader::get_mapping_range), not their
+          sum, so it can include bytes of tensors that live elsewhere. GPU tensors take
           ggml_nbytes rounded up to 128 bytes, plus one 512-element row of padding for
           quantized types (ggml-cuda: get_alloc_size, MATRIX_ROW_PADDING).
 KV cache  src/llama-kv-cache.cpp, llama_kv_cache::llama_kv_cache: per layer one K
@@ -210,10 +213,11 @@ def gpu_tensor_bytes(type_name: str, shape: tuple[int, ...], n_bytes: int) -> in
     return n_bytes
 
 
-# -- the three sizes ----------------------------------------------------------------------
+# -- weights, KV cache, compute ------------------------------------------------------------
 
 def weight_items(info: ModelInfo, model: str, devices: list[str], cpu_features: Iterable[str],
-                 use_mmap: bool = True) -> list[PlanItem]:
+                 use_mmap: bool = True, host_buffer: str | None = None) -> list[PlanItem]:
+    """Weights per buffer type. host_buffer: the GPU's pinned host buffer type (CUDA_Host) when GPUs exist."""
     n_layer = len(devices) - 1
     by_buffer: dict[str, int] = {}
     mapped: list[TensorInfo] = []
@@ -223,14 +227,16 @@ def weight_items(info: ModelInfo, model: str, devices: list[str], cpu_features: 
             size = _align(gpu_tensor_bytes(t.type_name, t.shape, t.n_bytes), CUDA_ALIGNMENT)
             by_buffer[device] = by_buffer.get(device, 0) + size
             return
-        extra = cpu_extra_buffer(t, cpu_features)
+        # the pinned host buffer precedes the extra buffer types in make_cpu_buft_list
+        extra = None if host_buffer else cpu_extra_buffer(t, cpu_features)
         if extra:
             by_buffer[extra[0]] = by_buffer.get(extra[0], 0) + _align(extra[1], CPU_ALIGNMENT)
         elif use_mmap:
             if not duplicate:   # a duplicate reads the same bytes of the mapping
                 mapped.append(t)
         else:
-            by_buffer[CPU] = by_buffer.get(CPU, 0) + _align(t.n_bytes, CPU_ALIGNMENT)
+            buffer = host_buffer or CPU
+            by_buffer[buffer] = by_buffer.get(buffer, 0) + _align(t.n_bytes, CPU_ALIGNMENT)
 
     names = {t.name for t in info.tensors}
     for t in info.tensors:
@@ -245,7 +251,7 @@ def weight_items(info: ModelInfo, model: str, devices: list[str], cpu_features: 
         by_buffer["CPU_Mapped"] = max(t.offset + t.n_bytes for t in mapped) - min(t.offset for t in mapped)
     items = []
     for buffer_type, size in by_buffer.items():
-        device = buffer_type if buffer_type not in (CPU, "CPU_Mapped", "AMX", "CPU_REPACK") else CPU
+        device = CPU if buffer_type in (CPU, "CPU_Mapped", "AMX", "CPU_REPACK", host_buffer) else buffer_type
         items.append(PlanItem(model, "weights", buffer_type, device, size, _weights_detail(buffer_type)))
     return items
 
@@ -253,7 +259,8 @@ def weight_items(info: ModelInfo, model: str, devices: list[str], cpu_features: 
 def _weights_detail(buffer_type: str) -> str:
     return {"CPU_Mapped": "span of the file mapped for the CPU tensors",
             "AMX": "CPU weights repacked for AMX", "CPU_REPACK": "CPU weights repacked for SIMD",
-            CPU: "CPU weights read into memory"}.get(buffer_type, "GPU weights")
+            CPU: "CPU weights read into memory"}.get(
+        buffer_type, "CPU weights in pinned memory" if buffer_type.endswith("_Host") else "GPU weights")
 
 
 def kv_cache_items(info: ModelInfo, model: str, devices: list[str], kv_size: int, cache_type_k: str,
@@ -398,10 +405,10 @@ def plan_memory(target: ModelInfo, n_ctx: int, *, draft: ModelInfo | None = None
         for device in devices[:-1]:
             counts[device] = counts.get(device, 0) + 1
         layers[role] = {"by_device": counts, "output_device": devices[-1]}
-        items += weight_items(info, role, devices, cpu_features, use_mmap)
+        items += weight_items(info, role, devices, cpu_features, use_mmap, _host_buffer(gpus))
         items += kv_cache_items(info, role, devices, kv_size, type_k, type_v)
         items += _compute_items(info, role, devices, gpus, kv_size, ubatch, outputs, flash_attn)
-        host = CPU if not gpus or devices[-1] == CPU else f"{gpus[0].name.rstrip('0123456789')}_Host"
+        host = CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus)
         items.append(PlanItem(role, "output", host, CPU, info.vocab.n_tokens * min(outputs, batch) * 4,
                               f"logits of {min(outputs, batch)} outputs (host memory, not in llama.cpp's breakdown)"))
         for key in ("attention.sliding_window", "ssm.state_size", "expert_count"):
@@ -409,6 +416,11 @@ def plan_memory(target: ModelInfo, n_ctx: int, *, draft: ModelInfo | None = None
                 notes.append(f"{role}: {info.architecture}.{key} is set; sliding-window caches, recurrent state and "
                              "expert routing buffers are not modelled, so the plan may be off for this model")
     return MemoryPlan(items, kv_size, ubatches, layers, gpus, notes)
+
+
+def _host_buffer(gpus: list[GpuBudget]) -> str | None:
+    """The first GPU's pinned host buffer type: CUDA0 -> CUDA_Host."""
+    return f"{gpus[0].name.rstrip('0123456789')}_Host" if gpus else None
 
 
 def _compute_items(info: ModelInfo, role: str, devices: list[str], gpus: list[GpuBudget], kv_size: int,
@@ -419,7 +431,7 @@ def _compute_items(info: ModelInfo, role: str, devices: list[str], gpus: list[Gp
     # each device that runs layers reserves the worst-case graph; the CPU keeps at least the
     # input embeddings (get_rows of token_embd) in the GPU's pinned host buffer
     items = []
-    host_buffer = f"{gpus[0].name.rstrip('0123456789')}_Host"
+    host_buffer = _host_buffer(gpus)
     for device in dict.fromkeys(devices):
         if device == CPU:
             continue
