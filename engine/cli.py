@@ -101,6 +101,16 @@ def _print_summary(s: dict, out=sys.stdout) -> None:
         print(f"baseline {s['baseline_tokens_per_s']:.1f} tok/s  speedup {s['speedup']:.3f}x", file=out)
 
 
+def _record(kind: str, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, summary: dict) -> None:
+    """Keep the result in the history; a history that cannot be written must not lose the printed result."""
+    from engine.history import HistoryError, record_summary
+
+    try:
+        record_summary(kind, load, spec, sampling, summary)
+    except (HistoryError, OSError) as exc:
+        print(f"spectune: warning: the run was not saved to the history: {exc}", file=sys.stderr)
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     load, spec, sampling = _settings(a)
     if a.prompt_file:
@@ -129,6 +139,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             summary["baseline_text_matches"] = base["text"] == summary["text"]
     summary["spec"] = to_dict(spec)
     summary["sampling"] = to_dict(sampling)
+    _record("run", load, spec, sampling, summary)
     if a.json:
         print(json.dumps(summary))
     elif not a.events:
@@ -228,9 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("server-path", help="print the bundled llama-server's path")
     s.set_defaults(func=cmd_server_path)
 
-    from engine import cli_models
+    from engine import cli_deploy, cli_models
 
     cli_models.register(sub)   # gpus, inspect, compat, plan
+    cli_deploy.register(sub)   # export, validate, history
 
     g = sub.add_parser("gui", help="start the desktop app")
     g.add_argument("--demo", action="store_true", help="load the demo pair, measure a baseline and start a run")

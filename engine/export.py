@@ -1,68 +1,264 @@
-"""llama-server command lines for a set of tuned settings.
+"""llama-server command lines for a set of tuned settings, in the binary's own dialect.
 
-This is the current flag dialect of the pinned llama.cpp (after the b8955
-rename and the b9131 type names; see LLAMA_CPP_FACTS.md). The argv is built as
-a list (for launching) and quoted for a shell only when shown to a person.
-Dialect detection from a binary's --help and PowerShell/cmd quoting belong to
-the export issue and extend this module.
+``llama_server_argv`` writes the current dialect of the pinned llama.cpp (after
+the b8955 flag rename and the b9131 type names; LLAMA_CPP_FACTS.md).
+``export_llama_server`` first reads the target binary's --help
+(engine.server_dialect) and writes what that build understands, refusing a
+setting it cannot express, and lists the pitfalls of the result. The argv is a
+list (for launching); engine.shell_quote turns it into text for a person.
 """
 
 from __future__ import annotations
 
-import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.server_dialect import (CURRENT, CURRENT_NGRAM_PREFIX, NGRAM_FAMILY, ServerDialect, ServerHelp,
+                                   detect_dialect, read_help, resolve_server)
+from engine.settings import DRAFT_MODEL_TYPES, LoadSettings, SamplingSettings, SpecSettings
+from engine.shell_quote import bash_join
 
-# llama.cpp's defaults: flags equal to these are left out of the command
-_SPEC_DEFAULTS = SpecSettings()
-_NGRAM_FLAGS = {"ngram-simple": "simple", "ngram-map-k": "map-k", "ngram-map-k4v": "map-k4v"}
+_SPEC_DEFAULTS = SpecSettings()   # the pinned llama.cpp's defaults
+RANDOM_SEED = SamplingSettings().seed
+N_PARALLEL = 1
+
+
+class ExportError(ValueError):
+    """The target llama-server cannot express these settings; the message says which and why."""
+
+
+class _ArgvBuilder:
+    """An argv that refuses flags the binary does not take and two values for one flag."""
+
+    def __init__(self, server: str | Path, dialect: ServerDialect):
+        self.argv = [str(server)]
+        self.dialect = dialect
+        self._given: dict[str, tuple[str | None, str]] = {}
+
+    def add(self, flag: str, value: str | None, purpose: str) -> None:
+        if not self.dialect.accepts(flag):
+            raise ExportError(f"this llama-server ({self.dialect.name} dialect) does not accept {flag}, "
+                              f"needed for {purpose}")
+        if flag in self._given:
+            old_value, old_purpose = self._given[flag]
+            if old_value != value:
+                raise ExportError(f"this llama-server ({self.dialect.name} dialect) has one {flag} for both "
+                                  f"{old_purpose} ({old_value}) and {purpose} ({value}); set them equal, or use a "
+                                  f"llama-server from b8955 on, which has a flag for each")
+            return
+        self._given[flag] = (value, purpose)
+        self.argv += [flag] if value is None else [flag, value]
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _differs_from_default(dialect: ServerDialect, flag: str, value: float, pinned_default: float) -> bool:
+    """Leave a flag out only when the binary's own default is the same value."""
+    if dialect.server_help is None:
+        return value != pinned_default
+    stated = dialect.default_of(flag)
+    try:
+        return stated is None or float(stated) != value
+    except ValueError:
+        return True
+
+
+def _cannot_express(spec_type: str, dialect: ServerDialect) -> str:
+    listed = ", ".join(sorted(set(dialect.spec_types.values()))) or "none"
+    return (f"this llama-server ({dialect.name} dialect) cannot run speculative type {spec_type}: its --spec-type "
+            f"knows {listed}; use a newer llama-server or another type")
+
+
+def server_argv(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None,
+                server: str | Path = "llama-server", dialect: ServerDialect = CURRENT, *, host: str | None = None,
+                port: int | None = None, extra: list[str] | None = None) -> list[str]:
+    """The argv that makes this llama-server build speculate as ``spec`` does in the lab."""
+    b = _ArgvBuilder(server, dialect)
+    b.add("-m", str(load.target), "the target model")
+    b.add("-c", str(load.ctx), "the context size")
+    # one slot: the lab measures one client; see export_warnings for why
+    b.add("-np", str(N_PARALLEL), "one server slot")
+    if load.ngl != -1:
+        b.add("-ngl", str(load.ngl), "target layers on the GPU")
+    if load.threads > 0:
+        b.add("-t", str(load.threads), "threads")
+    if load.threads_batch > 0:
+        b.add("-tb", str(load.threads_batch), "batch threads")
+    if not load.repack:
+        b.add("-nr", None, "no CPU weight repacking")
+
+    types = spec.types
+    type_names = []
+    for t in types:
+        if t in dialect.implied_by_draft_model:
+            continue
+        if t not in dialect.spec_types:
+            raise ExportError(_cannot_express(t, dialect))
+        type_names.append(dialect.spec_types[t])
+    if type_names:
+        b.add("--spec-type", ",".join(type_names), "the speculative types")
+    draft_types = [t for t in types if t in DRAFT_MODEL_TYPES]
+    if draft_types and load.draft is not None:
+        b.add("-md", str(load.draft), "the draft model")
+        if load.ngl_draft != -1:
+            b.add("-ngld", str(load.ngl_draft), "draft layers on the GPU")
+    elif load.draft is None and any(t in dialect.implied_by_draft_model for t in types):
+        raise ExportError(f"{', '.join(draft_types)} needs a draft model (--draft)")
+
+    # pre-rename ngram-mod shares --draft-min/--draft-max with the draft model: no flag may fall to a default
+    shared_mod = "ngram-mod" in types and not dialect.own_ngram_mod_flags
+    if any(t.startswith("draft-") for t in types):
+        b.add(dialect.draft_n_max_flag, str(spec.draft_n_max), "the draft model's K (draft_n_max)")
+        if shared_mod or _differs_from_default(dialect, dialect.draft_n_min_flag, spec.draft_n_min,
+                                               _SPEC_DEFAULTS.draft_n_min):
+            b.add(dialect.draft_n_min_flag, str(spec.draft_n_min), "the draft model's draft_n_min")
+        if _differs_from_default(dialect, dialect.draft_p_min_flag, spec.draft_p_min, _SPEC_DEFAULTS.draft_p_min):
+            b.add(dialect.draft_p_min_flag, _number(spec.draft_p_min), "the draft model's draft_p_min")
+
+    family = [t for t in types if t in NGRAM_FAMILY]
+    for t in family:
+        if dialect.per_type_ngram_flags:
+            name = CURRENT_NGRAM_PREFIX[t]
+            b.add(f"--spec-ngram-{name}-size-n", str(spec.ngram_size_n), f"{t}'s size n")
+            b.add(f"--spec-ngram-{name}-size-m", str(spec.ngram_size_m), f"{t}'s size m")
+            b.add(f"--spec-ngram-{name}-min-hits", str(spec.ngram_min_hits), f"{t}'s min hits")
+        else:
+            b.add("--spec-ngram-size-n", str(spec.ngram_size_n), "the n-gram types' size n")
+            b.add("--spec-ngram-size-m", str(spec.ngram_size_m), "the n-gram types' size m")
+            b.add("--spec-ngram-min-hits", str(spec.ngram_min_hits), "the n-gram types' min hits")
+    if "ngram-mod" in types:
+        if dialect.own_ngram_mod_flags:
+            b.add("--spec-ngram-mod-n-match", str(spec.ngram_mod_n_match), "ngram-mod's n_match")
+            b.add("--spec-ngram-mod-n-min", str(spec.ngram_mod_n_min), "ngram-mod's n_min")
+            b.add("--spec-ngram-mod-n-max", str(spec.ngram_mod_n_max), "ngram-mod's n_max")
+        else:
+            b.add("--spec-ngram-size-n", str(spec.ngram_mod_n_match), "ngram-mod's n_match")
+            b.add(dialect.draft_n_min_flag, str(spec.ngram_mod_n_min), "ngram-mod's n_min")
+            b.add(dialect.draft_n_max_flag, str(spec.ngram_mod_n_max), "ngram-mod's n_max")
+
+    if sampling is not None:
+        # always written: llama-server's default temperature (0.8) is not the lab's (0)
+        b.add("--temp", _number(sampling.temp), "the temperature")
+        b.add("--top-k", str(sampling.top_k), "top-k")
+        b.add("--top-p", _number(sampling.top_p), "top-p")
+        b.add("--min-p", _number(sampling.min_p), "min-p")
+        if sampling.seed != RANDOM_SEED:
+            b.add("--seed", str(sampling.seed), "the seed")
+    if host is not None:
+        b.add("--host", host, "the address")
+    if port is not None:
+        b.add("--port", str(port), "the port")
+    return b.argv + list(extra or [])
 
 
 def llama_server_argv(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None,
                       server: str | Path = "llama-server", *, host: str | None = None, port: int | None = None,
                       extra: list[str] | None = None) -> list[str]:
-    """The argv that makes llama-server speculate as ``spec`` does in the lab."""
-    argv = [str(server), "-m", str(load.target), "-c", str(load.ctx), "-np", "1"]
-    if load.ngl != -1:
-        argv += ["-ngl", str(load.ngl)]
-    if load.threads > 0:
-        argv += ["-t", str(load.threads)]
-    if load.threads_batch > 0:
-        argv += ["-tb", str(load.threads_batch)]
-    types = spec.types
-    if types:
-        argv += ["--spec-type", ",".join(types)]
-    if load.draft is not None and "draft-simple" in types:
-        argv += ["-md", str(load.draft)]
-        if load.ngl_draft != -1:
-            argv += ["-ngld", str(load.ngl_draft)]
-    uses_draft_knobs = any(t.startswith("draft-") for t in types)
-    if uses_draft_knobs:
-        argv += ["--spec-draft-n-max", str(spec.draft_n_max)]
-        if spec.draft_n_min != _SPEC_DEFAULTS.draft_n_min:
-            argv += ["--spec-draft-n-min", str(spec.draft_n_min)]
-        if spec.draft_p_min != _SPEC_DEFAULTS.draft_p_min:
-            argv += ["--spec-draft-p-min", f"{spec.draft_p_min:g}"]
-    for t in types:
-        if t in _NGRAM_FLAGS:
-            name = _NGRAM_FLAGS[t]
-            argv += [f"--spec-ngram-{name}-size-n", str(spec.ngram_size_n),
-                     f"--spec-ngram-{name}-size-m", str(spec.ngram_size_m),
-                     f"--spec-ngram-{name}-min-hits", str(spec.ngram_min_hits)]
-        elif t == "ngram-mod":
-            argv += ["--spec-ngram-mod-n-match", str(spec.ngram_mod_n_match),
-                     "--spec-ngram-mod-n-min", str(spec.ngram_mod_n_min),
-                     "--spec-ngram-mod-n-max", str(spec.ngram_mod_n_max)]
-    if sampling is not None:
-        argv += ["--temp", f"{sampling.temp:g}", "--top-k", str(sampling.top_k), "--top-p", f"{sampling.top_p:g}",
-                 "--min-p", f"{sampling.min_p:g}"]
-    if host is not None:
-        argv += ["--host", host]
-    if port is not None:
-        argv += ["--port", str(port)]
-    return argv + list(extra or [])
+    """The argv in the pinned llama.cpp's (current) dialect."""
+    return server_argv(load, spec, sampling, server, CURRENT, host=host, port=port, extra=extra)
 
 
 def bash_command(argv: list[str]) -> str:
-    return shlex.join(argv)
+    return bash_join(argv)
+
+
+# -- the export of one binary, with its pitfalls ---------------------------------------------
+
+@dataclass
+class ServerExport:
+    argv: list[str]
+    dialect: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def export_llama_server(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None,
+                        server: str | Path | None = None, *, server_help: ServerHelp | None = None,
+                        gpus: list | None = None, ram_available: int | None = None) -> ServerExport:
+    """The argv for ``server`` (default: the bundled llama-server) in its dialect, and what to watch out for.
+
+    server_help: an already parsed --help (else the binary is asked). gpus / ram_available:
+    the memory budget to check the plan against (else NVML and the OS are asked).
+    """
+    path = resolve_server(server)
+    dialect = detect_dialect(server_help if server_help is not None else read_help(path))
+    argv = server_argv(load, spec, sampling, server if server is not None else path, dialect)
+    return ServerExport(argv, dialect.name, export_warnings(load, spec, dialect, gpus=gpus,
+                                                            ram_available=ram_available))
+
+
+def export_warnings(load: LoadSettings, spec: SpecSettings, dialect: ServerDialect = CURRENT, *,
+                    gpus: list | None = None, ram_available: int | None = None) -> list[str]:
+    types = spec.types
+    draft_types = [t for t in types if t in DRAFT_MODEL_TYPES]
+    warnings = []
+    if load.draft is not None and not draft_types:
+        warnings.append(
+            f"a draft model is given but the speculative types ({spec.spec_type}) include no draft-simple: "
+            "since b9464 llama-server loads a -md draft and silently does not speculate with it unless "
+            "--spec-type names draft-simple, so the export leaves the draft model out")
+    if dialect.implied_by_draft_model & set(types):
+        warnings.append(f"this llama-server ({dialect.name} dialect) has no draft type in --spec-type: -md alone "
+                        "turns the draft model on; a build from b9464 on needs --spec-type draft-simple as well")
+    warnings.append(
+        f"the command runs {N_PARALLEL} server slot (-np {N_PARALLEL}): llama-server's default (-np auto, 4 slots "
+        "on a unified KV cache) shares the context between the slots and verifies their drafts in one batch, so "
+        "the speed measured here only holds for one client at a time; raise -np and -c together to serve more")
+    if load.draft is not None and draft_types:
+        warnings += _vocab_warnings(load)
+    warnings += _memory_warnings(load, spec, bool(draft_types and load.draft is not None), gpus, ram_available)
+    return warnings
+
+
+def _vocab_warnings(load: LoadSettings) -> list[str]:
+    try:
+        from engine.compat import check_pair
+        from engine.gguf_inspect import GGUFInspectError
+    except ImportError:
+        return []   # the compatibility check is not in this build
+    try:
+        verdict = check_pair(load.target, load.draft)
+    except (GGUFInspectError, OSError) as exc:
+        return [f"the draft/target vocabularies could not be compared: {exc}"]
+    if verdict["compatible"]:
+        return []
+    return ["llama-server will refuse this draft model (\"draft model vocab type must match target model\") and "
+            "run without speculation: " + "; ".join(verdict["reasons"])]
+
+
+def _memory_warnings(load: LoadSettings, spec: SpecSettings, with_draft: bool, gpus: list | None,
+                     ram_available: int | None) -> list[str]:
+    try:
+        from engine.gguf_inspect import GGUFInspectError, inspect_gguf
+        from engine.hardware import cpu_features, probe, ram
+        from engine.memory_plan import GpuBudget, PlanError, format_bytes, plan_memory
+    except ImportError:
+        return []   # the memory plan is not in this build
+    if gpus is None:
+        gpus = [GpuBudget(g.llama_name, g.memory_free_bytes) for g in probe().gpus
+                if g.memory_free_bytes is not None]
+    try:
+        plan = plan_memory(inspect_gguf(load.target), load.ctx,
+                           draft=inspect_gguf(load.draft) if with_draft else None,
+                           n_gpu_layers=load.ngl, n_gpu_layers_draft=load.ngl_draft, gpus=gpus,
+                           cpu_features=cpu_features(),
+                           # llama-server sizes its outputs n_parallel * (1 + draft_n_max) for the target
+                           n_outputs=N_PARALLEL * (1 + spec.draft_n_max), n_outputs_draft=N_PARALLEL)
+    except (GGUFInspectError, PlanError, OSError) as exc:
+        return [f"no memory plan for this context: {exc}"]
+    totals = plan.device_totals()
+    if plan.gpus:
+        short = [f"{g.name} needs {format_bytes(totals.get(g.name, 0))} of {format_bytes(g.free_bytes)} free"
+                 for g in plan.gpus if totals.get(g.name, 0) > g.free_bytes]
+        if short:
+            return [f"the memory plan for -c {load.ctx} does not fit: " + "; ".join(short)
+                    + " (llama-server's --fit would move layers to the CPU; lower -c or the layer count)"]
+        return []
+    if ram_available is None:
+        ram_available = ram()[1]
+    needed = sum(totals.values())
+    if ram_available is not None and needed > ram_available:
+        return [f"the memory plan for -c {load.ctx} needs {format_bytes(needed)} of host memory, "
+                f"{format_bytes(ram_available)} available; lower -c"]
+    return []

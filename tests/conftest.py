@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import pytest
 from engine.synthetic import ModelShape, PairSpec, write_pair
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# runs recorded during tests go to a throwaway history, never the user's
+os.environ["SPECTUNE_DATA_DIR"] = tempfile.mkdtemp(prefix="spectune-test-data-")
 
 # prompts with some repetition so the n-gram methods find matches
 PROMPTS = (

@@ -1,0 +1,118 @@
+"""Validation: the exported command served by the bundled llama-server against the lab,
+on a synthetic pair; at temperature 0 both must draft and accept exactly the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.validate import ValidateError, format_report, load_prompts, parse_metrics, validate
+
+from .conftest import PROMPTS
+
+pytestmark = pytest.mark.server
+
+
+def test_validate_agrees_with_the_lab_at_temperature_0(pair):
+    target, draft = pair
+    report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=4),
+                      SamplingSettings(temp=0.0), list(PROMPTS[1:3]), 64)
+    lab, server = report["lab"], report["server"]
+    assert report["agree"] is True
+    for p in report["per_prompt"]:
+        assert (p["lab"]["drafted"], p["lab"]["accepted"]) == (p["server"]["drafted"], p["server"]["accepted"])
+        assert p["same_text"] and p["lab"]["tokens_generated"] == p["server"]["tokens_generated"] == 64
+    assert server["drafted"] > 0 and 0 < server["accepted"] <= server["drafted"]
+    assert lab["acceptance_rate"] == pytest.approx(server["acceptance_rate"])
+    assert lab["tokens_per_s"] > 0 and server["tokens_per_s"] > 0
+    assert report["ratio"] == pytest.approx(server["tokens_per_s"] / lab["tokens_per_s"], rel=1e-3)
+    # /props and /metrics of the same server
+    assert server["build_info"] and report["metrics_agree"] is True
+    assert server["metrics"]["spec_decode_num_drafts_total"] == lab["steps"]
+    assert server["metrics"]["accepted_by_position"] == lab["accepted_by_position"]
+    assert "--spec-type" in report["argv"] and report["dialect"] == "current"
+    text = format_report(report)
+    assert "agree: yes" in text and "llama-server build:" in text
+
+
+def test_validate_above_temperature_0_does_not_claim_agreement(pair):
+    target, draft = pair
+    report = validate(LoadSettings(target, draft, ctx=1024), SpecSettings("draft-simple", draft_n_max=3),
+                      SamplingSettings(temp=0.9, seed=3), [PROMPTS[0]], 24)
+    assert report["agree"] is None
+    assert report["server"]["tokens_generated"] == 24 and report["lab"]["tokens_generated"] == 24
+    assert "not compared" in format_report(report)
+
+
+CLI = ("import argparse, sys\n"
+       "from engine.cli_deploy import register\n"
+       "p = argparse.ArgumentParser(prog='spectune')\n"
+       "register(p.add_subparsers(dest='command'))\n"
+       "a = p.parse_args(sys.argv[1:])\n"
+       "sys.exit(a.func(a))\n")
+
+
+def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SPECTUNE_DATA_DIR=str(data_dir))
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).parent.parent, env=env)
+
+
+def test_cli_validate_json_is_stored_in_the_history(pair, tmp_path):
+    target, draft = pair
+    proc = run_cli(tmp_path, "validate", "--target", str(target), "--draft", str(draft), "--ctx", "1024",
+                   "--spec-type", "ngram-simple,draft-simple", "--draft-n-max", "3", "--ngram-size-n", "3",
+                   "--ngram-size-m", "8", "--prompt", PROMPTS[3], "--prompt", PROMPTS[2], "--max-tokens", "48",
+                   "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {"tokens_per_s", "drafted", "accepted", "acceptance_rate"} <= set(report["lab"])
+    assert {"tokens_per_s", "drafted", "accepted"} <= set(report["server"])
+    assert report["agree"] is True and report["ratio"] > 0
+    assert (report["lab"]["drafted"], report["lab"]["accepted"]) == \
+        (report["server"]["drafted"], report["server"]["accepted"])
+    shown = run_cli(tmp_path, "history", "show", str(report["history_id"]), "--json")
+    entry = json.loads(shown.stdout)
+    assert entry["kind"] == "validate" and entry["llama_build"] == report["server"]["build_info"]
+    assert entry["tokens_per_s"] == report["server"]["tokens_per_s"]
+    assert entry["settings"]["spec"]["spec_type"] == "ngram-simple,draft-simple"
+    assert entry["models"]["draft"]["size"] == draft.stat().st_size
+
+
+def test_cli_validate_without_prompts_is_an_error(pair, tmp_path):
+    target, draft = pair
+    proc = run_cli(tmp_path, "validate", "--target", str(target), "--draft", str(draft))
+    assert proc.returncode == 2 and proc.stderr.startswith("spectune: error: no prompts")
+    assert "Traceback" not in proc.stderr
+
+
+def test_prompts_come_from_the_options_and_a_workload_file(tmp_path):
+    assert load_prompts(prompts=["a", "b"]) == ["a", "b"]
+    shipped = Path(__file__).parent.parent / "resources" / "workloads" / "code-completion.json"
+    texts = json.loads(shipped.read_text())["prompts"]
+    assert load_prompts(shipped, ["extra"]) == ["extra"] + [p["text"] for p in texts]
+    with pytest.raises(ValidateError, match="no prompts"):
+        load_prompts(prompts=["  "])
+
+
+def test_metrics_text_is_read_for_the_spec_decode_counters():
+    text = "\n".join([
+        "# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens generated",
+        "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter",
+        "llamacpp:spec_decode_num_draft_tokens_total 120",
+        "llamacpp:spec_decode_num_accepted_tokens_total 77",
+        "llamacpp:spec_decode_num_drafts_total 40",
+        "llamacpp:tokens_predicted_total 200",
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 35',
+        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 12',
+    ])
+    assert parse_metrics(text) == {"spec_decode_num_draft_tokens_total": 120,
+                                   "spec_decode_num_accepted_tokens_total": 77,
+                                   "spec_decode_num_drafts_total": 40,
+                                   "accepted_by_position": [35, 0, 12]}
