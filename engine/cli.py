@@ -166,6 +166,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         result = Tuner(client, load, prompts, max_tokens=a.max_tokens, sampling=sampling, budget_s=a.budget_s,
                        seed=a.seed_tune, k_max=a.k_max).run()
     out = result.to_dict()
+    _record("tune", load, result.best.spec, sampling, out)
     if a.json:
         print(json.dumps(out))
         return 0

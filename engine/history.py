@@ -35,7 +35,7 @@ import platformdirs
 DB_NAME = "history.sqlite3"
 BUSY_TIMEOUT_MS = 10_000
 FINGERPRINT_BYTES = 1 << 20
-KINDS = ("run", "validate", "tune")
+KINDS = ("run", "lab", "validate", "tune")   # lab: a generation run from the desktop app
 
 
 class HistoryError(RuntimeError):

@@ -67,6 +67,11 @@ def test_run_reaches_the_charts(qtbot, window, pair):
     qtbot.waitUntil(lambda: lab.text.accepted_chars > 0, timeout=WAIT)
     assert "tokens/s" in lab.summary.text()
     assert window.history.table.rowCount() >= 1
+    from engine.history import History
+    with History() as h:
+        latest = h.entries(limit=1, kind="lab")
+    assert latest and latest[0].settings["spec"]["spec_type"] == "draft-simple", window.history.status.text()
+    assert latest[0].results["tokens_generated"] > 0 and latest[0].target == str(pair[0])
 
 
 def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
@@ -156,6 +161,9 @@ def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
     assert "--spec-type draft-simple" in cmd and "--spec-draft-n-max 5" in cmd and str(pair[1]) in cmd
     w.lab.controls.k.setValue(3)
     assert "--spec-draft-n-max 3" in w.export.command.toPlainText()
+    w.export.shell.setCurrentText("pwsh")
+    assert w.export.command.toPlainText().startswith("& ")
+    assert "dialect: current" in w.export.warnings.text() and "-np 1" in w.export.warnings.text()
 
 
 def test_app_selftest_in_a_subprocess(tmp_path):

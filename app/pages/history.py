@@ -1,37 +1,91 @@
-"""The History page: the runs of this session with their summaries. (Runs kept
-across sessions in SQLite, comparison and CSV export are issue #6.)"""
+"""The History page: runs kept in the SQLite history (engine.history), newest
+first; every Lab generation that finishes is stored with its settings, the
+model fingerprints and its summary. Export to CSV from here or with
+``spectune history export --csv FILE``."""
 
 from __future__ import annotations
 
 import time
 
-from PySide6.QtWidgets import QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
 
-COLUMNS = ("time", "method", "K", "temp", "tokens", "tokens/s", "acceptance", "mean length", "result")
+from engine.history import History, HistoryError, record_summary
+from engine.settings import SamplingSettings, SpecSettings, from_dict
+
+COLUMNS = ("id", "time", "kind", "method", "K", "temp", "tokens", "tokens/s", "acceptance", "mean length", "target")
 
 
 class HistoryPage(QWidget):
-    def __init__(self, lab, parent: QWidget | None = None):
+    def __init__(self, lab, parent: QWidget | None = None, limit: int = 500):
         super().__init__(parent)
+        self.lab = lab
+        self.limit = limit
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSortingEnabled(True)
+        self.status = QLabel()
+        export = QPushButton("Export CSV…")
+        export.clicked.connect(self.export_csv)
         col = QVBoxLayout(self)
-        col.addWidget(QLabel("<h3>Runs in this session</h3>"))
+        col.addWidget(QLabel("<h3>History</h3>"))
         col.addWidget(self.table)
+        row = QHBoxLayout()
+        row.addWidget(self.status, 1)
+        row.addWidget(export)
+        col.addLayout(row)
         lab.runFinished.connect(self.add_run)
+        self.reload()
+
+    def reload(self) -> None:
+        try:
+            with History() as h:
+                entries = h.entries(limit=self.limit)
+        except HistoryError as exc:
+            self.status.setText(f"the history cannot be read: {exc}")
+            return
+        self.table.setSortingEnabled(False)
+        self.table.setRowCount(0)
+        for e in reversed(entries):
+            self._append(e.id, e.created_at, e.kind, e.settings.get("spec", {}), e.settings.get("sampling", {}),
+                         e.results, e.target)
+        self.table.setSortingEnabled(True)
+        self.status.setText(f"{len(entries)} runs shown, newest last")
 
     def add_run(self, ev: dict) -> None:
-        s, spec, sampling = ev.get("summary", {}), ev.get("spec", {}), ev.get("sampling", {})
-        row = self.table.rowCount()
+        """Store a finished Lab generation and show it; a failing database costs the row, not the run."""
+        summary = ev.get("summary", {})
+        load = self.lab.controller.load_settings
+        entry_id = None
+        if load is not None:
+            try:
+                entry_id = record_summary("lab", load, from_dict(SpecSettings, ev.get("spec", {})),
+                                          from_dict(SamplingSettings, ev.get("sampling", {})),
+                                          {**summary, "event": ev.get("event")})
+            except (HistoryError, OSError, ValueError) as exc:
+                self.status.setText(f"not saved to the history: {exc}")
         self.table.setSortingEnabled(False)
+        self._append(entry_id, time.time(), "lab", ev.get("spec", {}), ev.get("sampling", {}), summary,
+                     str(load.target) if load else "")
+        self.table.setSortingEnabled(True)
+
+    def _append(self, entry_id, created, kind, spec: dict, sampling: dict, results: dict, target) -> None:
+        row = self.table.rowCount()
         self.table.insertRow(row)
-        values = (time.strftime("%H:%M:%S"), spec.get("spec_type", "?"), spec.get("draft_n_max", ""),
-                  sampling.get("temp", ""), s.get("tokens_generated", 0), round(s.get("tokens_per_s", 0.0), 1),
-                  round(s.get("acceptance_rate", 0.0), 3), round(s.get("mean_accepted_length", 1.0), 2),
-                  ev.get("event", ""))
+        values = (entry_id if entry_id is not None else "", time.strftime("%Y-%m-%d %H:%M:%S",
+                                                                            time.localtime(created)), kind,
+                  spec.get("spec_type", "?"), spec.get("draft_n_max", ""), sampling.get("temp", ""),
+                  results.get("tokens_generated", 0), round(results.get("tokens_per_s") or 0.0, 1),
+                  round(results.get("acceptance_rate") or 0.0, 3),
+                  round(results.get("mean_accepted_length") or 1.0, 2), (target or "").rsplit("/", 1)[-1])
         for i, value in enumerate(values):
             item = QTableWidgetItem()
             item.setData(0, value)
             self.table.setItem(row, i, item)
-        self.table.setSortingEnabled(True)
+
+    def export_csv(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export history", "spectune-history.csv", "CSV (*.csv)")
+        if path:
+            with History() as h:
+                n = h.export_csv(path)
+            self.status.setText(f"wrote {n} runs to {path}")
