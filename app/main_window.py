@@ -34,6 +34,11 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
 
         self.lab = LabPage(self.controller)
+        try:
+            from engine.workloads import shipped_names
+            self.lab.set_workloads(shipped_names())
+        except (ImportError, OSError, ValueError):   # the Lab still works on a custom prompt
+            pass
         self.hardware = HardwarePage(self.controller, nvml=nvml)
         self.models = ModelsPage(self.lab, self.hardware)
         self.tune = TunePage()
