@@ -62,7 +62,8 @@ class LlamaInstall:
         """Environment for running a bundled tool: its shared libraries on the loader path."""
         env = dict(os.environ)
         var = {"win32": "PATH", "darwin": "DYLD_LIBRARY_PATH"}.get(sys.platform, "LD_LIBRARY_PATH")
-        parts = [str(self.lib_dir)] + ([env[var]] if env.get(var) else [])
+        dirs = [self.lib_dir] + ([self.bin_dir] if sys.platform == "win32" else [])
+        parts = [str(d) for d in dirs] + ([env[var]] if env.get(var) else [])
         env[var] = os.pathsep.join(parts)
         return env
 
@@ -79,10 +80,11 @@ def _site_roots() -> list[Path]:
 
 def find_install() -> LlamaInstall:
     version = installed_version()
-    common = f"{LIB_PREFIX}llama-common{LIB_SUFFIX}"
+    # on Windows the DLLs land in bin\ and lib\ holds the import libraries
+    markers = [f"{LIB_PREFIX}llama-common{LIB_SUFFIX}"] + (["llama-common.lib"] if sys.platform == "win32" else [])
     for root in _site_roots():
         for prefix in (root, root / "llama_cpp"):
-            if (prefix / "lib" / common).exists() and (prefix / "include" / "llama.h").exists():
+            if any((prefix / "lib" / m).exists() for m in markers) and (prefix / "include" / "llama.h").exists():
                 return LlamaInstall(prefix, prefix / "lib", root / "bin", version)
     raise LlamaInstallError(
         f"llama-cpp-python {version} is installed without its headers or libllama-common; "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import codecs
 import ctypes as C
+import os
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +110,10 @@ def load_library(path: Path | None = None) -> C.CDLL:
     with _lib_lock:
         if _lib is not None:
             return _lib
+        if sys.platform == "win32" and path is None:
+            # specrt.dll in the cache must find llama.dll and ggml*.dll next to llama-server
+            from engine.llama_install import find_install
+            os.add_dll_directory(str(find_install().bin_dir))
         lib = C.CDLL(str(path or ensure_built()))
         P = C.POINTER
         sig = {

@@ -65,6 +65,10 @@ fi
 cmake_args="-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAVA_BUILD=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_TOOLS_INSTALL=ON"
 if [ "$variant" = cuda ]; then
   cmake_args="$cmake_args -DGGML_CUDA=on"
+  if [ -z "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
+    # the architectures of the GPUs present (or a clear error): part of the wheel's cache key
+    CMAKE_CUDA_ARCHITECTURES=$("$vpy" packaging/cuda_arch.py) || exit 1
+  fi
   if [ -n "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
     cmake_args="$cmake_args -DCMAKE_CUDA_ARCHITECTURES=$CMAKE_CUDA_ARCHITECTURES"
   fi

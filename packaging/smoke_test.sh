@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Headless smoke test of the built bundle. Exit status 0 means every check passed.
+#
+#   bash packaging/smoke_test.sh [BUNDLE_DIR]      (default dist/spectune)
+#
+# It copies the bundle to a fresh folder first, so that nothing can lean on the
+# path it was built at, and runs it with an empty cache and config and without
+# PYTHONPATH, LD_LIBRARY_PATH or SPECTUNE_SPECRT:
+#   1. the llama.cpp libraries, libspecrt and llama-server resolve inside the bundle (ldd);
+#   2. `spectune server-path` names the bundled server, which starts on its own (--version);
+#   3. `spectune -m engine.worker`, the way engine.client starts the worker, says hello;
+#   4. `spectune run ... --json` on a synthetic pair (written by `python -m engine.synthetic`
+#      with the project's Python) drafts, accepts and reports;
+#   5. `spectune --selftest` with QT_QPA_PLATFORM=offscreen: the desktop app loads the demo
+#      pair through the frozen worker, runs a short generation and exits 0.
+# PYTHON names the interpreter for step 4's model writer (default .venv/bin/python).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+src_bundle=$(cd "${1:-$root/dist/spectune}" && pwd)
+py=${PYTHON:-$root/.venv/bin/python}
+[ -x "$src_bundle/spectune" ] || { echo "smoke_test.sh: no bundle at $src_bundle (run packaging/build_linux.sh)" >&2; exit 1; }
+[ -x "$py" ] || py=python3
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/spectune-smoke.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cp -a "$src_bundle" "$work/bundle"
+bundle="$work/bundle"
+exe="$bundle/spectune"
+llama="$bundle/_internal/llama/site-packages"
+export SPECTUNE_CACHE_DIR="$work/cache" XDG_CONFIG_HOME="$work/config" XDG_CACHE_HOME="$work/xdg-cache"
+unset PYTHONPATH LD_LIBRARY_PATH SPECTUNE_SPECRT SPECTUNE_SDIST
+failures=0
+step() { printf '\n== %s\n' "$*"; }
+fail() { printf 'FAIL: %s\n' "$*"; failures=$((failures + 1)); }
+t0=$SECONDS
+
+step "1. bundled libraries resolve inside the bundle (copied to $bundle)"
+for f in "$llama/bin/llama-server" "$llama/lib/libspecrt.so"; do
+  out=$(ldd "$f")
+  if grep -q "not found" <<<"$out"; then fail "$f: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')"; fi
+  for lib in libllama.so.0 libllama-common.so.0 libggml.so.0 libggml-base.so.0; do
+    where=$(awk -v l="$lib" '$1 == l {print $3}' <<<"$out")
+    if [ -n "$where" ] && [[ "$where" != "$bundle"/* ]]; then fail "$(basename "$f") takes $lib from $where, outside the bundle"; fi
+  done
+done
+echo "llama-server and libspecrt: every library found, llama.cpp's from the bundle"
+# every Qt library a kept plugin or module links must be in the bundle (system libraries such as
+# libwayland-* may be missing on a test machine without them, and come from the desktop anyway)
+internal="$bundle/_internal"
+missing=$(find "$internal" -name '*.so*' -type f -print0 | xargs -0 -n 40 env LD_LIBRARY_PATH="$internal" ldd 2>/dev/null \
+  | grep -E '^\s*lib(Qt6|pyside6|shiboken6|llama|ggml)[^ ]* => not found' | sort -u || true)
+if [ -z "$missing" ]; then echo "Qt, PySide6 and llama.cpp libraries: none missing"
+else fail "libraries missing from the bundle: $missing"; fi
+
+step "2. spectune server-path, and the server runs on its own"
+server=$("$exe" server-path)
+echo "$server"
+[[ "$server" == "$llama/bin/llama-server" ]] || fail "server-path printed $server, not the bundled server"
+if version=$("$server" --version 2>&1); then grep -m1 -i "version" <<<"$version" || true
+else fail "the bundled llama-server does not start without LD_LIBRARY_PATH: $version"; fi
+
+step "3. the frozen worker, started as engine.client starts it"
+hello=$(printf '%s\n' '{"cmd": "shutdown", "id": 1}' | "$exe" -m engine.worker 2>"$work/worker.err" | head -n 1 || true)
+if grep -q '"event":"hello"' <<<"$hello"; then echo "${hello:0:160}..."
+else fail "no hello from '$exe -m engine.worker': ${hello:-nothing}; stderr: $(tail -3 "$work/worker.err")"; fi
+if "$exe" -m engine.not_a_worker >/dev/null 2>&1; then fail "-m with another module should be refused"; fi
+
+step "4. spectune run --json on a synthetic pair"
+(cd "$root" && "$py" -m engine.synthetic "$work/pair" >/dev/null)
+run_json=$("$exe" run --target "$work/pair/target.gguf" --draft "$work/pair/draft.gguf" --spec-type draft-simple \
+  --draft-n-max 4 --prompt "def the value of the data is" --max-tokens 48 --baseline --json 2>"$work/run.err") \
+  || { fail "spectune run exited non-zero: $(tail -5 "$work/run.err")"; run_json='{}'; }
+if ! "$py" - "$run_json" <<'EOF'; then fail "spectune run --json did not report a speculative run"; fi
+import json, sys
+s = json.loads(sys.argv[1])
+print(f"tokens {s.get('tokens_generated')}  {s.get('tokens_per_s', 0):.1f} tok/s  drafted {s.get('drafted')}  "
+      f"accepted {s.get('accepted')}  acceptance {s.get('acceptance_rate', 0):.3f}  speedup {s.get('speedup')}  "
+      f"baseline text matches {s.get('baseline_text_matches')}")
+sys.exit(0 if s.get("tokens_generated", 0) > 0 and s.get("drafted", 0) > 0 and s.get("baseline_text_matches") else 1)
+EOF
+
+step "5. spectune --selftest (offscreen)"
+if QT_QPA_PLATFORM=offscreen timeout 300 "$exe" --selftest >"$work/selftest.out" 2>"$work/selftest.err"; then
+  grep "selftest:" "$work/selftest.err" || true
+else
+  fail "--selftest exited $?: $(tail -8 "$work/selftest.err")"
+fi
+
+printf '\nbundle %s, %s; checks took %ss\n' "$src_bundle" "$(du -sh "$src_bundle" | cut -f1)" $((SECONDS - t0))
+if [ "$failures" -gt 0 ]; then echo "SMOKE TEST FAILED ($failures)"; exit 1; fi
+echo "SMOKE TEST PASSED"
