@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--n-embd", type=int, default=512)
     ap.add_argument("--n-layer", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads for both (0: llama.cpp's default)")
     ap.add_argument("--save", action="store_true", help="also write bench/results/engine_vs_server-<backend>.txt")
     a = ap.parse_args()
 
@@ -81,7 +82,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="spectune-bench-"))
     shape = ModelShape(n_embd=a.n_embd, n_layer=a.n_layer, n_head=8, n_head_kv=4, n_ff=a.n_embd * 3)
     target, draft = write_pair(tmp, PairSpec(shape=shape, draft_layers=1, divergence=0.12, dtype="f16"))
-    load = LoadSettings(target, draft, ctx=2048)
+    load = LoadSettings(target, draft, ctx=2048, threads=a.threads, threads_batch=a.threads)
     sampling = SamplingSettings(temp=0.0)
     server = server_path()
     out(f"# engine_vs_server  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  "
@@ -89,7 +90,8 @@ def main() -> int:
     out(f"# {build_info()[:100]}")
     out(f"# pair: n_embd {a.n_embd}, target {a.n_layer} layers, draft 1 layer, f16; "
         f"{target.stat().st_size / 2**20:.1f} + {draft.stat().st_size / 2**20:.1f} MiB")
-    out(f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens, temperature 0, alternating runs")
+    out(f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens, temperature 0, alternating runs, "
+        f"threads {a.threads or 'default'}")
     out()
     header = (f"{'setting':<26} {'server tok/s':>12} {'specrt tok/s':>12} {'ratio':>6} {'worker tok/s':>12} "
               f"{'ratio':>6} {'counts':>7} {'outside':>8} {'loop ovh':>8}")
