@@ -38,12 +38,36 @@ CANDIDATES = (
 
 
 def demo_pair() -> tuple[Path, Path]:
+    """The trained demo family shipped in resources/models (engine.demo_models), or, in a checkout
+    without it, a synthetic pair written once into the user cache."""
+    from engine.demo_models import DemoModelError
+    from engine.demo_models import demo_pair as trained_pair
+
+    try:
+        return trained_pair()
+    except DemoModelError:
+        return synthetic_pair()
+
+
+def synthetic_pair() -> tuple[Path, Path]:
     out = cache_dir() / "demo" / "synthetic-v2"
     target, draft = out / "target.gguf", out / "draft.gguf"
     if not (target.exists() and draft.exists()):
         # big enough that the target's decode, not per-cycle overhead, sets the pace
         write_pair(out, DEMO_PAIR)
     return target, draft
+
+
+def demo_prompts(quick: bool) -> tuple[str, ...]:
+    """One prompt from each shipped workload set (the first set only with quick)."""
+    from engine.workloads import WorkloadError, load_workload
+
+    names = ("code-completion",) if quick else ("code-completion", "code-editing", "explanation",
+                                                 "summarization", "creative")
+    try:
+        return tuple(load_workload(name).prompts[0].text for name in names)
+    except (WorkloadError, OSError, IndexError):
+        return DEMO_PROMPTS[:1] if quick else DEMO_PROMPTS
 
 
 def _label(spec: SpecSettings) -> str:
@@ -77,7 +101,7 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
     target, draft = demo_pair()
     load = LoadSettings(target=target, draft=draft, ctx=2048)
     sampling = SamplingSettings(temp=0.0)
-    prompts = DEMO_PROMPTS[:1] if quick else DEMO_PROMPTS
+    prompts = demo_prompts(quick)
     candidates = CANDIDATES[1:4] if quick else CANDIDATES
     print(f"demo pair: {target.name} + {draft.name} in {target.parent}", file=log)
     with EngineClient() as client:

@@ -50,23 +50,18 @@ class ModelsPage(QWidget):
         self.check_pair()
 
     def _fill_shipped(self) -> None:
-        try:
-            from engine.demo_models import shipped_models
-            rows = [(p.name, role, p.stat().st_size) for role, p in shipped_models()]
-        except (ImportError, OSError):
-            rows = []
+        from engine.demo_models import list_demo_models
+
+        rows = [(m.path.name, f"{m.role} ({m.quant})", m.size_bytes) for m in list_demo_models() if m.exists]
         self.shipped_table.setRowCount(len(rows))
         for r, (name, role, size) in enumerate(rows):
             for c, value in enumerate((name, role, f"{size / 2 ** 20:.1f} MiB")):
                 self.shipped_table.setItem(r, c, QTableWidgetItem(value))
 
     def use_demo_pair(self) -> None:
-        try:
-            from engine.demo_models import demo_pair
-            target, draft = demo_pair()
-        except (ImportError, FileNotFoundError):
-            from engine.demo import demo_pair as synthetic_pair  # the synthetic pair when no trained one ships
-            target, draft = synthetic_pair()
+        from engine.demo import demo_pair
+
+        target, draft = demo_pair()
         self.lab.controls.target.set_path(target)
         self.lab.controls.draft.set_path(draft)
 
