@@ -11,7 +11,8 @@ Signals
   hello(dict)                   the worker's handshake (versions, llama.cpp build, devices)
   loaded(dict)                  a model pair is loaded (memory report, n_ctx, has_draft)
   runStarted(dict)              a generation began (its settings)
-  cycle(dict)                   one cycle record (see engine.worker._cycle_event)
+  cycles(list)                  a batch of cycle records (see engine.worker._cycle_event), each with
+                                its "id" and "run"; batches arrive at most every 25 ms
   runFinished(dict)             done or cancelled event (with the run summary)
   settingsApplied(dict)         a mid-run knob change took effect (from_cycle says where)
   failed(dict)                  an error event (kind, message)
@@ -29,19 +30,20 @@ from engine.settings import LoadSettings, to_dict
 
 
 class EngineController(QObject):
+    # object, not dict: PySide would convert a dict to a QVariantMap and back on every emit
     stateChanged = Signal(str, str)
-    hello = Signal(dict)
-    loaded = Signal(dict)
-    runStarted = Signal(dict)
-    cycle = Signal(dict)
-    runFinished = Signal(dict)
-    settingsApplied = Signal(dict)
-    failed = Signal(dict)
-    _event = Signal(dict)          # reader thread -> GUI thread
+    hello = Signal(object)
+    loaded = Signal(object)
+    runStarted = Signal(object)
+    cycles = Signal(object)
+    runFinished = Signal(object)
+    settingsApplied = Signal(object)
+    failed = Signal(object)
+    _event = Signal(object)        # reader thread -> GUI thread
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self._client = EngineClient(on_event=self._on_worker_event, queue_events=False)
+        self._client = EngineClient(on_event=self._on_worker_event, queue_events=False, expand_cycles=False)
         self._event.connect(self._dispatch)
         self.state = "stopped"
         self.message = ""
@@ -116,11 +118,14 @@ class EngineController(QObject):
     def _on_worker_event(self, ev: dict) -> None:
         self._event.emit(ev)   # any thread -> queued to the GUI thread
 
-    @Slot(dict)
+    @Slot(object)
     def _dispatch(self, ev: dict) -> None:
         kind = ev.get("event")
-        if kind == "cycle":
-            self.cycle.emit(ev)
+        if kind == "cycles":
+            batch = ev.get("cycles", [])
+            for cyc in batch:
+                cyc["id"], cyc["run"] = ev.get("id"), ev.get("run")
+            self.cycles.emit(batch)
         elif kind == "state":
             self._set_state(ev["state"], ev.get("message") or "")
         elif kind == "hello":

@@ -60,6 +60,7 @@ def with_gui(app: QApplication, load: LoadSettings, seconds: float, max_tokens: 
     c.target.set_path(load.target)
     c.draft.set_path(load.draft)
     c.ctx.setValue(load.ctx)
+    c.threads.setValue(load.threads)
     c.method.setCurrentText(SPEC.spec_type)
     c.k.setValue(SPEC.draft_n_max)
     c.workload.setCurrentText("custom prompt")
@@ -111,10 +112,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: the Lab's default)")
     a = ap.parse_args()
     app = QApplication.instance() or QApplication([])
     target, draft = demo_pair()
-    load = LoadSettings(target, draft, ctx=4096)
+    load = LoadSettings(target, draft, ctx=4096, threads=a.threads)
     head, gui, rates, p99s = [], [], [], []
     for r in range(a.rounds):
         head.append(headless(load, a.seconds, a.max_tokens))

@@ -55,11 +55,13 @@ def _describe_exit(code: int | None) -> str:
 
 class EngineClient:
     def __init__(self, on_event: Callable[[dict], None] | None = None, python: str | None = None,
-                 env: dict[str, str] | None = None, stderr_lines: int = 60, queue_events: bool = True):
+                 env: dict[str, str] | None = None, stderr_lines: int = 60, queue_events: bool = True,
+                 expand_cycles: bool = True):
         """queue_events=False: events go only to on_event (a GUI that never reads the queue
         must not let it grow without bound); the blocking helpers then cannot be used."""
         self.on_event = on_event
         self._queue_events = queue_events
+        self._expand_cycles = expand_cycles   # False: a "cycles" batch reaches on_event as one event
         self._python = python or sys.executable
         self._env = env
         self._proc: subprocess.Popen | None = None
@@ -189,7 +191,7 @@ class EngineClient:
 
     def _on_event(self, ev: dict) -> None:
         kind = ev.get("event")
-        if kind == "cycles":
+        if kind == "cycles" and self._expand_cycles:
             # the worker batches cycles; callers see one "cycle" event each
             for cyc in ev.get("cycles", ()):
                 self._emit({"event": "cycle", "id": ev.get("id"), "run": ev.get("run"), **cyc})

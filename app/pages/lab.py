@@ -122,7 +122,7 @@ class LabPage(QWidget):
         c.loadRequested.connect(self.load)
         c.knobsChanged.connect(self._knobs_moved)
         self.banner.actionClicked.connect(self._banner_action)
-        controller.cycle.connect(self._on_cycle)
+        controller.cycles.connect(self._on_cycles)
         controller.loaded.connect(self._on_loaded)
         controller.runFinished.connect(self._on_run_finished)
         controller.settingsApplied.connect(self._on_settings_applied)
@@ -232,6 +232,8 @@ class LabPage(QWidget):
         self._next_generation()
 
     def _next_generation(self) -> None:
+        if self._prompt_index:
+            self.live._pending_text.append(("\n\n", False))   # one paragraph per generation
         prompt = self._prompts[self._prompt_index % len(self._prompts)]
         self._prompt_index += 1
         self.controller.generate(prompt, self.controls.max_tokens.value(), self._sent_spec, self._sent_sampling,
@@ -307,12 +309,13 @@ class LabPage(QWidget):
         elif action == "baseline":
             self.baseline()
 
-    def _on_cycle(self, ev: dict) -> None:
-        if ev.get("run") != self.controller.running_run:
+    def _on_cycles(self, batch: list) -> None:
+        if self.mode not in ("running", "stopping"):
             return
-        if self.mode == "running" or self.mode == "stopping":
-            self.live.add_cycle(ev)
-            self._dirty = True
+        for ev in batch:
+            if ev.get("run") == self.controller.running_run:
+                self.live.add_cycle(ev)
+                self._dirty = True
 
     def _on_settings_applied(self, ev: dict) -> None:
         label = self._pending_labels.pop(0) if self._pending_labels else "settings changed"
@@ -377,22 +380,25 @@ class LabPage(QWidget):
 
     # -- painting ---------------------------------------------------------
     def _repaint(self) -> None:
-        if not self._dirty:
-            return
-        if self.charts.refresh(self.live.snapshot()):
+        if self._dirty and self.charts.refresh(self.live.snapshot()):
             self._dirty = False
-            s = self.live
-            base = f", baseline {s.baseline_tps:.1f}, speedup {s.tokens_per_s / s.baseline_tps:.2f}x" \
-                if s.baseline_tps and s.tokens_per_s else ""
-            rate = s.accepted / s.drafted if s.drafted else 0.0
-            length = 1 + s.accepted / s.steps if s.steps else 1.0
-            self.summary.setText(
-                f"<b>{s.tokens_per_s:.1f}</b> tokens/s{base} &nbsp; acceptance <b>{rate:.3f}</b> "
-                f"({s.accepted}/{s.drafted}) &nbsp; mean accepted length {length:.2f} &nbsp; "
-                f"{s.tokens} tokens, {s.steps} steps")
+
+    def _update_summary(self) -> None:
+        s = self.live
+        base = f", baseline {s.baseline_tps:.1f}, speedup {s.tokens_per_s / s.baseline_tps:.2f}x" \
+            if s.baseline_tps and s.tokens_per_s else ""
+        rate = s.accepted / s.drafted if s.drafted else 0.0
+        length = 1 + s.accepted / s.steps if s.steps else 1.0
+        self.summary.setText(
+            f"<b>{s.tokens_per_s:.1f}</b> tokens/s{base} &nbsp; acceptance <b>{rate:.3f}</b> "
+            f"({s.accepted}/{s.drafted}) &nbsp; mean accepted length {length:.2f} &nbsp; "
+            f"{s.tokens} tokens, {s.steps} steps")
 
     def _flush_text(self) -> None:
-        self.text.append_pieces(self.live.take_text())
+        pieces = self.live.take_text()
+        if pieces:
+            self.text.append_pieces(pieces)
+            self._update_summary()
 
     def save_charts(self, path: str) -> None:
         self.charts.save_png(path)

@@ -19,11 +19,11 @@ from engine.live import Snapshot
 
 pg.setConfigOptions(antialias=False, background="w", foreground="k")
 
-PEN_SPEC = pg.mkPen("#1565c0", width=2)
-PEN_BASE = pg.mkPen("#757575", width=2, style=pg.QtCore.Qt.PenStyle.DashLine)
+PEN_SPEC = pg.mkPen("#1565c0", width=1)
+PEN_BASE = pg.mkPen("#757575", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
 PEN_CEIL = pg.mkPen("#c62828", width=1, style=pg.QtCore.Qt.PenStyle.DotLine)
-PEN_ROLL = pg.mkPen("#2e7d32", width=2)
-PEN_CUM = pg.mkPen("#6a1b9a", width=2)
+PEN_ROLL = pg.mkPen("#2e7d32", width=1)
+PEN_CUM = pg.mkPen("#6a1b9a", width=1)
 PEN_LEN = pg.mkPen("#ef6c00", width=1)
 PEN_MARK = pg.mkPen("#9e9e9e", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
 
@@ -44,9 +44,9 @@ class LiveCharts(QWidget):
         self.p_hist = self.view.addPlot(row=2, col=1, title="accepted length (steps)")
         self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
         for p in (self.p_tps, self.p_acc, self.p_time):
-            p.setDownsampling(mode="peak")
+            p.setDownsampling(auto=True, mode="peak")
             p.setClipToView(True)
-            p.showGrid(x=True, y=True, alpha=0.2)
+            # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
             p.setLabel("bottom", "s")
             p.addLegend(offset=(5, 5))
         self.p_acc.setYRange(0, 1.05)

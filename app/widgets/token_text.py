@@ -14,7 +14,7 @@ ACCEPTED_BG = QColor("#c8e6c9")
 
 
 class TokenText(QPlainTextEdit):
-    def __init__(self, parent: QWidget | None = None, max_blocks: int = 5000):
+    def __init__(self, parent: QWidget | None = None, max_blocks: int = 5000, max_chars: int = 20000):
         super().__init__(parent)
         self.setReadOnly(True)
         self.setMaximumBlockCount(max_blocks)
@@ -24,6 +24,7 @@ class TokenText(QPlainTextEdit):
         self._accepted = QTextCharFormat()
         self._accepted.setBackground(ACCEPTED_BG)
         self.accepted_chars = 0
+        self.max_chars = max_chars   # a long single-line block re-lays out on every insert: keep it bounded
 
     def append_pieces(self, pieces: list[tuple[str, bool]]) -> None:
         if not pieces:
@@ -42,6 +43,12 @@ class TokenText(QPlainTextEdit):
                 self.accepted_chars += len(text)
         if run_text:
             cursor.insertText(run_text, self._accepted if run_acc else self._plain)
+        excess = self.document().characterCount() - self.max_chars
+        if excess > self.max_chars // 4:
+            trim = QTextCursor(self.document())
+            trim.setPosition(excess, QTextCursor.MoveMode.KeepAnchor)
+            trim.removeSelectedText()
+            cursor.movePosition(QTextCursor.MoveOperation.End)
         self.setTextCursor(cursor)
         self.ensureCursorVisible()
 
