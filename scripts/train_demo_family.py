@@ -102,7 +102,7 @@ class TrainConfig:
     # nothing at first; afterwards the draft mostly learns to predict what the target predicts
     distill_weight: float = 0.8
     distill_ramp: float = 0.2
-    pair_rows: int = 2  # rows of each batch taken from the revision pairs
+    pair_rows: int = 3  # rows of each batch taken from the revision pairs
 
 
 # ---------------------------------------------------------------- corpus
@@ -383,6 +383,22 @@ def held_out_loss(model: LlamaLM, stream: torch.Tensor, seq_len: int, bos: int) 
 
 
 @torch.no_grad()
+def copy_loss(model: LlamaLM, tok, pair_texts: list[str], bos: int) -> float:
+    """Mean cross-entropy (nats/token) on the last 40% of each revision pair, which lies inside
+    the copy: low when the model copies the code it has just seen."""
+    model.eval()
+    total, count = 0.0, 0
+    for text in pair_texts:
+        ids = [bos] + tok.encode(text, add_special_tokens=False).ids
+        first = 1 + len(tok.encode(text[:int(len(text) * 0.6)], add_special_tokens=False).ids)
+        logits = model(torch.tensor([ids[:-1]]))[0]
+        total += F.cross_entropy(logits[first:], torch.tensor(ids[first + 1:]), reduction="sum").item()
+        count += len(ids) - first - 1
+    model.train()
+    return total / count
+
+
+@torch.no_grad()
 def top1_agreement(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, seq_len: int, bos: int,
                    n_windows: int = 16) -> float:
     """Share of held-out positions where the draft's most likely token is the target's."""
@@ -397,8 +413,8 @@ def top1_agreement(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, seq_le
     return agree
 
 
-def train_pair(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, t: TrainConfig, seed: int, bos: int,
-               compile_models: bool, bf16: bool, log_every: int = 50) -> dict:
+def train_pair(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, pairs: torch.Tensor, t: TrainConfig,
+               seed: int, bos: int, compile_models: bool, bf16: bool, log_every: int = 50) -> dict:
     """Train both models on the same batches; the draft also learns the target's current distribution."""
     gen = torch.Generator().manual_seed(seed)
     opt_t, opt_d = make_optimizer(target, t, t.lr_target), make_optimizer(draft, t, t.lr_draft)
@@ -410,7 +426,7 @@ def train_pair(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, t: TrainCo
     seconds = {"target": 0.0, "draft": 0.0}
     history, started = [], time.perf_counter()
     for step in range(t.steps):
-        inputs, labels = batch_at(stream, t, gen, bos)
+        inputs, labels = batch_at(stream, t, gen, bos, pairs)
 
         t0 = time.perf_counter()
         for group in opt_t.param_groups:
@@ -473,16 +489,19 @@ def continue_batch(model: LlamaLM, prefix: torch.Tensor, n_new: int, temperature
     return torch.cat(out, dim=1)
 
 
-def target_generations(target: LlamaLM, stream: torch.Tensor, n_rows: int, prefix_len: int, n_new: int,
+def target_generations(target: LlamaLM, sources: list[tuple[torch.Tensor, int]], prefix_len: int, n_new: int,
                        temperatures: tuple[float, ...], gen: torch.Generator, bos: int, batch: int = 32) -> torch.Tensor:
-    """Rows of [BOS, a corpus window, the target's own continuation]: text as the target writes it,
-    which is what the draft must predict during speculative decoding."""
-    rows = []
-    for b in range(0, n_rows, batch):
-        n = min(batch, n_rows - b)
-        starts = torch.randint(0, len(stream) - prefix_len, (n,), generator=gen).tolist()
-        prefix = torch.stack([torch.cat((torch.tensor([bos]), stream[s:s + prefix_len - 1])) for s in starts])
-        rows.append(continue_batch(target, prefix, n_new, temperatures[(b // batch) % len(temperatures)], gen))
+    """Rows of [BOS, a window of a source, the target's own continuation]: text as the target
+    writes it, which is what the draft must predict during speculative decoding.
+    ``sources``: (token stream, number of rows) pairs; temperatures take turns by batch."""
+    rows, n_batches = [], 0
+    for stream, n_rows in sources:
+        for b in range(0, n_rows, batch):
+            n = min(batch, n_rows - b)
+            starts = torch.randint(0, len(stream) - prefix_len, (n,), generator=gen).tolist()
+            prefix = torch.stack([torch.cat((torch.tensor([bos]), stream[s:s + prefix_len - 1])) for s in starts])
+            rows.append(continue_batch(target, prefix, n_new, temperatures[n_batches % len(temperatures)], gen))
+            n_batches += 1
     return torch.cat(rows)
 
 
@@ -646,7 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=2048)
     p.add_argument("--seq-len", type=int, default=384)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=1800, help="joint training steps")
+    p.add_argument("--on-policy-rows", type=int, default=1024,
+                   help="target continuations the draft is then distilled on (0: skip that stage)")
+    p.add_argument("--on-policy-steps", type=int, default=500)
     p.add_argument("--distill-weight", type=float, default=TrainConfig.distill_weight)
     p.add_argument("--held-out-share", type=float, default=0.05)
     # one thread: on a shared 2-core machine two OpenMP threads ran each step about 2x slower than
@@ -676,11 +698,13 @@ def main(argv: list[str] | None = None) -> int:
     tokens, merges = vocab_of(tok)
     bos, eos = tok.token_to_id(BOS), tok.token_to_id(EOS)
     train_stream = token_stream(tok, [t for _, t in train_files])
+    pair_texts = revision_pairs(train_files, a.seed)
+    pair_stream = token_stream(tok, pair_texts)
     held_stream = token_stream(tok, [t for _, t in held_files])
     train_bytes = sum(len(t.encode()) for _, t in train_files)
     log(f"tokenizer: byte-level BPE, {len(tokens)} tokens, {len(merges)} merges; "
         f"train {len(train_stream):,} tokens ({train_bytes / len(train_stream):.2f} bytes/token), "
-        f"held-out {len(held_stream):,} tokens")
+        f"held-out {len(held_stream):,} tokens; {len(pair_texts)} revision pairs ({len(pair_stream):,} tokens)")
 
     tcfg = TrainConfig(a.steps, a.batch, a.seq_len, lr_target=2e-3, lr_draft=3e-3, distill_weight=a.distill_weight)
     torch.manual_seed(a.seed)
@@ -690,11 +714,30 @@ def main(argv: list[str] | None = None) -> int:
     log(describe("draft", draft))
     log(f"training both: {tcfg.steps} steps of {tcfg.batch}x{tcfg.seq_len} tokens "
         f"({tcfg.steps * tcfg.batch * tcfg.seq_len / len(train_stream):.2f} epochs), "
-        f"lr {tcfg.lr_target} / {tcfg.lr_draft}, draft distilled from the target (weight rising to {tcfg.distill_weight} over the first {tcfg.distill_ramp:.0%} of the steps)")
-    run = train_pair(target, draft, train_stream, tcfg, a.seed + 1, bos, not a.no_compile, bf16)
+        f"{tcfg.pair_rows} rows of each from the revision pairs, lr {tcfg.lr_target} / {tcfg.lr_draft}, draft distilled from the target (weight rising to {tcfg.distill_weight} over the first {tcfg.distill_ramp:.0%} of the steps)")
+    run = train_pair(target, draft, train_stream, pair_stream, tcfg, a.seed + 1, bos, not a.no_compile, bf16)
+    on_policy = None
+    if a.on_policy_rows:
+        gen = torch.Generator().manual_seed(a.seed + 2)
+        started = time.perf_counter()
+        n_pair_rows = a.on_policy_rows // 4
+        with autocast(bf16):
+            rows = target_generations(target, [(train_stream, a.on_policy_rows - n_pair_rows), (pair_stream, n_pair_rows)],
+                                      prefix_len=64, n_new=192, temperatures=(0.0, 0.8), gen=gen, bos=bos)
+        gen_seconds = time.perf_counter() - started
+        log(f"on-policy data: the target continued {len(rows)} windows by 192 tokens (greedy and at "
+            f"temperature 0.8 in turns; a quarter from the revision pairs) in {gen_seconds:.0f} s")
+        otcfg = TrainConfig(a.on_policy_steps, a.batch, rows.shape[1] - 1, lr_target=0.0, lr_draft=1e-3, warmup=20)
+        log(f"distilling the draft on them: {otcfg.steps} steps of {otcfg.batch} rows, lr {otcfg.lr_draft}")
+        on_policy = distill_on_target_text(draft, target, rows, otcfg, a.seed + 3, bf16)
+        on_policy.update(rows=len(rows), generation_seconds=round(gen_seconds, 1), train=dataclasses.asdict(otcfg))
     losses = {role: round(held_out_loss(m, held_stream, a.seq_len, bos), 4)
               for role, m in (("target", target), ("draft", draft))}
     agree = top1_agreement(target, draft, held_stream, a.seq_len, bos)
+    held_pairs = revision_pairs(held_files, a.seed)
+    copy = {role: round(copy_loss(m, tok, held_pairs, bos), 4) for role, m in (("target", target), ("draft", draft))}
+    log(f"copying: loss on the copy half of {len(held_pairs)} held-out revision pairs: target {copy['target']:.3f}, "
+        f"draft {copy['draft']:.3f} nats/token")
     log(f"trained in {run['seconds']:.0f} s (target {run['seconds_by_model']['target']:.0f} s, "
         f"draft {run['seconds_by_model']['draft']:.0f} s); held-out loss: target {losses['target']:.3f}, "
         f"draft {losses['draft']:.3f} nats/token; the draft's top-1 equals the target's on {agree:.1%} "
@@ -730,9 +773,11 @@ def main(argv: list[str] | None = None) -> int:
                    "held_out_paths": [p for p, _ in held_files]},
         "tokenizer": {"type": "byte-level BPE, GPT-2 pre-tokenizer", "n_vocab": len(tokens),
                       "merges": len(merges), "bos": BOS, "eos": EOS},
-        "train": dataclasses.asdict(tcfg), "run": run,
+        "train": dataclasses.asdict(tcfg), "run": run, "on_policy": on_policy,
+        "revision_pairs": {"texts": len(pair_texts), "tokens": len(pair_stream)},
         "models": {role: {"config": dataclasses.asdict(m.c), "parameters": m.n_params(),
-                          "macs_per_token": m.macs_per_token(), "held_out_loss": losses[role]}
+                          "macs_per_token": m.macs_per_token(), "held_out_loss": losses[role],
+                          "held_out_copy_loss": copy[role]}
                    for role, m in (("target", target), ("draft", draft))},
         "held_out_top1_agreement": round(agree, 4), "samples": samples,
         "files": files_out, "total_bytes": sum(files_out.values()),
