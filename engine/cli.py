@@ -1,6 +1,6 @@
 """The ``spectune`` command line.
 
-  spectune run --target T.gguf [--draft D.gguf] [knobs] (--prompt TEXT | --prompt-file F)
+  spectune run (--target T.gguf [--draft D.gguf] | --demo) [knobs] (--prompt TEXT | --prompt-file F | --workload W)
   spectune demo [--json]       the headless main job on the demo pair
   spectune server-path         where the bundled llama-server is
   spectune gui                 the desktop app (when a display is available)
@@ -22,8 +22,8 @@ from engine.client import EngineClient, EngineError
 from engine.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 
 
-def _add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--target", type=Path, required=required, help="target model (GGUF)")
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", type=Path, help="target model (GGUF); required unless --demo")
     p.add_argument("--draft", type=Path, help="draft model (GGUF) for draft-simple")
     p.add_argument("--ctx", type=int, default=4096, help="context size (default 4096)")
     p.add_argument("--ngl", type=int, default=-1, help="target layers on the GPU (-1: llama.cpp decides)")
@@ -31,6 +31,8 @@ def _add_model_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
     p.add_argument("--no-repack", action="store_true",
                    help="no CPU weight repacking (AMX / AVX-512 layouts), as llama-server's -nr")
+    p.add_argument("--demo", nargs="?", const="f16", choices=("f16", "q8_0"),
+                   help="use the bundled demo pair (resources/models) in this quantization (default f16)")
 
 
 def _add_knob_args(p: argparse.ArgumentParser) -> None:
@@ -54,7 +56,20 @@ def _add_knob_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0xFFFFFFFF)
 
 
+def _resolve_models(a: argparse.Namespace) -> None:
+    """--demo stands for --target/--draft of the bundled demo pair; otherwise --target is required."""
+    if getattr(a, "demo", None):
+        if a.target is not None or a.draft is not None:
+            raise SettingsError("--demo picks both models itself: leave out --target and --draft")
+        from engine.demo_models import demo_pair
+
+        a.target, a.draft = demo_pair(a.demo)
+    elif a.target is None:
+        raise SettingsError("no target model: give --target (and --draft), or --demo for the bundled pair")
+
+
 def _settings(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
+    _resolve_models(a)
     load = LoadSettings(target=a.target, draft=a.draft, ctx=a.ctx, ngl=a.ngl, ngl_draft=a.ngl_draft,
                         threads=a.threads, repack=not a.no_repack).validate()
     spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
@@ -111,38 +126,82 @@ def _record(kind: str, load: LoadSettings, spec: SpecSettings, sampling: Samplin
         print(f"spectune: warning: the run was not saved to the history: {exc}", file=sys.stderr)
 
 
+def _run_prompts(a: argparse.Namespace) -> tuple[str | None, list[tuple[str, str]]]:
+    """(workload name or None, [(prompt id, text)]) from --prompt, --prompt-file or --workload."""
+    if a.workload:
+        from engine.workloads import load_workload
+
+        w = load_workload(a.workload)
+        return w.name, [(p.id, p.text) for p in w.prompts]
+    text = Path(a.prompt_file).read_text(encoding="utf-8") if a.prompt_file else a.prompt
+    if not text:
+        raise SettingsError("the prompt is empty")
+    return None, [("prompt", text)]
+
+
+def _with_baseline(client: EngineClient, prompt: str, a: argparse.Namespace, spec: SpecSettings,
+                   sampling: SamplingSettings, on_event) -> tuple[dict, dict | None]:
+    summary = generate(client, prompt, a.max_tokens, spec, sampling, on_event=on_event)
+    base = generate(client, prompt, a.max_tokens, spec, sampling, baseline=True) if a.baseline else None
+    return summary, base
+
+
+def _add_speedup(summary: dict, base: dict, text_matches: bool) -> None:
+    summary["baseline_tokens_per_s"] = base["tokens_per_s"]
+    summary["speedup"] = round(summary["tokens_per_s"] / base["tokens_per_s"], 4) if base["tokens_per_s"] else 0
+    summary["baseline_text_matches"] = text_matches
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     load, spec, sampling = _settings(a)
-    if a.prompt_file:
-        prompt = Path(a.prompt_file).read_text(encoding="utf-8")
-    else:
-        prompt = a.prompt
-    if not prompt:
-        raise SettingsError("the prompt is empty")
+    workload, prompts = _run_prompts(a)
     on_event = None
     if a.events:
         def on_event(ev: dict) -> None:
             if ev["event"] == "cycle":
                 print(json.dumps(ev), flush=True)
-    elif not a.json:
+    elif not a.json and workload is None:
         def on_event(ev: dict) -> None:
             if ev["event"] == "cycle":
                 print(_cycle_line(ev), flush=True)
+    runs: list[tuple[str, dict, dict | None]] = []
     with EngineClient() as client:
         client.start()
         client.load(load)
-        summary = generate(client, prompt, a.max_tokens, spec, sampling, on_event=on_event)
+        for pid, text in prompts:
+            summary, base = _with_baseline(client, text, a, spec, sampling, on_event)
+            runs.append((pid, summary, base))
+            if workload is not None and not (a.json or a.events):
+                extra = f"  baseline {base['tokens_per_s']:.1f} tok/s" if base else ""
+                print(f"{pid:<28} {summary['tokens_generated']:4d} tokens  {summary['tokens_per_s']:8.1f} tok/s  "
+                      f"acceptance {summary['acceptance_rate']:.3f} ({summary['accepted']}/{summary['drafted']})"
+                      f"{extra}", flush=True)
+    if workload is None:
+        _, summary, base = runs[0]
+        if base is not None:
+            _add_speedup(summary, base, base["text"] == summary["text"])
+    else:
+        from engine.stats import combine_summaries
+
+        summary = combine_summaries([s for _, s, _ in runs])
+        summary["workload"] = workload
+        summary["prompts"] = [{"id": pid, "tokens_generated": s["tokens_generated"],
+                               "tokens_per_s": s["tokens_per_s"], "drafted": s["drafted"],
+                               "accepted": s["accepted"], "acceptance_rate": s["acceptance_rate"],
+                               "text": s["text"]} for pid, s, _ in runs]
         if a.baseline:
-            base = generate(client, prompt, a.max_tokens, spec, sampling, baseline=True)
-            summary["baseline_tokens_per_s"] = base["tokens_per_s"]
-            summary["speedup"] = round(summary["tokens_per_s"] / base["tokens_per_s"], 4) if base["tokens_per_s"] else 0
-            summary["baseline_text_matches"] = base["text"] == summary["text"]
+            base = combine_summaries([b for _, _, b in runs])
+            _add_speedup(summary, base, all(b["text"] == s["text"] for _, s, b in runs))
+    summary["target"] = str(load.target)
+    summary["draft"] = str(load.draft) if load.draft else None
     summary["spec"] = to_dict(spec)
     summary["sampling"] = to_dict(sampling)
     _record("run", load, spec, sampling, summary)
     if a.json:
         print(json.dumps(summary))
     elif not a.events:
+        if workload is not None:
+            print(f"workload {workload}: {len(runs)} prompts")
         _print_summary(summary)
     return 0
 
@@ -211,6 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt")
     src.add_argument("--prompt-file", type=Path)
+    src.add_argument("--workload", help="every prompt of a workload set, by name (resources/workloads) or file; "
+                                        "the summary adds them up")
     r.add_argument("--max-tokens", type=int, default=128)
     r.add_argument("--baseline", action="store_true", help="also run without speculation and report the speedup")
     out = r.add_mutually_exclusive_group()
@@ -258,9 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         # no subcommand: the app's main job, GUI when a display exists
         has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform == "win32"
         a = parser.parse_args(["gui", "--demo"] if has_display else ["demo"])
+    from engine.workloads import WorkloadError
+
     try:
         return a.func(a)
-    except (SettingsError, EngineError, OSError) as exc:
+    except (SettingsError, EngineError, WorkloadError, OSError) as exc:
         kind = getattr(exc, "kind", type(exc).__name__)
         print(f"spectune: error ({kind}): {exc}", file=sys.stderr)
         return 2

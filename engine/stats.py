@@ -119,3 +119,40 @@ class RunStats:
 def _grow(values: list[int], n: int) -> None:
     if len(values) < n:
         values.extend([0] * (n - len(values)))
+
+
+# Counters that add up across generations; the rates are recomputed from the sums.
+_SUMMED = ("tokens_generated", "prompt_tokens", "prompt_ms", "drafted", "accepted", "steps", "cycles",
+           "draft_ms", "verify_ms", "decode_ms", "other_ms", "cycle_ms", "wall_ms")
+_SUMMED_LISTS = ("accepted_by_position", "accepted_length_histogram")
+
+
+def combine_summaries(summaries: list[dict]) -> dict:
+    """One summary for several generations (a workload set): counts and times add up; rates are
+    ratios of the sums, so a long answer weighs more than a short one, as in one long run."""
+    if not summaries:
+        raise ValueError("no summaries to combine")
+    total: dict = {key: 0 for key in _SUMMED}
+    lists: dict[str, list[int]] = {key: [] for key in _SUMMED_LISTS}
+    for s in summaries:
+        for key in _SUMMED:
+            total[key] += s[key]
+        for key in _SUMMED_LISTS:
+            _grow(lists[key], len(s[key]))
+            for i, v in enumerate(s[key]):
+                lists[key][i] += v
+    # each generation's first token belongs to its prompt cycle (see tokens_per_s above)
+    gen = total["tokens_generated"] - len(summaries)
+    steps = total["steps"]
+    out = {key: round(v, 3) if isinstance(v, float) else v for key, v in total.items()}
+    out.update({
+        "generations": len(summaries),
+        "tokens_per_s": round(gen * 1000.0 / total["wall_ms"], 3) if total["wall_ms"] > 0 and gen > 0 else 0.0,
+        "acceptance_rate": round(total["accepted"] / total["drafted"], 6) if total["drafted"] else 0.0,
+        "mean_accepted_length": round(1.0 + total["accepted"] / steps, 6) if steps else 1.0,
+        "accepted_by_position": lists["accepted_by_position"],
+        "acceptance_by_position": [round(a / steps, 6) if steps else 0.0 for a in lists["accepted_by_position"]],
+        "accepted_length_histogram": lists["accepted_length_histogram"],
+        "outside_decode_share": round(total["other_ms"] / total["cycle_ms"], 6) if total["cycle_ms"] > 0 else 0.0,
+    })
+    return out

@@ -81,6 +81,39 @@ def test_draft_without_spec_type_defaults_to_draft_simple(pair):
     assert s["spec"]["spec_type"] == "draft-simple" and s["drafted"] > 0
 
 
+def test_run_over_a_workload_adds_the_prompts_up(pair, tmp_path):
+    """--workload runs every prompt of a set (here a user file) and sums drafted/accepted/tokens;
+    each prompt's own numbers come along."""
+    target, draft = pair
+    prompts = [{"id": f"p{i}", "text": text} for i, text in enumerate(PROMPTS * 3)][:10]
+    wl = tmp_path / "mine.json"
+    wl.write_text(json.dumps({"name": "mine", "description": "test prompts", "prompts": prompts}))
+    r = spectune("run", "--target", str(target), "--draft", str(draft), "--workload", str(wl), "--max-tokens", "12",
+                 "--baseline", "--json", "--ctx", "512")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert s["workload"] == "mine" and s["generations"] == 10 and [p["id"] for p in s["prompts"]] == [
+        p["id"] for p in prompts]
+    assert s["tokens_generated"] == 120 == sum(p["tokens_generated"] for p in s["prompts"])
+    assert s["drafted"] == sum(p["drafted"] for p in s["prompts"]) > 0
+    assert s["accepted"] == sum(p["accepted"] for p in s["prompts"])
+    assert s["acceptance_rate"] == pytest.approx(s["accepted"] / s["drafted"], abs=1e-5)
+    assert s["baseline_text_matches"] is True and s["speedup"] > 0
+    assert s["target"] == str(target) and s["draft"] == str(draft)
+
+
+def test_run_model_choice_errors(pair, tmp_path):
+    target, draft = pair
+    r = spectune("run", "--prompt", "x")
+    assert r.returncode == 2 and "--demo" in r.stderr and "Traceback" not in r.stderr
+    r = spectune("run", "--demo", "--target", str(target), "--prompt", "x")
+    assert r.returncode == 2 and "leave out --target" in r.stderr
+    r = spectune("run", "--target", str(target), "--workload", "no-such-set", "--prompt", "x")
+    assert r.returncode == 2   # argparse: --workload and --prompt exclude each other
+    r = spectune("run", "--target", str(target), "--workload", "no-such-set")
+    assert r.returncode == 2 and "no-such-set" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_server_path():
     r = spectune("server-path")
     assert r.returncode == 0

@@ -42,3 +42,27 @@ def test_no_draft_means_no_rate():
 def test_impossible_counts_are_rejected():
     with pytest.raises(ValueError):
         add(RunStats(), 2, 3)
+
+
+def test_combined_summaries_are_ratios_of_sums():
+    from engine.stats import combine_summaries
+
+    a, b = RunStats(), RunStats()
+    for st, cycles in ((a, [(4, 4), (4, 0)]), (b, [(2, 1), (4, 3), (0, 0)])):
+        st.add(is_prompt=True, n_prompt=5, drafted=0, accepted=0, emitted=1, draft_ms=0, verify_ms=0, decode_ms=0,
+               other_ms=0, cycle_ms=3, wall_ms=3, text="x")
+        for drafted, accepted in cycles:
+            st.add(is_prompt=False, n_prompt=0, drafted=drafted, accepted=accepted, emitted=accepted + 1,
+                   draft_ms=1, verify_ms=2, decode_ms=0, other_ms=0.5, cycle_ms=3.5, wall_ms=4, text="y")
+    c = combine_summaries([a.summary(), b.summary()])
+    assert c["generations"] == 2
+    assert (c["drafted"], c["accepted"], c["steps"]) == (14, 8, 4)
+    assert c["acceptance_rate"] == pytest.approx(8 / 14)
+    assert c["mean_accepted_length"] == pytest.approx(1 + 8 / 4)
+    assert c["accepted_by_position"] == [3, 2, 2, 1]
+    assert c["accepted_length_histogram"] == [1, 1, 0, 1, 1]
+    # tokens after each prompt's first one, over the generation cycles' wall time
+    assert c["tokens_generated"] == a.tokens_generated + b.tokens_generated
+    assert c["tokens_per_s"] == pytest.approx((c["tokens_generated"] - 2) * 1000 / (5 * 4))
+    with pytest.raises(ValueError):
+        combine_summaries([])
