@@ -12,6 +12,7 @@ reader thread) and through a queue read with ``next_event``.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import os
 import queue
@@ -74,6 +75,7 @@ class EngineClient:
         self.hello: dict | None = None
         self.last_error: str | None = None
         self.loaded: dict | None = None
+        self.last_exit_code: int | None = None
 
     # -- process ----------------------------------------------------------
     @property
@@ -169,6 +171,7 @@ class EngineClient:
         code = proc.wait()
         if proc is not self._proc:
             return
+        self.last_exit_code = code
         if self._closing:
             self._set_state(STOPPED)
             return
@@ -257,10 +260,25 @@ class EngineClient:
                 raise EngineCrashed(self.last_error or f"the engine process is gone ({exc})") from exc
         return req_id
 
-    def load(self, settings: LoadSettings, timeout: float | None = 600.0) -> dict:
+    def load(self, settings: LoadSettings, timeout: float | None = 600.0, repack_fallback: bool = True) -> dict:
+        """Load a pair; returns the worker's "loaded" event.
+
+        repack_fallback: when the engine dies with SIGILL while loading with weight repacking on
+        (seen with Q8_0 on CPUs whose AMX the system does not enable), restart it and load again
+        with repacking off. The event then carries ``"repack": False`` and a ``"notice"``, and the
+        caller must use those settings from then on (an exported command needs -nr)."""
         self._set_state(LOADING)
         req = self.send("load", load=to_dict(settings))
-        return self.wait_for(("loaded",), req, timeout)
+        try:
+            return self.wait_for(("loaded",), req, timeout)
+        except EngineCrashed:
+            if not (repack_fallback and settings.repack and self.last_exit_code == -signal.SIGILL):
+                raise
+        self.restart()
+        ev = self.load(dataclasses.replace(settings, repack=False), timeout, repack_fallback=False)
+        return {**ev, "repack": False,
+                "notice": "the engine crashed (SIGILL) loading with CPU weight repacking, so the pair was "
+                          "loaded again with repacking off (llama-server's -nr)"}
 
     def configure(self, spec: dict | None = None, sampling: dict | None = None, timeout: float = 60.0) -> dict:
         req = self.send("configure", spec=spec or {}, sampling=sampling or {})

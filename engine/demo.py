@@ -3,8 +3,9 @@
 Loads the pair once, measures the no-speculation baseline on a few prompts,
 tries a small set of methods and draft lengths on the same prompts, prints a
 table, and ends with the llama-server command that reproduces the best setting.
-Until the trained demo family is in resources/ (issue 3), the pair is the
-synthetic one from engine.synthetic, written once into the user cache.
+The pair is the trained demo family in resources/models (engine.demo_models);
+a checkout without those files falls back to a synthetic pair from
+engine.synthetic, written once into the user cache.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CANDIDATES = (
     SpecSettings("draft-simple", draft_n_max=8),
     SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8),
     SpecSettings("ngram-simple,draft-simple", draft_n_max=4, ngram_size_n=3, ngram_size_m=8),
+    SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
 )
 
 
@@ -74,8 +76,10 @@ def _label(spec: SpecSettings) -> str:
     parts = [spec.spec_type]
     if any(t.startswith("draft-") for t in spec.types):
         parts.append(f"K={spec.draft_n_max}")
-    if any(t.startswith("ngram-") for t in spec.types):
+    if any(t.startswith("ngram-") and t != "ngram-mod" for t in spec.types):
         parts.append(f"n={spec.ngram_size_n},m={spec.ngram_size_m}")
+    if "ngram-mod" in spec.types:
+        parts.append(f"match={spec.ngram_mod_n_match},min={spec.ngram_mod_n_min},max={spec.ngram_mod_n_max}")
     return " ".join(parts)
 
 
