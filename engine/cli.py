@@ -152,6 +152,18 @@ def _add_speedup(summary: dict, base: dict, text_matches: bool) -> None:
     summary["baseline_text_matches"] = text_matches
 
 
+def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
+    """Load the pair; returns the settings actually used (the client may have had to turn repacking off)."""
+    loaded = client.load(load)
+    if loaded.get("notice"):
+        print(f"spectune: warning: {loaded['notice']}", file=sys.stderr)
+    if loaded.get("repack") is False and load.repack:
+        from dataclasses import replace
+
+        load = replace(load, repack=False)
+    return load
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     load, spec, sampling = _settings(a)
     workload, prompts = _run_prompts(a)
@@ -167,7 +179,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     runs: list[tuple[str, dict, dict | None]] = []
     with EngineClient() as client:
         client.start()
-        client.load(load)
+        load = _load(client, load)
         for pid, text in prompts:
             summary, base = _with_baseline(client, text, a, spec, sampling, on_event)
             runs.append((pid, summary, base))
@@ -221,7 +233,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     prompts = _prompts_from(a)
     with EngineClient() as client:
         client.start()
-        client.load(load)
+        load = _load(client, load)
         result = Tuner(client, load, prompts, max_tokens=a.max_tokens, sampling=sampling, budget_s=a.budget_s,
                        seed=a.seed_tune, k_max=a.k_max).run()
     out = result.to_dict()
@@ -302,8 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_server_path)
 
     from engine import cli_deploy, cli_models
+    from engine import cli_library
+    from engine import cli_catalog
 
     cli_models.register(sub)   # gpus, inspect, compat, plan
+    cli_catalog.register(sub)  # recommend, presets
+    cli_library.register(sub)  # pull, models
     cli_deploy.register(sub)   # export, validate, history
 
     g = sub.add_parser("gui", help="start the desktop app")

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from engine.gguf_inspect import GGML_TYPES, GGML_TYPE_IDS, ModelInfo, TensorInfo, ggml_row_bytes
+from engine.gguf_inspect import GGML_TYPES, GGML_TYPE_IDS, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
 
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 KV_PAD = 256                    # GGML_PAD(n_ctx, 256) in llama_context
@@ -333,6 +333,95 @@ def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: 
     if (info.block_count or 0) >= 2:
         phases.append(4 * T * (2 * F + 4 * E + (F if F > 2 * E else 0)) + mask + small)
     return max(phases)
+
+
+# -- a model from its numbers, without a file ----------------------------------------------
+
+# src/llama-quant.cpp, tensor_type_fallback: the type a row that a 256-block type cannot hold gets instead
+_QUANT_FALLBACK = {**dict.fromkeys(("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"),
+                                   "IQ4_NL"),
+                   **dict.fromkeys(("Q2_K", "Q3_K", "TQ1_0", "TQ2_0"), "Q4_0"),
+                   "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+
+
+def _block(type_name: str) -> int:
+    return GGML_TYPES[GGML_TYPE_IDS[type_name]][1]
+
+
+def model_info_from_numbers(*, architecture: str, n_layer: int, n_embd: int, n_head: int, n_head_kv: int,
+                            head_dim: int, n_ff: int, n_vocab: int, n_ctx_train: int,
+                            tied_embeddings: bool = False, weight_type: str = "F16",
+                            bits_per_weight: float | None = None, name: str = "") -> ModelInfo:
+    """A ModelInfo with the tensors of a llama-style decoder, so a model can be planned before it is downloaded.
+
+    The tensor list is what llama.cpp's converter writes for llama / qwen2 / qwen3 /
+    gemma / mistral / phi3-style decoders: token_embd, per layer attn_q/k/v/output and
+    ffn_gate/up/down with their norms, output_norm and (unless tied) output. Weight
+    matrices take weight_type; their bytes are n_elements x bits_per_weight / 8 when
+    bits_per_weight is given (a quant mix's average, e.g. 4.9 for Q4_K_M) and ggml's
+    exact size otherwise. A matrix whose rows are not a whole number of weight_type
+    blocks takes llama-quantize's fallback type instead, at that type's exact size
+    (src/llama-quant.cpp, tensor_type_fallback: Q4_K -> Q5_0, Q6_K -> Q8_0, ...; F16
+    when even the fallback does not divide the row).
+    Norms are F32. Biases, per-layer extras and vision towers are left out (well under
+    1% of the bytes of the models this is used for). plan_memory treats the result
+    like a file's header; only the CPU mapping span has no file behind it.
+    """
+    numbers = dict(n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+                   n_ff=n_ff, n_vocab=n_vocab, n_ctx_train=n_ctx_train)
+    bad = [k for k, v in numbers.items() if not isinstance(v, int) or v <= 0]
+    if bad:
+        raise PlanError(f"model numbers must be positive integers: {', '.join(bad)}")
+    weight_type = weight_type.upper()
+    if weight_type not in GGML_TYPE_IDS:
+        raise PlanError(f"unknown ggml type {weight_type!r}")
+    if bits_per_weight is not None and not 0 < bits_per_weight <= 32:
+        raise PlanError(f"bits per weight must be in (0, 32], got {bits_per_weight}")
+    tensors: list[TensorInfo] = []
+    offset = 0
+
+    def add(tensor_name: str, shape: tuple[int, ...], matrix: bool = True) -> None:
+        nonlocal offset
+        type_name = weight_type if matrix else "F32"
+        fallback = matrix and shape[0] % _block(type_name) != 0
+        if fallback:
+            type_name = _QUANT_FALLBACK.get(type_name, type_name)
+            if shape[0] % _block(type_name):
+                type_name = "F16"
+        n_elements = 1
+        for d in shape:
+            n_elements *= d
+        if matrix and bits_per_weight is not None and not fallback:
+            n_bytes = int(-(-n_elements * bits_per_weight // 8))
+        else:
+            n_bytes = ggml_row_bytes(type_name, shape[0]) * (n_elements // shape[0])
+        tensors.append(TensorInfo(tensor_name, shape, type_name, GGML_TYPE_IDS[type_name], offset, n_elements,
+                                  n_bytes))
+        offset += _align(n_bytes, CPU_ALIGNMENT)
+
+    q, kv = n_head * head_dim, n_head_kv * head_dim
+    add("token_embd.weight", (n_embd, n_vocab))
+    for il in range(n_layer):
+        add(f"blk.{il}.attn_norm.weight", (n_embd,), matrix=False)
+        add(f"blk.{il}.attn_q.weight", (n_embd, q))
+        add(f"blk.{il}.attn_k.weight", (n_embd, kv))
+        add(f"blk.{il}.attn_v.weight", (n_embd, kv))
+        add(f"blk.{il}.attn_output.weight", (q, n_embd))
+        add(f"blk.{il}.ffn_norm.weight", (n_embd,), matrix=False)
+        add(f"blk.{il}.ffn_gate.weight", (n_embd, n_ff))
+        add(f"blk.{il}.ffn_up.weight", (n_embd, n_ff))
+        add(f"blk.{il}.ffn_down.weight", (n_ff, n_embd))
+    add("output_norm.weight", (n_embd,), matrix=False)
+    if not tied_embeddings:
+        add("output.weight", (n_embd, n_vocab))
+    metadata = {"general.architecture": architecture, "general.name": name,
+                f"{architecture}.block_count": n_layer, f"{architecture}.embedding_length": n_embd,
+                f"{architecture}.attention.head_count": n_head, f"{architecture}.attention.head_count_kv": n_head_kv,
+                f"{architecture}.attention.key_length": head_dim, f"{architecture}.attention.value_length": head_dim,
+                f"{architecture}.feed_forward_length": n_ff, f"{architecture}.context_length": n_ctx_train}
+    vocab = VocabInfo(None, None, "BPE", n_vocab, -1, -1, False, False, None, None)
+    return ModelInfo(path=f"<{name or architecture} from numbers>", file_size=offset, version=3,
+                     alignment=CPU_ALIGNMENT, data_offset=0, metadata=metadata, tensors=tensors, vocab=vocab)
 
 
 # -- the plan -------------------------------------------------------------------------------

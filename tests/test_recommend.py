@@ -1,0 +1,327 @@
+"""engine.recommend and `spectune recommend / presets`: budgets (NVML stand-in), fits and near-misses,
+the ranking and its reasons, and the command line through a subprocess."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.catalog import CATALOG_DIR, CatalogError, load_catalog
+from engine.cli_catalog import register
+from engine.cost_model import leviathan_speedup
+from engine.gguf_inspect import inspect_gguf
+from engine.memory_plan import GpuBudget, model_info_from_numbers, plan_memory
+from engine.recommend import (ACCEPTANCE_PRIOR, HEADROOM_MIN, MIN_SPEEDUP, Budget, RecommendError, _Models,
+                              budget_from_hardware, budget_from_size, expected_speedup, headroom, preset_fits,
+                              quant_quality, recommend)
+from engine.synthetic import ModelShape, PairSpec, write_pair
+
+from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
+
+ROOT = Path(__file__).resolve().parent.parent
+GiB = 2**30
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def gpu_budget(gib: float, bandwidth_gb_s: float | None = 1008) -> Budget:
+    return budget_from_size(f"{gib}GiB", bandwidth_gb_s)
+
+
+# -- the constructor from numbers plans exactly like a file -------------------------------------------
+
+def test_a_model_from_numbers_plans_like_the_same_model_from_a_file(tmp_path):
+    """Qwen2.5-0.5B's layer shape written as a real GGUF, and the same numbers without a file: llama.cpp's
+    plan is identical item by item, on the CPU and with a GPU."""
+    shape = ModelShape(n_embd=896, n_layer=2, n_head=14, n_head_kv=2, n_ff=4864, n_ctx_train=32768)
+    target, _ = write_pair(tmp_path, PairSpec(shape=shape, dtype="f16"))
+    info = inspect_gguf(target)
+    numbers = model_info_from_numbers(
+        architecture="llama", n_layer=2, n_embd=896, n_head=14, n_head_kv=2, head_dim=64, n_ff=4864,
+        n_vocab=info.vocab.n_tokens, n_ctx_train=32768,
+        tied_embeddings="output.weight" not in {t.name for t in info.tensors}, weight_type="F16")
+    assert numbers.parameter_count == info.parameter_count and numbers.tensor_bytes == info.tensor_bytes
+    for gpus in ([], [GpuBudget("CUDA0", 8 * GiB)]):
+        from_file, from_numbers = plan_memory(info, 4096, gpus=gpus), plan_memory(numbers, 4096, gpus=gpus)
+        key = sorted((i.model, i.kind, i.buffer_type, i.device, i.bytes) for i in from_file.items)
+        assert key == sorted((i.model, i.kind, i.buffer_type, i.device, i.bytes) for i in from_numbers.items)
+
+
+def test_rows_a_quant_cannot_hold_fall_back_as_llama_quantize_does():
+    info = model_info_from_numbers(architecture="qwen2", n_layer=1, n_embd=896, n_head=14, n_head_kv=2, head_dim=64,
+                                   n_ff=4864, n_vocab=1024, n_ctx_train=4096, weight_type="Q4_K",
+                                   bits_per_weight=4.9)
+    types = {t.name: t.type_name for t in info.tensors}
+    # 896 is not a whole number of 256-element Q4_K blocks: Q5_0 (src/llama-quant.cpp); 4864 is
+    assert types["blk.0.attn_q.weight"] == "Q5_0" and types["blk.0.ffn_down.weight"] == "Q4_K"
+    assert types["blk.0.attn_norm.weight"] == "F32"
+
+
+# -- budgets ------------------------------------------------------------------------------------------
+
+def test_a_given_size_is_one_gpu_with_headroom():
+    b = budget_from_size("12GiB")
+    assert b.kind == "gpu" and b.gpus == (GpuBudget("CUDA0", 12 * GiB),) and b.bandwidth_bytes_per_s is None
+    assert b.headroom_bytes == int(12 * GiB * 0.05) and b.usable_bytes == 12 * GiB - b.headroom_bytes
+    assert headroom(4 * GiB) == HEADROOM_MIN
+    with pytest.raises(RecommendError, match="cannot read the size '12 apples'"):
+        budget_from_size("12 apples")
+    with pytest.raises(RecommendError, match="leaves nothing"):
+        budget_from_size("100M")
+
+
+def test_auto_reads_free_vram_and_bandwidth_from_nvml():
+    b = budget_from_hardware(FakeNVML([rtx4090(0), h100(1)]))
+    assert b.kind == "gpu"
+    assert b.gpus == (GpuBudget("CUDA0", 23 * GiB), GpuBudget("CUDA1", 80 * GiB - 512 * 2**20))
+    # the slower GPU sets the pace of a split model: the RTX 4090's 1008 GB/s, not the H100's 3.35 TB/s
+    assert b.bandwidth_bytes_per_s == pytest.approx(1008.1e9, rel=1e-3)
+    assert "NVIDIA GeForce RTX 4090" in b.source
+
+
+def test_auto_without_a_driver_falls_back_to_ram():
+    b = budget_from_hardware(FakeNVML(init_error=NVML_ERROR_DRIVER_NOT_LOADED))
+    assert b.kind == "cpu" and b.gpus == () and b.ram_bytes and b.ram_bytes > 0
+    assert "no NVIDIA driver" in b.source and b.usable_bytes == b.ram_bytes - headroom(b.ram_bytes)
+
+
+# -- the cost model ------------------------------------------------------------------------------------
+
+def test_expected_speedup_is_leviathans_best_k():
+    speedup, k, alpha = expected_speedup(0.155, 0.0)
+    assert alpha == ACCEPTANCE_PRIOR
+    assert speedup == max(leviathan_speedup(alpha, kk, 0.155) for kk in range(1, 9))
+    assert speedup == pytest.approx(leviathan_speedup(alpha, k, 0.155))
+    # Llama 3.1 8B Q8_0 + 3.2 1B Q8_0: the prior lands near the 1.71x llama.cpp issue 5877 measured
+    assert 1.5 < speedup < 1.9
+    # a coarse draft quant agrees less often; a costly draft gains nothing
+    assert expected_speedup(0.155, 0.5)[0] < speedup
+    assert expected_speedup(0.9, 0.0)[0] < MIN_SPEEDUP
+
+
+def test_quant_quality_comes_from_the_table_or_is_interpolated(catalog):
+    assert quant_quality(catalog, "Q4_K_M") == (0.1754, False)
+    ppl, estimated = quant_quality(catalog, "IQ4_XS")   # 4.43 bits: between Q3_K_L (4.31) and Q4_K_S (4.68)
+    assert estimated and 0.2689 < ppl < 0.5562
+
+
+# -- fits, near-misses and the ranking --------------------------------------------------------------------
+
+def test_recommendations_fit_with_headroom_and_carry_their_plan(catalog):
+    budget = gpu_budget(24)
+    r = recommend(catalog, budget, ctx=8192)
+    assert r.recommended, "a 24 GiB GPU runs something"
+    models = _Models(catalog)
+    for c in r.recommended:
+        totals = c.plan.device_totals()
+        assert totals["CUDA0"] == c.needed_bytes <= budget.usable_bytes
+        # screening adds the two models planned alone; the shown plan is llama.cpp's plan of the pair
+        assert models.pair_totals(budget, 8192, catalog.model(c.target.model), c.target.quant,
+                                  catalog.model(c.draft.model), c.draft.quant) == totals
+        assert c.plan.n_ctx == 8192 and {i.model for i in c.plan.items} == {"target", "draft"}
+        assert catalog.tokenizer_of(c.target.model) == catalog.tokenizer_of(c.draft.model)
+        assert c.speedup >= MIN_SPEEDUP
+    scores = [c.score for c in r.recommended]
+    assert scores == sorted(scores, reverse=True)
+    assert all(c.why_not for c in r.near_misses)
+
+
+def test_every_rank_explains_itself(catalog):
+    r = recommend(catalog, gpu_budget(24), ctx=8192, family="qwen2.5-coder")
+    best = r.recommended[0]
+    assert best.score == pytest.approx(sum(best.score_parts.values()), abs=0.01)
+    assert best.score_parts["size"] == pytest.approx(10 * math.log2(best.params / 1e9), abs=0.01)
+    assert best.score_parts["speed"] == pytest.approx(10 * math.log2(best.speedup), abs=0.01)
+    reasons = "\n".join(best.reasons())
+    assert "B-parameter target" in reasons and "perplexity on Llama-3-8B" in reasons
+    assert f"K={best.draft_n_max}" in reasons and "bytes per token" in reasons and "tokens/s" in reasons
+    # the published measurements of the pair come along
+    pub = [c for c in r.recommended if c.draft.model == "qwen2.5-coder-1.5b-instruct"]
+    assert all(c.published and c.published[0]["source"].startswith("https://") for c in pub)
+    # the same 32B target: a finer quant outranks a coarser one when both fit
+    by_quant = {c.target.quant: c for c in r.recommended if c.target.model == "qwen2.5-coder-32b-instruct"}
+    assert by_quant["Q4_K_M"].score > by_quant["Q3_K_M"].score
+    assert r.recommended.index(by_quant["Q4_K_M"]) < r.recommended.index(by_quant["Q3_K_M"])
+
+
+def test_the_fit_boundary_and_a_near_miss(catalog):
+    """A budget sized to one candidate's plan plus headroom fits it; a MiB less makes it a near-miss whose
+    reason says by how much."""
+    probe = recommend(catalog, gpu_budget(24), ctx=8192, family="qwen2.5-coder", limit=1).recommended[0]
+    need = probe.needed_bytes
+    for free in (need + headroom(need) * 2, need):
+        b = Budget("gpu", (GpuBudget("CUDA0", free),), source="test")
+        if free == need:
+            r = recommend(catalog, b, ctx=8192, family="qwen2.5-coder")
+            miss = next(c for c in r.near_misses if c.label == probe.label)
+            assert not miss.fits_memory and miss.needed_bytes == need
+            assert "more than the" in miss.why_not and "usable" in miss.why_not
+            assert probe.label not in [c.label for c in r.recommended]
+        else:
+            fits = [c for c in recommend(catalog, b, ctx=8192, family="qwen2.5-coder").recommended]
+            assert probe.label in [c.label for c in fits]
+
+
+def test_a_near_miss_says_when_a_shorter_context_fits(catalog):
+    r = recommend(catalog, gpu_budget(12), ctx=16384, family="qwen2.5-coder")
+    shorter = [c for c in r.near_misses if "fits with --ctx" in c.why_not]
+    assert shorter
+    c = shorter[0]
+    ctx = int(c.why_not.rsplit("--ctx ", 1)[1])
+    assert ctx in (8192, 4096)
+    again = recommend(catalog, gpu_budget(12), ctx=ctx, family="qwen2.5-coder", limit=50)
+    assert c.label in [x.label for x in again.recommended]
+
+
+def test_context_longer_than_trained_and_models_without_a_draft_are_named(catalog):
+    r = recommend(catalog, gpu_budget(48), ctx=16384)
+    left = "\n".join(r.left_out)
+    assert "gemma-2-9b-it: trained for 8192 tokens of context, less than the 16384 asked" in left
+    assert "phi-4: no other model with its tokenizer (phi-4)" in left
+    assert not any(c.target.model.startswith("gemma-2") for c in r.recommended + r.near_misses)
+    assert not any(c.target.bundled for c in r.recommended), "the demo pair is not a recommendation"
+
+
+def test_a_draft_that_costs_too_much_is_a_near_miss_with_its_reason(tmp_path):
+    """A toy family whose only draft is an F16 model for a Q3 target: it fits but cannot pay for itself."""
+    root = tmp_path / "catalog"
+    shutil.copytree(CATALOG_DIR, root)
+
+    def toy(mid, layers, quants):
+        return {"id": mid, "name": mid, "arch": {
+            "llama_arch": "llama", "n_layer": layers, "n_embd": 2048, "n_head": 16, "n_head_kv": 8,
+            "head_dim": 128, "n_ff": 8192, "n_vocab": 32000, "n_ctx_train": 8192, "tied_embeddings": True,
+            "params": 1}, "gguf": {"repo": "toy/" + mid + "-GGUF", "file_pattern": mid + "-{quant}.gguf",
+                                   "quants": quants}}
+    target, draft = toy("toy-big", 30, ["Q3_K_M"]), toy("toy-small", 7, ["F16"])
+    for m in (target, draft):
+        m["arch"]["params"] = model_info_from_numbers(
+            architecture="llama", **{k: v for k, v in m["arch"].items()
+                                     if k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff",
+                                              "n_vocab", "n_ctx_train")}).parameter_count
+    (root / "families" / "toy.json").write_text(json.dumps({
+        "format": 1, "family": {"id": "toy", "name": "Toy", "tokenizer": "toy"}, "models": [target, draft]}))
+    catalog = load_catalog(root)
+    r = recommend(catalog, gpu_budget(24), ctx=4096, family="toy")
+    assert r.recommended == []
+    (miss,) = r.near_misses
+    assert miss.fits_memory and miss.speedup < MIN_SPEEDUP
+    assert "not worth its memory" in miss.why_not and "of the target per token" in miss.why_not
+
+
+def test_a_cpu_budget_plans_everything_in_ram(catalog):
+    b = Budget("cpu", (), 16 * GiB, None, "test")
+    r = recommend(catalog, b, ctx=4096, limit=3)
+    assert r.recommended
+    for c in r.recommended:
+        assert set(c.plan.device_totals()) == {"CPU"} and c.needed_bytes <= b.usable_bytes
+        assert c.tokens_per_s_bound is None, "no bandwidth, no tokens/s figure"
+
+
+def test_unknown_family_and_bad_context(catalog):
+    with pytest.raises(CatalogError, match="no family 'qwen9'.*qwen2.5-coder"):
+        recommend(catalog, gpu_budget(24), family="qwen9")
+    with pytest.raises(RecommendError, match="--ctx must be 1 or more"):
+        recommend(catalog, gpu_budget(24), ctx=0)
+
+
+def test_presets_report_sizes_and_fit(catalog):
+    fits = {f.name: f for f in preset_fits(catalog, gpu_budget(12), ctx=8192)}
+    assert set(fits) == {p.name for p in catalog.presets}
+    small, big = fits["qwen2.5-coder-7b+0.5b-q4km"], fits["qwen2.5-coder-32b+0.5b-q4km"]
+    assert small.fits is True and big.fits is False and "over" in big.why
+    assert 4.5e9 < small.download_bytes < 5.6e9 and small.sizes_estimated
+    assert fits["spectune-demo-f16"].fits is True
+    assert all(f.fits is None for f in preset_fits(catalog, None))
+
+
+def test_a_preset_fits_the_gpu_its_description_names(catalog):
+    """"for 24 GB GPUs" means the pair fits 24 GiB with headroom at the default context."""
+    claims = {p.name: int(m.group(2) or m.group(1)) for p in catalog.presets
+              if (m := re.search(r"(\d+)(?:-(\d+))? GB", p.description))}
+    assert len(claims) >= 10
+    for name, gib in claims.items():
+        fit = next(f for f in preset_fits(catalog, gpu_budget(gib)) if f.name == name)
+        assert fit.fits, f"{name}: {fit.why}"
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+def run_cli(args: list[str], capsys, nvml=None) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser(prog="spectune")
+    register(parser.add_subparsers(dest="command"), nvml=nvml)
+    a = parser.parse_args(args)
+    rc = a.func(a)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_auto_uses_nvml(capsys):
+    rc, out, _ = run_cli(["recommend", "--json", "--family", "qwen3", "--limit", "2"], capsys,
+                         FakeNVML([rtx4090(0)]))
+    assert rc == 0
+    d = json.loads(out)
+    assert d["budget"]["gpus"] == [{"name": "CUDA0", "free_bytes": 23 * GiB}]
+    assert len(d["recommendations"]) == 2
+    assert all(c["tokens_per_s_bound"] > 0 and c["plan"]["totals"]["by_device"]["CUDA0"] == c["needed_bytes"]
+               for c in d["recommendations"])
+    rc, out, _ = run_cli(["presets", "--ctx", "4096"], capsys, FakeNVML([rtx4090(0)]))
+    assert rc == 0 and "qwen2.5-coder-32b+0.5b-q4km" in out and "fits" in out
+
+
+def spectune(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_recommend_json_through_a_subprocess():
+    p = spectune("recommend", "--vram", "24GiB", "--bandwidth", "936", "--family", "qwen2.5-coder",
+                 "--ctx", "8192", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["ctx"] == 8192 and d["family"] == "qwen2.5-coder"
+    assert d["budget"]["usable_bytes"] == 24 * GiB - int(24 * GiB * 0.05)
+    assert d["recommendations"]
+    for c in d["recommendations"]:
+        assert c["target"]["model"].startswith("qwen2.5-coder-")
+        assert c["needed_bytes"] <= d["budget"]["usable_bytes"] and c["fits_memory"]
+        assert set(c["score_parts"]) == {"size", "quant", "speed"} and c["reasons"]
+        assert c["target"]["repo"] and c["target"]["filename"].endswith(".gguf")
+        assert c["plan"]["n_ctx"] == 8192
+    assert all("why_not" in c for c in d["near_misses"])
+
+
+def test_cli_presets_json_through_a_subprocess():
+    p = spectune("presets", "--vram", "12GiB", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    by_name = {x["name"]: x for x in d["presets"]}
+    assert by_name["qwen2.5-coder-7b+0.5b-q4km"]["fits"] is True
+    assert by_name["llama-3.3-70b+3.2-1b-q4km"]["fits"] is False
+    assert all(x["download_bytes"] > 0 for x in d["presets"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["recommend", "--vram", "12 apples"], "cannot read the size '12 apples'"),
+    (["recommend", "--vram", "24GiB", "--family", "qwen9"], "no family 'qwen9' in the catalog; known:"),
+    (["recommend", "--vram", "24GiB", "--ctx", "0"], "--ctx must be 1 or more"),
+    (["presets", "--vram", "24GiB", "--catalog", "/nonexistent/catalog"], "catalog folder missing"),
+])
+def test_cli_errors_are_one_line(args, message):
+    p = spectune(*args)
+    assert p.returncode == 2
+    assert p.stdout == "" and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("spectune: error: ") and message in p.stderr
