@@ -41,9 +41,11 @@ class MainWindow(QMainWindow):
             pass
         self.hardware = HardwarePage(self.controller, nvml=nvml)
         self.models = ModelsPage(self.lab, self.hardware)
-        self.tune = TunePage()
+        self.tune = TunePage(self.lab)
         self.export = ExportPage(self.lab)
         self.history = HistoryPage(self.lab)
+        self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
+        self.tune.exportRequested.connect(lambda: self.show_page("Export"))
         self.pages: dict[str, QWidget] = dict(zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune,
                                                               self.export, self.history)))
         self.nav = QListWidget()
@@ -124,12 +126,18 @@ class MainWindow(QMainWindow):
                  for key in self.settings.allKeys() if key.startswith("lab/")}
         if state:
             self.lab.controls.restore_state(state)
+        tune_state = {key.split("/", 1)[1]: self.settings.value(key)
+                      for key in self.settings.allKeys() if key.startswith("tune/")}
+        if tune_state:
+            self.tune.restore_state(tune_state)
 
     def save_settings(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/page", PAGE_NAMES[self.nav.currentRow()])
         for key, value in self.lab.controls.save_state().items():
             self.settings.setValue(f"lab/{key}", value)
+        for key, value in self.tune.save_state().items():
+            self.settings.setValue(f"tune/{key}", value)
         self.settings.sync()
 
     def closeEvent(self, event: QCloseEvent) -> None:
@@ -137,6 +145,7 @@ class MainWindow(QMainWindow):
         self.vram_timer.stop()
         self.lab.chart_timer.stop()
         self.lab.text_timer.stop()
+        self.tune.shutdown()   # a running tune: its thread ends and its own worker process goes
         self.controller.shutdown()
         super().closeEvent(event)
 

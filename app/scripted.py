@@ -1,6 +1,7 @@
 """A short scripted session on the demo pair, for --selftest, --demo and
 --screenshot: load the pair, measure a baseline, run with speculation, move K
-once while it runs, stop, and (optionally) save a PNG of every page."""
+once while it runs, stop, and (optionally) run a short auto-tune and save a
+PNG of every page."""
 
 from __future__ import annotations
 
@@ -82,10 +83,29 @@ class ScriptedSession:
             return False
         self.ok = self.lab.live.cycles > 0
         if self.dir:
-            self._shoot(0)
+            self._tune()
         else:
             self._finish(None if self.ok else "no cycles arrived")
         return True
+
+    def _tune(self) -> None:
+        """A small tune so the Tune page's picture has a table and charts (a failure shows as its error)."""
+        tune = self.w.tune
+        if tune.workload.findText("code-completion") >= 0:
+            tune.workload.setCurrentText("code-completion")
+        tune.max_prompts.setValue(3)
+        tune.max_tokens.setValue(32)
+        tune.budget.setValue(15)
+        tune.k_max.setValue(8)
+        self.w.show_page("Tune")
+        tune.start()
+
+        def tuned() -> bool:
+            if tune.mode != "idle":
+                return False
+            self._shoot(0)
+            return True
+        self._poll(tuned, interval=200)
 
     def _shoot(self, i: int) -> None:
         if i >= len(PAGE_NAMES):

@@ -12,6 +12,11 @@
 The result is a table (predicted, measured, error) and the best setting with its
 measured speedup over the baseline on the same prompts. Seeded: the prompt
 order and the tie-breaks are reproducible.
+
+Stopping early: ``should_stop`` (a callable) is asked before every engine
+request; once it says yes the tuner raises ``TuneCancelled``. A caller that
+wants a running generation to end at once also sends the engine a cancel; the
+tuner then turns the engine's "cancelled" into ``TuneCancelled`` as well.
 """
 
 from __future__ import annotations
@@ -22,13 +27,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.client import EngineClient
+from engine.client import EngineClient, EngineError
 from engine.cost_model import CostCurve, PairCosts, conditional_acceptance
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 
 VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 PROBE_K = 8
 CLEAR_MARGIN = 1.15   # stop early when the leader beats the runner-up by this factor
+
+
+class TuneCancelled(Exception):
+    """The caller asked the tuner to stop (``should_stop``); no result."""
 
 
 @dataclass
@@ -63,6 +72,8 @@ class TuneResult:
     best: Candidate
     elapsed_s: float
     runs: int
+    # the cost model's draft-simple prediction for every K from 1 to k_max (the candidates keep only the top few)
+    predicted_by_k: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         rows = [{"setting": c.label, "spec": to_dict(c.spec), "predicted_tps": c.predicted_tps,
@@ -75,13 +86,15 @@ class TuneResult:
                 "verify_ms": dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])),
                 "draft_ms": (dict(zip(self.costs.draft.sizes, [round(x, 4) for x in self.costs.draft.ms]))
                              if self.costs.draft else None),
+                "predicted_by_k": {k: round(v, 3) for k, v in self.predicted_by_k.items()},
                 "candidates": rows, "elapsed_s": round(self.elapsed_s, 2), "runs": self.runs}
 
 
 class Tuner:
     def __init__(self, client: EngineClient, load: LoadSettings, prompts: list[str], max_tokens: int = 128,
                  sampling: SamplingSettings = SamplingSettings(temp=0.0), budget_s: float = 300.0, seed: int = 0,
-                 k_max: int = 12, progress: Callable[[str], None] | None = None):
+                 k_max: int = 12, progress: Callable[[str], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None):
         if not prompts:
             raise ValueError("the tuner needs at least one prompt")
         self.client, self.load, self.max_tokens, self.sampling = client, load, max_tokens, sampling
@@ -90,13 +103,25 @@ class Tuner:
         self.rng.shuffle(self.prompts)
         self.budget_s, self.k_max = budget_s, k_max
         self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.should_stop = should_stop or (lambda: False)
         self.runs = 0
+
+    def _check_stop(self) -> None:
+        if self.should_stop():
+            raise TuneCancelled("the tune was stopped")
 
     def _run(self, spec: SpecSettings, prompt: str, baseline: bool = False) -> dict:
         from engine.cli import generate
 
+        self._check_stop()
         self.runs += 1
-        return generate(self.client, prompt, self.max_tokens, spec, self.sampling, baseline=baseline)
+        try:
+            return generate(self.client, prompt, self.max_tokens, spec, self.sampling, baseline=baseline)
+        except EngineError as exc:
+            # a generation cancelled because the caller wants out is a stop, not an engine failure
+            if exc.kind == "cancelled" and self.should_stop():
+                raise TuneCancelled("the tune was stopped") from exc
+            raise
 
     def _evaluate(self, cand: Candidate, prompts: list[str]) -> None:
         for prompt in prompts:
@@ -106,10 +131,12 @@ class Tuner:
             cand.measured.append(s["tokens_per_s"])
 
     def measure_costs(self) -> PairCosts:
+        self._check_stop()
         self.progress("measuring the target's verify time by batch size ...")
         verify = self.client.measure("target", list(VERIFY_SIZES), n_past=min(256, self.load.ctx // 4))
         draft = None
         if self.load.draft is not None:
+            self._check_stop()
             self.progress("measuring the draft's forward time ...")
             d = self.client.measure("draft", [1, 2, 4, 8, 16], n_past=min(256, self.load.ctx // 4))
             draft = CostCurve(tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
@@ -129,6 +156,7 @@ class Tuner:
 
         candidates: list[Candidate] = []
         cond: list[float] = []
+        predicted_by_k: dict[int, float] = {}
         if self.load.draft is not None:
             self.progress(f"probing acceptance by position with draft-simple K={PROBE_K} ...")
             probe = self._run(SpecSettings("draft-simple", draft_n_max=PROBE_K), first[0])
@@ -139,7 +167,8 @@ class Tuner:
                               {"verify_scale": scale})
             for k in range(1, self.k_max + 1):
                 spec = SpecSettings("draft-simple", draft_n_max=k)
-                candidates.append(Candidate(spec, round(costs.predict_tps(cond, k), 3)))
+                predicted_by_k[k] = costs.predict_tps(cond, k)
+                candidates.append(Candidate(spec, round(predicted_by_k[k], 3)))
             candidates.sort(key=lambda c: -c.predicted_tps)
             best_k = candidates[0].spec.draft_n_max
             candidates = candidates[:4]
@@ -169,4 +198,5 @@ class Tuner:
             pool = pool[: max(1, len(pool) // 2)]
             n_prompts *= 2
         best = pool[0]
-        return TuneResult(baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs)
+        return TuneResult(baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs,
+                          predicted_by_k)

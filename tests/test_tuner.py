@@ -1,8 +1,13 @@
 """The auto-tuner end to end on a small synthetic pair (speed itself is measured in bench/)."""
 
+import threading
+import time
+
+import pytest
+
 from engine.client import EngineClient
 from engine.settings import LoadSettings
-from engine.tuner import Tuner
+from engine.tuner import TuneCancelled, Tuner
 
 from .conftest import PROMPTS
 
@@ -27,6 +32,10 @@ def test_tuner_reports_a_measured_best_with_predictions(pair):
     # the best was measured on at least as many prompts as anyone else
     assert out["best"]["prompts"] == max(r["prompts"] for r in out["candidates"])
     assert any("round with" in line for line in lines)
+    # the model's curve covers every K, not only the candidates that were kept for measuring
+    assert sorted(result.predicted_by_k) == list(range(1, 7))
+    assert all(c.predicted_tps == round(result.predicted_by_k[c.spec.draft_n_max], 3)
+               for c in result.candidates if c.predicted_tps)
 
 
 def test_same_seed_same_plan():
@@ -35,3 +44,49 @@ def test_same_seed_same_plan():
     c = Tuner(None, LoadSettings("t.gguf"), list(PROMPTS), seed=6)
     assert a.prompts == b.prompts
     assert sorted(a.prompts) == sorted(c.prompts)
+
+
+def test_a_stop_before_the_first_request_touches_no_engine():
+    # client None: any engine request would fail with AttributeError, so a clean TuneCancelled proves none was made
+    tuner = Tuner(None, LoadSettings("t.gguf"), list(PROMPTS), should_stop=lambda: True, progress=lambda m: None)
+    with pytest.raises(TuneCancelled):
+        tuner.run()
+    assert tuner.runs == 0
+
+
+def test_stop_between_runs_leaves_the_engine_usable(pair):
+    target, draft = pair
+    load = LoadSettings(target, draft, ctx=1024, threads=1)
+    with EngineClient() as client:
+        client.start()
+        client.load(load)
+        tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, k_max=4, progress=lambda m: None,
+                      should_stop=lambda: tuner.runs >= 3)
+        with pytest.raises(TuneCancelled):
+            tuner.run()
+        assert tuner.runs == 3
+        # nothing is left running in the worker: the next request is served at once
+        events = list(client.generate(PROMPTS[0], 4, spec={"spec_type": "draft-simple", "draft_n_max": 2}))
+        assert events[-1]["event"] == "done"
+
+
+def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
+    """The GUI's Cancel: set the flag and cancel the running generation; the tuner ends within a cycle or so."""
+    target, draft = pair
+    load = LoadSettings(target, draft, ctx=4096, threads=1)
+    stop = threading.Event()
+    with EngineClient() as client:
+        client.start()
+        client.load(load)
+
+        def on_progress(message: str) -> None:
+            if message.startswith("baseline"):   # the next request is a long generation
+                threading.Timer(0.3, lambda: (stop.set(), client.cancel())).start()
+
+        tuner = Tuner(client, load, list(PROMPTS), max_tokens=3000, seed=1, k_max=4, progress=on_progress,
+                      should_stop=stop.is_set)
+        t0 = time.monotonic()
+        with pytest.raises(TuneCancelled):
+            tuner.run()
+        assert stop.is_set() and tuner.runs == 1
+        assert time.monotonic() - t0 < 8, "a 3000-token generation takes far longer than a cancel"

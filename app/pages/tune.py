@@ -1,19 +1,491 @@
-"""The Tune page: its place in the window. Auto-tuning (cost model, successive
-halving, best setting with its measured speedup) is issue #6; until it lands
-this page says so plainly instead of pretending."""
+"""The Tune page: find the fastest speculation setting for the Lab's pair.
+
+The auto-tuner (engine.tuner: a cost model from measured verify times proposes,
+successive halving over real runs decides) runs on a TuneRunner thread against
+an engine worker of its own, so the GUI never waits and a crash of that worker
+costs the tune, not the window. The pair, context, threads and sampling come
+from the Lab page; the prompts from a workload set, the Lab's prompt or a file.
+
+While a tune runs the Lab's own runs are stopped: two engines sharing the CPU
+(or GPU) would each measure the other's load, and the tuner's numbers would be
+wrong. The result is a ranked table, a chart of predicted against measured
+tokens/s by K, and two ways out: Apply to Lab, and Export (the Lab's knobs set
+to the best setting, then the Export page). Every finished tune goes to the
+history as kind "tune", as ``spectune tune`` does.
+
+Keys (when the page has focus): Ctrl+Return start, Esc cancel.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
+                               QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+
+from app.pages.lab import Banner
+from app.pages.tune_runner import TuneRunner
+from app.widgets.tune_charts import TuneCharts
+from app.widgets.tune_table import TuneTable
+from engine.settings import SettingsError, SpecSettings
+from engine.tuner import TuneResult
+
+LAB_PROMPT = "the Lab's prompt"
+PICK_FILE = "a file…"
+KILL_AFTER_MS = 3000        # a cancel not honoured by then (loading, measuring) ends the tune's worker
+PROGRESS_INTERVAL_MS = 500  # the progress line's refresh (elapsed time, runs)
+LOG_LINES = 5000
+_STRAY_RUNNERS: list[TuneRunner] = []   # runners that outlived a shutdown; kept so Qt never deletes them running
+
+
+def _spin(lo: int, hi: int, value: int, tip: str, suffix: str = "") -> QSpinBox:
+    w = QSpinBox()
+    w.setRange(lo, hi)
+    w.setValue(value)
+    w.setToolTip(tip)
+    w.setSuffix(suffix)
+    return w
+
+
+def apply_spec(controls, spec: SpecSettings) -> None:
+    """Set the Lab's speculation knobs to ``spec`` (each widget, so the Lab and the Export page follow)."""
+    c = controls
+    c.method.setCurrentText(spec.spec_type)
+    c.k.setValue(spec.draft_n_max)
+    c.n_min.setValue(spec.draft_n_min)
+    c.p_min.setValue(spec.draft_p_min)
+    c.size_n.setValue(spec.ngram_size_n)
+    c.size_m.setValue(spec.ngram_size_m)
+    c.min_hits.setValue(spec.ngram_min_hits)
+    # max before min, so no step in between has min > max (which the Lab would clamp and, mid-run, send)
+    c.mod_max.setValue(spec.ngram_mod_n_max)
+    c.mod_min.setValue(spec.ngram_mod_n_min)
+    c.mod_match.setValue(spec.ngram_mod_n_match)
 
 
 class TunePage(QWidget):
-    def __init__(self, parent: QWidget | None = None):
+    tuneRecorded = Signal(int)      # history entry id of a finished tune
+    exportRequested = Signal()      # the best setting is in the Lab; show the Export page
+
+    def __init__(self, lab, parent: QWidget | None = None):
         super().__init__(parent)
-        label = QLabel("<h3>Auto-tune</h3><p>Not built yet. The auto-tuner (a cost model from measured verify "
-                       "times, candidates confirmed by real runs) will live here.</p><p>Until then, use the Lab "
-                       "page: move K and the method while a run goes and compare against the Baseline.</p>")
-        label.setWordWrap(True)
+        self.lab = lab
+        self.mode = "idle"          # idle | running | stopping
+        self.runner: TuneRunner | None = None
+        self.result: TuneResult | None = None
+        self.last_error: tuple[str, str] | None = None
+        self._started_at = 0.0
+        self._run_load = self._run_sampling = None
+        self._previous_workload = 0
+        self._last_message = "starting"
+
+        # -- what is tuned -----------------------------------------------------------------------
+        self.lab_summary = QLabel()
+        self.lab_summary.setWordWrap(True)
+        self.lab_summary.setTextFormat(Qt.TextFormat.RichText)
+        self.workload = QComboBox()
+        self.workload.setToolTip("the prompts the candidates are measured on")
+        self.workload.setMinimumWidth(180)
+        self.max_prompts = _spin(0, 1000, 0, "use at most this many of the set's prompts (0: all); "
+                                             "fewer prompts tune faster but trust one prompt more")
+        self.max_prompts.setSpecialValueText("all")
+        self.budget = _spin(5, 24 * 3600, 120, "stop confirming candidates after the round that passes this time "
+                                               "(measuring the pair comes first)", " s")
+        self.max_tokens = _spin(4, 4096, 128, "tokens generated per prompt and candidate")
+        self.k_max = _spin(1, 32, 12, "the largest K the cost model considers for draft-simple")
+        self.seed = _spin(0, 2 ** 31 - 1, 0, "prompt order and tie-breaks (the same seed replays the same plan)")
+        # one row of inputs: the page's height belongs to the table and the charts
+        inputs = QHBoxLayout()
+        for label, widget in (("workload", self.workload), ("prompts", self.max_prompts), ("budget", self.budget),
+                              ("max tokens", self.max_tokens), ("K max", self.k_max), ("seed", self.seed)):
+            inputs.addWidget(QLabel(label))
+            inputs.addWidget(widget)
+            inputs.addSpacing(8)
+        inputs.addStretch(1)
+
+        # -- actions and progress ----------------------------------------------------------------
+        self.start_button = QPushButton("Start tune")
+        self.start_button.setToolTip("measure the pair, predict, confirm with real runs (Ctrl+Return)")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("stop the tune (Esc)")
+        self.apply_button = QPushButton("Apply to Lab")
+        self.apply_button.setToolTip("set the Lab's method and knobs to the best setting")
+        self.export_button = QPushButton("Export…")
+        self.export_button.setToolTip("apply the best setting to the Lab and open the Export page")
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setMaximumWidth(160)
+        self.progress_bar.setTextVisible(False)
+        self.progress_line = QLabel("no tune yet")
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.banner = Banner()
+        buttons = QHBoxLayout()
+        for b in (self.start_button, self.cancel_button, self.apply_button, self.export_button):
+            buttons.addWidget(b)
+        buttons.addWidget(self.progress_bar)
+        buttons.addWidget(self.progress_line, 1)
+
+        # -- results ---------------------------------------------------------------------------
+        self.summary = QLabel("")
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.summary.setWordWrap(True)
+        self.table = TuneTable()
+        self.charts = TuneCharts()
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(LOG_LINES)
+        self.log.setPlaceholderText("the tuner's progress appears here")
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)   # the tuner aligns its columns
+        self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        # table and log side by side (the table's seven columns need about 700 px), the charts under them
+        # at full width, where a K axis of up to 32 points stays readable
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(self.table)
+        top.addWidget(self.log)
+        top.setStretchFactor(0, 3)
+        top.setStretchFactor(1, 2)
+        top.setSizes([720, 480])
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(top)
+        body.addWidget(self.charts)
+        body.setStretchFactor(0, 1)
+        body.setStretchFactor(1, 1)
+        body.setSizes([330, 300])
+
         col = QVBoxLayout(self)
-        col.addWidget(label)
-        col.addStretch(1)
+        col.addWidget(QLabel("<h3>Auto-tune</h3>"))
+        col.addWidget(self.lab_summary)
+        col.addLayout(inputs)
+        col.addLayout(buttons)
+        col.addWidget(self.status)
+        col.addWidget(self.banner)
+        col.addWidget(self.summary)
+        col.addWidget(body, 1)
+
+        self.progress_timer = QTimer(self)
+        self.progress_timer.setInterval(PROGRESS_INTERVAL_MS)
+        self.progress_timer.timeout.connect(self._show_progress)
+        self.kill_timer = QTimer(self)
+        self.kill_timer.setSingleShot(True)
+        self.kill_timer.setInterval(KILL_AFTER_MS)
+        self.kill_timer.timeout.connect(self._kill_if_still_running)
+
+        self.start_button.clicked.connect(self.start)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.apply_button.clicked.connect(self.apply_to_lab)
+        self.export_button.clicked.connect(self.export_best)
+        self.workload.activated.connect(self._workload_activated)
+        lab.controls.modelsChanged.connect(self.refresh_lab_summary)
+        lab.controls.knobsChanged.connect(self.refresh_lab_summary)
+        lab.controller.runStarted.connect(self._lab_run_started)
+        for key, slot in (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.cancel)):
+            QShortcut(QKeySequence(key), self, activated=slot, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+
+        self.set_workloads(self._shipped())
+        self._set_running(False)
+        self.refresh_lab_summary()
+
+    def showEvent(self, event) -> None:
+        self.refresh_lab_summary()   # the Lab's context and threads do not signal their changes
+        super().showEvent(event)
+
+    # -- inputs -------------------------------------------------------------------------------------
+    @staticmethod
+    def _shipped() -> list[str]:
+        try:
+            from engine.workloads import shipped_names
+            return shipped_names()
+        except (ImportError, OSError, ValueError):
+            return []
+
+    def set_workloads(self, names: list[str]) -> None:
+        current = self.workload.currentText()
+        self.workload.clear()
+        self.workload.addItems(list(names) + [LAB_PROMPT, PICK_FILE])
+        idx = self.workload.findText(current)
+        self.workload.setCurrentIndex(idx if idx >= 0 and current != PICK_FILE else 0)
+        self._previous_workload = self.workload.currentIndex()
+
+    def set_workload_file(self, path: str | Path) -> None:
+        """Use a workload JSON file (engine.workloads format); it joins the list before 'a file…'."""
+        text = str(path)
+        idx = self.workload.findText(text)
+        if idx < 0:
+            idx = self.workload.count() - 1
+            self.workload.insertItem(idx, text)
+        self.workload.setCurrentIndex(idx)
+        self._previous_workload = idx
+
+    def _workload_activated(self, index: int) -> None:
+        if self.workload.itemText(index) != PICK_FILE:
+            self._previous_workload = index
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a workload file", str(Path.home()),
+                                              "Workload sets (*.json)")
+        if path:
+            self.set_workload_file(path)
+        else:
+            self.workload.setCurrentIndex(self._previous_workload)
+
+    def collect_prompts(self) -> list[str]:
+        name = self.workload.currentText()
+        if name == LAB_PROMPT:
+            text = self.lab.controls.prompt.toPlainText()
+            if not text.strip():
+                raise SettingsError("the Lab's prompt is empty: write one on the Lab page, or choose a workload set")
+            prompts = [text]
+        elif name == PICK_FILE:
+            raise SettingsError("choose a workload file first")
+        else:
+            from engine.workloads import load_workload
+
+            prompts = load_workload(name).texts()
+        limit = self.max_prompts.value()
+        return prompts[:limit] if limit else prompts
+
+    def refresh_lab_summary(self) -> None:
+        c = self.lab.controls
+        try:
+            load = c.load_settings()
+        except SettingsError as exc:
+            self.lab_summary.setText(f"From the Lab page: <i>{exc}</i>")
+            return
+        s = c.sampling_settings()
+        draft = load.draft.name if load.draft else "no draft model (n-gram methods only)"
+        threads = f"{load.threads} threads" if load.threads else "default threads"
+        self.lab_summary.setText(
+            f"From the Lab page: <b>{load.target.name}</b> + <b>{draft}</b>, context {load.ctx}, {threads}, "
+            f"GPU layers {load.ngl}, temperature {s.temp:g}. Change them there.")
+
+    # -- actions ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.mode != "idle":
+            return
+        c = self.lab.controls
+        try:
+            load = c.load_settings()
+            sampling = c.sampling_settings().validate()
+            prompts = self.collect_prompts()
+        except (SettingsError, ValueError, OSError) as exc:   # WorkloadError is a ValueError
+            self.banner.show_message(str(exc), "warning")
+            return
+        problem = self.lab.explain_before_loading(load)
+        if problem:
+            self.banner.show_message(problem, "error")
+            return
+        self.banner.hide()
+        notes = []
+        if self.lab.mode in ("running", "baseline", "stopping"):
+            self.lab.stop()
+            notes.append("the Lab's run was stopped so that it does not compete for the CPU")
+        elif self.lab.mode == "loading":
+            notes.append("the Lab is still loading its pair; that may slow the tune's first measurements")
+
+        self.result = None
+        self.table.clear_rows()
+        self.charts.clear()
+        self.summary.setText("")
+        self.log.clear()
+        self.last_error = None
+        self._run_load, self._run_sampling = load, sampling
+        self.runner = TuneRunner(load, prompts, self.max_tokens.value(), sampling, float(self.budget.value()),
+                                 self.seed.value(), self.k_max.value(), parent=self)
+        self.runner.progress.connect(self._on_progress)
+        self.runner.succeeded.connect(self._on_succeeded)
+        self.runner.failed.connect(self._on_failed)
+        self.runner.cancelled.connect(self._on_cancelled)
+        self.runner.finished.connect(self._on_thread_finished)
+        self.mode = "running"
+        self._started_at = time.monotonic()
+        self._set_running(True)
+        self.status.setText("Tuning " + load.target.name + (f"; {notes[0]}." if notes else "."))
+        self._log(f"tune of {load.target.name}" + (f" with {load.draft.name}" if load.draft else "")
+                  + f" on {len(prompts)} prompt(s) of {self.workload.currentText()}")
+        for note in notes:
+            self._log(note)
+        self.runner.start()
+        self.progress_timer.start()
+        self._show_progress()
+
+    def cancel(self) -> None:
+        if self.mode != "running" or self.runner is None:
+            return
+        self.mode = "stopping"
+        self.cancel_button.setEnabled(False)
+        self.status.setText("Cancelling the tune ...")
+        self._log("cancel requested")
+        self.runner.request_stop()
+        self.kill_timer.start()
+
+    def _kill_if_still_running(self) -> None:
+        if self.runner is not None and self.runner.isRunning():
+            self._log("the engine did not stop by itself (loading or measuring); ending its process")
+            self.runner.kill_worker()
+
+    def apply_to_lab(self) -> bool:
+        if self.result is None:
+            return False
+        apply_spec(self.lab.controls, self.result.best.spec)
+        try:
+            same_pair = self.lab.controls.load_settings() == self._run_load
+        except SettingsError:
+            same_pair = False
+        self.status.setText(f"The Lab now uses {self.result.best.label}." + (
+            "" if same_pair else " Note: the Lab's models or their settings changed since this tune, so it may "
+                                 "not be the best there."))
+        return True
+
+    def export_best(self) -> None:
+        if self.apply_to_lab():
+            self.exportRequested.emit()
+
+    def shutdown(self, timeout_ms: int = 15000) -> None:
+        """Stop a running tune and its worker now (the window is closing); returns when the thread has ended."""
+        self.progress_timer.stop()
+        self.kill_timer.stop()
+        runner = self.runner
+        if runner is None:
+            return
+        for _ in range(2):   # a second kill covers a worker that was spawned just after the first
+            if not runner.isRunning():
+                break
+            runner.request_stop()
+            runner.kill_worker()
+            runner.wait(timeout_ms // 2)
+        if runner.isRunning():
+            # never destroy a running QThread (Qt aborts the process): let it go without a parent
+            runner.setParent(None)
+            _STRAY_RUNNERS.append(runner)
+            self.runner = None
+        self._on_thread_finished()
+
+    # -- runner events ------------------------------------------------------------------------------
+    def _on_progress(self, message: str) -> None:
+        self._log(message)
+        self._show_progress(message.strip())
+
+    def _on_succeeded(self, result: TuneResult) -> None:
+        self.result = result
+        self.table.show_result(result)
+        self.charts.show_result(result)
+        best = result.best
+        speedup = best.measured_tps / result.baseline_tps if result.baseline_tps else None
+        self.summary.setText(
+            f"Best: <b>{best.label}</b> at <b>{best.measured_tps:.1f}</b> tokens/s"
+            + (f", <b>{speedup:.2f}×</b> the baseline" if speedup else "")
+            + f" (baseline {result.baseline_tps:.1f} tokens/s without speculation, same prompts). "
+            f"Found in {result.elapsed_s:.0f} s with {result.runs} runs.")
+        self._log(f"best: {best.label} at {best.measured_tps:.1f} tokens/s"
+                  + (f", {speedup:.3f}x the baseline" if speedup else ""))
+        saved = self._record(result)
+        self.status.setText(f"Tune finished in {result.elapsed_s:.0f} s" + (", saved to the history." if saved
+                                                                             else "."))
+
+    def _record(self, result: TuneResult) -> bool:
+        """As ``spectune tune`` does; the best's tokens/s as tokens_per_s so the History page shows it."""
+        from engine.history import HistoryError, record_summary
+
+        out = result.to_dict()
+        out["tokens_per_s"] = out["best"]["measured_tps"]
+        hello = self.runner.client.hello if self.runner is not None else None
+        try:
+            entry = record_summary("tune", self._run_load, result.best.spec, self._run_sampling, out,
+                                   llama_build=(hello or {}).get("llama"))
+        except (HistoryError, OSError, ValueError) as exc:
+            self._log(f"not saved to the history: {exc}")
+            self.banner.show_message(f"The tune was not saved to the history: {exc}", "warning")
+            return False
+        self.tuneRecorded.emit(entry)
+        return True
+
+    def _on_failed(self, kind: str, message: str) -> None:
+        self.last_error = (kind, message)
+        self._log(f"failed ({kind}): {message}")
+        if kind == "crashed":
+            text = ("The tune's engine process stopped, so the tune ended without a result: " + message +
+                    "\nThe Lab's engine is not affected; start the tune again when ready.")
+        else:
+            text = f"The tune failed: {message} ({kind})"
+        self.banner.show_message(text, "error")
+        self.status.setText("Tune failed.")
+
+    def _on_cancelled(self) -> None:
+        runs = self.runner.runs if self.runner is not None else 0
+        self._log(f"cancelled after {runs} run(s)")
+        self.status.setText(f"Tune cancelled after {time.monotonic() - self._started_at:.1f} s and {runs} run(s); "
+                            "no setting was chosen.")
+
+    def _on_thread_finished(self) -> None:
+        runner, self.runner = self.runner, None
+        self.progress_timer.stop()
+        self.kill_timer.stop()
+        # finished() comes from the thread just before it ends: wait for the end before deleting it
+        if runner is not None and runner.wait(5000):
+            runner.deleteLater()
+        self.mode = "idle"
+        self._set_running(False)
+        self._show_progress()
+
+    def _lab_run_started(self, ev: dict) -> None:
+        # a Lab run started during a tune would skew both; the tune was asked for last, so it wins
+        if self.mode == "idle" or self.lab.mode not in ("running", "baseline"):
+            return
+        self.lab.stop()
+        self.lab.banner.show_message("A tune is running on the Tune page; Lab runs wait until it ends, since "
+                                     "two engines sharing the machine would spoil both measurements.", "warning")
+        self._log("stopped a Lab run that started during the tune")
+
+    # -- display ------------------------------------------------------------------------------------
+    def _set_running(self, running: bool) -> None:
+        self.start_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        has_result = self.result is not None and not running
+        self.apply_button.setEnabled(has_result)
+        self.export_button.setEnabled(has_result)
+        for w in (self.workload, self.max_prompts, self.budget, self.max_tokens, self.k_max, self.seed):
+            w.setEnabled(not running)
+        # a busy indicator while running (the tuner cannot say how many runs are left); full when done
+        self.progress_bar.setRange(0, 0 if running else 1)
+        self.progress_bar.setValue(1 if has_result else 0)
+
+    def _show_progress(self, message: str | None = None) -> None:
+        if message:
+            self._last_message = message
+        if self.mode == "idle" or self.runner is None:
+            if self.result is not None:
+                self.progress_line.setText(f"done: {self.result.runs} runs in {self.result.elapsed_s:.0f} s")
+            else:
+                self.progress_line.setText("idle")
+            return
+        elapsed = time.monotonic() - self._started_at
+        self.progress_line.setText(f"{elapsed:.0f} s of {self.budget.value()} s budget · {self.runner.runs} runs · "
+                                   f"{self._last_message}")
+
+    def _log(self, line: str) -> None:
+        self.log.appendPlainText(f"[{time.strftime('%H:%M:%S')}] {line}")
+
+    # -- persistence ----------------------------------------------------------------------------------
+    def save_state(self) -> dict:
+        return {"workload": self.workload.currentText(), "max_prompts": self.max_prompts.value(),
+                "budget": self.budget.value(), "max_tokens": self.max_tokens.value(), "k_max": self.k_max.value(),
+                "seed": self.seed.value()}
+
+    def restore_state(self, state: dict) -> None:
+        def get(key, default):
+            try:
+                return int(state.get(key, default))
+            except (TypeError, ValueError):
+                return default
+        workload = str(state.get("workload", ""))
+        if workload and workload not in (PICK_FILE,):
+            if self.workload.findText(workload) >= 0:
+                self.workload.setCurrentIndex(self.workload.findText(workload))
+            elif Path(workload).is_file():
+                self.set_workload_file(workload)
+            self._previous_workload = self.workload.currentIndex()
+        for key, spin in (("max_prompts", self.max_prompts), ("budget", self.budget),
+                          ("max_tokens", self.max_tokens), ("k_max", self.k_max), ("seed", self.seed)):
+            spin.setValue(get(key, spin.value()))

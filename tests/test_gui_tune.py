@@ -1,0 +1,235 @@
+"""The Tune page under the offscreen platform: real tunes on the synthetic pair, each
+against the page's own engine worker process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
+
+from app.main_window import MainWindow  # noqa: E402
+from app.pages.tune import LAB_PROMPT  # noqa: E402
+from engine.settings import to_dict  # noqa: E402
+
+from .conftest import PROMPTS  # noqa: E402
+
+WAIT = 120_000  # ms; generous: the machine may be busy
+
+
+def make_window(qtbot, tmp_path, monkeypatch, name="t.ini") -> MainWindow:
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / name), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    """The window without the Lab's engine: the Tune page starts its own."""
+    w = make_window(qtbot, tmp_path, monkeypatch)
+    yield w
+    w.close()
+
+
+def set_pair(w, pair, k=4, method="draft-simple"):
+    c = w.lab.controls
+    c.target.set_path(pair[0])
+    c.draft.set_path(pair[1])
+    c.ctx.setValue(4096)
+    c.threads.setValue(1)
+    c.method.setCurrentText(method)
+    c.k.setValue(k)
+    c.temp.setValue(0.0)
+    c.workload.setCurrentText("custom prompt")
+    c.prompt.setPlainText(PROMPTS[1])
+
+
+def set_tune(page, prompts=3, max_tokens=16, budget=5, k_max=6, workload="code-completion"):
+    page.workload.setCurrentText(workload)
+    page.max_prompts.setValue(prompts)
+    page.max_tokens.setValue(max_tokens)
+    page.budget.setValue(budget)
+    page.k_max.setValue(k_max)
+    page.seed.setValue(3)
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair):
+    set_pair(window, pair, k=2, method="ngram-mod")
+    window.show_page("Tune")
+    page = window.tune
+    set_tune(page)
+    assert pair[0].name in page.lab_summary.text() and "context 4096" in page.lab_summary.text()
+    page.start_button.click()
+    assert page.mode == "running" and not page.start_button.isEnabled() and page.cancel_button.isEnabled()
+    qtbot.waitUntil(lambda: page.runner is not None and page.runner.client.pid is not None, timeout=WAIT)
+    pid = page.runner.client.pid
+    assert pid != window.controller.pid, "the tune has an engine process of its own"
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
+    result = page.result
+    assert result is not None, page.log.toPlainText()[-2000:]
+
+    # the table: every candidate, the tuner's pick first and highlighted, numbers as the tuner measured them
+    table = page.table
+    assert table.rowCount() == len(result.candidates)
+    assert table.best_row() == 0 and table.item(0, 1).text() == result.best.label
+    assert table.item(0, 3).text() == f"{result.best.measured_tps:.1f}"
+    assert table.item(0, 6).text() == str(max(len(c.measured) for c in result.candidates))
+    table.sortItems(3, Qt.SortOrder.DescendingOrder)            # the highlight follows the row
+    assert table.item(table.best_row(), 1).text() == result.best.label
+    assert "Best:" in page.summary.text() and f"{result.baseline_tps:.1f}" in page.summary.text()
+    # the chart: the model's prediction for every K up to K max, the measured K values beside it
+    xs, _ = page.charts.c_pred.getData()
+    assert list(xs) == list(range(1, 7))
+    assert len(page.charts.c_meas.getData()[0]) >= 1
+    assert "round with" in page.log.toPlainText()
+
+    # the history has it, as spectune tune records it
+    from engine.history import History
+    with History() as h:
+        latest = h.entries(limit=1, kind="tune")
+    assert latest and latest[0].settings["spec"] == to_dict(result.best.spec)
+    assert latest[0].results["best"]["setting"] == result.best.label
+    history = window.history.table
+    assert any(history.item(r, 2).text() == "tune" for r in range(history.rowCount()))
+
+    # apply: the Lab's knobs now describe the best setting exactly
+    assert page.apply_button.isEnabled()
+    page.apply_button.click()
+    assert to_dict(window.lab.controls.spec_settings()) == to_dict(result.best.spec)
+    assert result.best.label in page.status.text() and "changed since" not in page.status.text()
+    window.lab.controls.ctx.setValue(2048)          # a tune is only as good as the pair it measured
+    page.apply_button.click()
+    assert "changed since this tune" in page.status.text()
+    window.lab.controls.ctx.setValue(4096)
+    # export: the Export page shows the command for it
+    window.lab.controls.k.setValue(1)
+    page.export_button.click()
+    assert window.nav.currentRow() == 4
+    assert f"--spec-type {result.best.spec.spec_type}" in window.export.command.toPlainText()
+    assert window.lab.controls.k.value() == result.best.spec.draft_n_max
+
+    # nothing left behind: the thread has ended and the tune's worker process is gone
+    assert page.runner is None
+    qtbot.waitUntil(lambda: process_gone(pid), timeout=10_000)
+
+
+def test_cancel_is_prompt_and_the_lab_run_is_stopped_first(qtbot, window, pair):
+    set_pair(window, pair)
+    lab = window.lab
+    lab.controls.max_tokens.setValue(100_000)
+    with qtbot.waitSignal(window.controller.hello, timeout=WAIT):
+        window.controller.start()
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 3, timeout=WAIT)
+
+    window.show_page("Tune")
+    page = window.tune
+    set_tune(page, prompts=2, max_tokens=3000)
+    window.activateWindow()
+    page.workload.setFocus()
+    qtbot.keyClick(page.workload, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert page.mode == "running", "Ctrl+Return starts a tune"
+    assert "Lab's run was stopped" in page.status.text()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+    # a Lab run started during the tune is stopped again, and the Lab says why
+    lab.start()
+    qtbot.waitUntil(lambda: lab.mode == "idle" and not lab.banner.isHidden(), timeout=WAIT)
+    assert "tune is running" in lab.banner.label.text()
+
+    # wait until a long generation is under way, then Esc
+    qtbot.waitUntil(lambda: page.runner is not None and page.runner.runs >= 1, timeout=WAIT)
+    pid = page.runner.client.pid
+    t0 = time.monotonic()
+    page.workload.setFocus()
+    qtbot.keyClick(page.workload, Qt.Key.Key_Escape)
+    assert page.mode == "stopping", "Esc cancels"
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
+    assert time.monotonic() - t0 < 5, "cancel must not wait for a 3000-token generation"
+    assert "cancelled" in page.status.text() and page.result is None
+    assert page.start_button.isEnabled() and not page.apply_button.isEnabled()
+    qtbot.waitUntil(lambda: process_gone(pid), timeout=10_000)
+
+
+def test_a_killed_tune_worker_is_an_error_and_the_page_stays_usable(qtbot, window, pair):
+    set_pair(window, pair)
+    window.show_page("Tune")
+    page = window.tune
+    set_tune(page, prompts=2, max_tokens=3000)
+    page.start()
+    qtbot.waitUntil(lambda: page.runner is not None and page.runner.runs >= 1, timeout=WAIT)
+    os.kill(page.runner.client.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
+    assert page.last_error is not None and page.last_error[0] == "crashed"
+    assert page.banner.isVisible() and "SIGKILL" in page.banner.label.text()
+    assert page.result is None and page.start_button.isEnabled()
+    assert window.controller.state == "stopped", "the Lab's engine is not involved"
+
+    # the page works again at once: a small tune on the Lab's prompt finishes
+    set_tune(page, prompts=1, max_tokens=8, k_max=3, workload=LAB_PROMPT)
+    page.start()
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
+    assert page.result is not None, page.banner.label.text()
+    assert not page.banner.isVisible() and page.table.rowCount() == len(page.result.candidates)
+
+
+def test_closing_the_window_mid_tune_ends_thread_and_worker(qtbot, tmp_path, monkeypatch, pair):
+    w = make_window(qtbot, tmp_path, monkeypatch)
+    set_pair(w, pair)
+    page = w.tune
+    set_tune(page, prompts=2, max_tokens=3000)
+    page.start()
+    qtbot.waitUntil(lambda: page.runner is not None and page.runner.runs >= 1, timeout=WAIT)
+    runner, pid = page.runner, page.runner.client.pid
+    t0 = time.monotonic()
+    w.close()
+    assert time.monotonic() - t0 < 10
+    assert not runner.isRunning() and page.runner is None and page.mode == "idle"
+    qtbot.waitUntil(lambda: process_gone(pid), timeout=10_000)
+
+
+def test_bad_input_is_explained_without_starting(qtbot, window, tmp_path, incompatible_pair):
+    window.show_page("Tune")
+    page = window.tune
+    page.start()                                    # no target chosen on the Lab page
+    assert page.mode == "idle" and page.runner is None
+    assert page.banner.isVisible() and "target" in page.banner.label.text()
+
+    set_pair(window, incompatible_pair)
+    page.start()
+    assert page.mode == "idle" and "vocabulary" in page.banner.label.text()
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    set_pair(window, incompatible_pair)
+    window.lab.controls.draft.set_path(None)        # a target alone is fine (n-gram methods)
+    page.set_workload_file(bad)
+    page.start()
+    assert page.mode == "idle" and "not valid JSON" in page.banner.label.text()
+
+
+def test_tune_settings_persist(qtbot, tmp_path, monkeypatch):
+    w = make_window(qtbot, tmp_path, monkeypatch, "p.ini")
+    set_tune(w.tune, prompts=4, max_tokens=48, budget=30, k_max=9, workload="creative")
+    w.save_settings()
+    w.close()
+    w2 = make_window(qtbot, tmp_path, monkeypatch, "p.ini")
+    t = w2.tune
+    assert (t.workload.currentText(), t.max_prompts.value(), t.max_tokens.value(), t.budget.value(),
+            t.k_max.value(), t.seed.value()) == ("creative", 4, 48, 30, 9, 3)
+    w2.close()
