@@ -161,6 +161,7 @@ class EngineClient:
     # -- reading ----------------------------------------------------------
     def _read_stdout(self, proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
+        events = self._events   # this process's queue: a restart makes a new one
         for line in proc.stdout:
             try:
                 ev = protocol.decode(line)
@@ -174,6 +175,8 @@ class EngineClient:
         self.last_exit_code = code
         if self._closing:
             self._set_state(STOPPED)
+            # wake a request still waiting on another thread (kill() from a cancel button)
+            events.put({"event": "stopped", "exit_code": code})
             return
         time.sleep(0.05)  # let the stderr reader catch the last lines
         tail = self.stderr_tail.strip().splitlines()[-8:]
@@ -240,6 +243,8 @@ class EngineClient:
             kind = ev.get("event")
             if kind == "crashed":
                 raise EngineCrashed(ev["message"])
+            if kind == "stopped":
+                raise EngineCrashed("the engine process was stopped before it answered")
             if kind == "error" and (req_id is None or ev.get("id") == req_id):
                 raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
             if kind in kinds and (req_id is None or ev.get("id") in (req_id, None)):
@@ -303,6 +308,8 @@ class EngineClient:
             kind = ev.get("event")
             if kind == "crashed":
                 raise EngineCrashed(ev["message"])
+            if kind == "stopped":
+                raise EngineCrashed("the engine process was stopped before it answered")
             if kind == "error" and ev.get("id") == req:
                 raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
             if kind in ("state", "cancel_sent"):

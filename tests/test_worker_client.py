@@ -116,6 +116,36 @@ def test_killed_worker_leaves_crashed_state_and_restart_works(client, pair):
     assert events[-1]["event"] == "done"
 
 
+def test_kill_from_another_thread_wakes_a_waiting_generation(client, pair):
+    """A Cancel button may kill the engine while another thread waits in generate(): that thread
+    must get an error at once, not wait forever for a "done" that will never come."""
+    import threading
+    import time
+
+    load(client, pair)
+    started = threading.Event()
+    outcome: list = []
+
+    def consume() -> None:
+        try:
+            for ev in client.generate(PROMPTS[0], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 2}):
+                if ev["event"] == "cycle":
+                    started.set()
+        except EngineCrashed as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    assert started.wait(60)
+    t0 = time.monotonic()
+    client.kill()
+    t.join(30)
+    assert not t.is_alive() and outcome and "stopped" in str(outcome[0])
+    assert time.monotonic() - t0 < 10
+    client.start()   # a stale "stopped" from the old process must not reach the new one
+    assert client.state == C.READY
+
+
 def test_worker_abort_inside_llama_cpp_is_reported(client):
     """A native abort (here SIGABRT, as GGML_ASSERT raises) must not take the client with it."""
     os.kill(client.pid, signal.SIGABRT)
