@@ -1,35 +1,93 @@
-"""The Models page: the shipped demo models, and a check of the Lab's current
-pair before anything is loaded: llama.cpp's vocabulary rule (engine.compat)
-and a memory plan that counts both models (engine.memory_plan) against the
-free VRAM the Hardware page sees, or the free RAM on a CPU-only machine.
+"""The Models page: what is on this machine, what to get, and the Lab's pair checked.
+
+Three tabs, each in its own module and each a view over engine functions the CLI has too:
+  Library      engine.library.scan (spectune models): the GGUF files found, their pairs
+  Downloads    engine.downloads.pull (spectune pull) of the catalog's presets or REPO:FILE
+  Recommended  engine.recommend (spectune recommend / presets) for the free VRAM, else RAM
+Below them, the check of the Lab's current pair before anything is loaded: llama.cpp's
+vocabulary rule (engine.compat) and a memory plan that counts both models
+(engine.memory_plan) against the free VRAM the Hardware page sees, or the free RAM.
+
+Disks, the catalog and the hub are only touched in background threads, and only once the
+page is first shown; closing the window stops them (see shutdown).
 """
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import (QGroupBox, QLabel, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
+
+from app.pages.models_jobs import BackgroundJob
+from app.pages.models_library import LibraryPanel
+from app.pages.models_presets import PresetsPanel
+from app.pages.models_recommend import RecommendPanel
 
 GIB = 2 ** 30
+_FROM_HARDWARE = object()
+
+
+@dataclass
+class CatalogView:
+    """What one background pass over the catalog learnt (engine.recommend's answers)."""
+    catalog: Any
+    ctx: int
+    budget: Any = None              # engine.recommend.Budget, None when it could not be measured
+    recommendation: Any = None
+    fits: Any = None                # engine.recommend.PresetFit list
+    error: str = ""                 # why there is no recommendation
+
+
+def rank_catalog(catalog, nvml, ctx: int) -> CatalogView:
+    """The catalog (loaded when None), the budget NVML sees (or RAM), the ranked list and the presets' fits;
+    what `spectune recommend` and `spectune presets` print. A budget that cannot be measured still leaves
+    the presets with their sizes."""
+    from engine.catalog import CatalogError, load_catalog
+    from engine.memory_plan import PlanError
+    from engine.recommend import RecommendError, budget_from_hardware, preset_fits, recommend
+
+    catalog = catalog if catalog is not None else load_catalog()
+    try:
+        budget = budget_from_hardware(nvml)
+        rec = recommend(catalog, budget, ctx=ctx)
+    except (RecommendError, CatalogError, PlanError) as exc:
+        return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
+    return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
 
 
 class ModelsPage(QWidget):
-    def __init__(self, lab, hardware=None, parent: QWidget | None = None):
+    def __init__(self, lab, hardware=None, parent: QWidget | None = None, *, catalog=None, sources=None,
+                 download_options: dict | None = None, nvml: Any = _FROM_HARDWARE):
+        """catalog: an engine.catalog.Catalog instead of the shipped one; sources: the library's places
+        (engine.library.Source list) instead of the usual ones; download_options: keyword arguments for
+        engine.downloads.download_files; nvml: the NVML module for the budget (default: the Hardware page's)."""
         super().__init__(parent)
         self.lab = lab
         self.hardware = hardware
+        self.nvml = getattr(hardware, "_nvml", None) if nvml is _FROM_HARDWARE else nvml
+        self._catalog = catalog
+        self.catalog_view: CatalogView | None = None
+        self.rank_job: BackgroundJob | None = None
+        self._started = False
+        self._rank_again = False
+        self._hooked: QObject | None = None
+
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>Models</h3>"))
-
-        shipped = QGroupBox("Shipped with SpecTune (no download)")
-        s_col = QVBoxLayout(shipped)
-        self.shipped_table = QTableWidget(0, 3)
-        self.shipped_table.setHorizontalHeaderLabels(("file", "role", "size"))
-        self.shipped_table.horizontalHeader().setStretchLastSection(True)
-        use = QPushButton("Use the demo pair in the Lab")
-        use.clicked.connect(self.use_demo_pair)
-        s_col.addWidget(self.shipped_table)
-        s_col.addWidget(use)
-        col.addWidget(shipped)
+        self.tabs = QTabWidget()
+        self.library = LibraryPanel(lab, sources)
+        self.presets = PresetsPanel(lab, download_options)
+        self.recommend = RecommendPanel()
+        self.tabs.addTab(self.library, "Library")
+        self.tabs.addTab(self.presets, "Downloads")
+        self.tabs.addTab(self.recommend, "Recommended")
+        col.addWidget(self.tabs, 1)
+        self.library.scanned.connect(self.presets.set_library)
+        self.presets.downloaded.connect(lambda result: self.library.rescan())
+        self.recommend.refreshRequested.connect(self.rank)
+        self.recommend.downloadRequested.connect(self.download_candidate)
 
         check = QGroupBox("The Lab's pair, checked before loading")
         c_col = QVBoxLayout(check)
@@ -39,24 +97,88 @@ class ModelsPage(QWidget):
         for w in (self.compat_badge, self.fit_badge, self.plan_label):
             w.setWordWrap(True)
             c_col.addWidget(w)
+        buttons = QHBoxLayout()
         again = QPushButton("Check again")
         again.clicked.connect(self.check_pair)
-        c_col.addWidget(again)
+        demo = QPushButton("Use the demo pair in the Lab")
+        demo.clicked.connect(self.use_demo_pair)
+        buttons.addWidget(again)
+        buttons.addWidget(demo)
+        buttons.addStretch(1)
+        c_col.addLayout(buttons)
         col.addWidget(check)
-        col.addStretch(1)
-        self._fill_shipped()
         lab.controls.modelsChanged.connect(self.check_pair)
         lab.controls.ctx.valueChanged.connect(self.check_pair)
         self.check_pair()
 
-    def _fill_shipped(self) -> None:
-        from engine.demo_models import list_demo_models
+    # -- background work ------------------------------------------------------------------
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self._started:       # the first look at the page: scan and rank
+            self._started = True
+            self.library.rescan()
+            self.rank()
+        self._hook_close()
 
-        rows = [(m.path.name, f"{m.role} ({m.quant})", m.size_bytes) for m in list_demo_models() if m.exists]
-        self.shipped_table.setRowCount(len(rows))
-        for r, (name, role, size) in enumerate(rows):
-            for c, value in enumerate((name, role, f"{size / 2 ** 20:.1f} MiB")):
-                self.shipped_table.setItem(r, c, QTableWidgetItem(value))
+    def rank(self) -> None:
+        if self.rank_job is not None and self.rank_job.running:
+            self._rank_again = True     # asked with another context while ranking: once more when done
+            return
+        self._rank_again = False
+        self._hook_close()
+        catalog = self.catalog_view.catalog if self.catalog_view is not None else self._catalog
+        nvml, ctx = self.nvml, self.recommend.ctx.value()
+        self.recommend.set_busy()
+        self.rank_job = BackgroundJob("models-recommend", lambda report: rank_catalog(catalog, nvml, ctx), self)
+        self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()
+
+    def _ranked(self, view: CatalogView) -> None:
+        self.catalog_view = view
+        self.presets.set_catalog(view.catalog, view.fits, view.budget, view.ctx)
+        if view.recommendation is not None:
+            self.recommend.set_result(view.recommendation)
+        else:
+            self.recommend.set_error(view.error)
+        if self._rank_again:
+            self.rank()
+
+    def _rank_failed(self, exc: BaseException) -> None:
+        self.recommend.set_error(str(exc) or type(exc).__name__)
+        self.presets.status.setText(f"<b style='color:#c62828'>the catalog cannot be read:</b> {exc}")
+        if self._rank_again:
+            self.rank()
+
+    def download_candidate(self, c) -> None:
+        """A recommended pair: its preset's row when it has one, else a row of its own; then Download."""
+        if c.preset and self.presets.row(c.preset) is not None:
+            name = c.preset
+        else:
+            name = f"{c.target.model}-{c.target.quant}+{c.draft.model}-{c.draft.quant}".lower()
+            self.presets.add_pair(name, c, f"recommended: {c.label}")
+        self.tabs.setCurrentWidget(self.presets)
+        self.presets.download(name)
+
+    def _hook_close(self) -> None:
+        """MainWindow closes; this page hears it through an event filter and stops its threads."""
+        window = self.window()
+        if window is not self._hooked:
+            if self._hooked is not None:
+                self._hooked.removeEventFilter(self)
+            window.installEventFilter(self)
+            self._hooked = window
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self._hooked and event.type() == QEvent.Type.Close:
+            self.shutdown()
+        return False
+
+    def shutdown(self) -> None:
+        """Cancel downloads (their partial files stay for a resume) and wait for every thread."""
+        self._rank_again = False
+        self.presets.shutdown()
+        self.library.shutdown()
+        if self.rank_job is not None:
+            self.rank_job.stop(timeout_s=10.0)
 
     def use_demo_pair(self) -> None:
         from engine.demo import demo_pair

@@ -1,0 +1,341 @@
+"""The Models page's library: the GGUF files already on this machine (engine.library.scan over
+the Hugging Face cache, LM Studio, llama.cpp's cache, Ollama and the user's folders), the pairs
+they make, and buttons that hand a file or a pair to the Lab's pickers.
+
+The scan runs in a background thread: a first scan reads one header per file and a large
+library on a slow disk takes seconds. Later scans reuse the engine's scan cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog, QLabel,
+                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from app.pages.models_jobs import BackgroundJob
+from engine.downloads import format_bytes
+
+COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")
+ERROR_COLOUR = QColor("#c62828")
+
+
+class _SortItem(QTableWidgetItem):
+    """Sorts by a key kept beside the text (bytes for the size column, not "1.2 GiB" as a string)."""
+
+    def __init__(self, text: str, key):
+        super().__init__(text)
+        self.key = key
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        if isinstance(other, _SortItem):
+            return self.key < other.key
+        return super().__lt__(other)
+
+
+def _family_text(m) -> str:
+    parts = [m.architecture or "?"]
+    if m.family and m.family != m.architecture:
+        parts.append(m.family)
+    if m.size_label:
+        parts.append(m.size_label)
+    return " · ".join(parts)
+
+
+class LibraryPanel(QWidget):
+    scanned = Signal(object)            # engine.library.Library
+
+    def __init__(self, lab, sources=None, parent: QWidget | None = None):
+        """sources: engine.library.Source list to scan instead of the usual places (None: those)."""
+        super().__init__(parent)
+        self.lab = lab
+        self.sources = sources
+        self.library = None
+        self.job: BackgroundJob | None = None
+        self._again = False
+
+        self.status = QLabel("not scanned yet")
+        self.status.setWordWrap(True)
+        self.rescan_button = QPushButton("Rescan")
+        self.rescan_button.clicked.connect(self.rescan)
+        add = QPushButton("Add folder…")
+        add.setToolTip("also look for GGUF files in a folder of your own (kept between sessions)")
+        add.clicked.connect(self._ask_add_folder)
+        self.remove_button = QPushButton("Remove folder…")
+        self.remove_button.clicked.connect(self._ask_remove_folder)
+        top = QHBoxLayout()
+        top.addWidget(self.status, 1)
+        for b in (self.rescan_button, add, self.remove_button):
+            top.addWidget(b)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setWordWrap(False)                   # one line a file; the tooltips hold the rest
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        header.setSortIndicator(-1, Qt.SortOrder.AscendingOrder)   # the scan's order until a header is clicked
+        header.setSortIndicatorShown(True)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.table.itemDoubleClicked.connect(lambda item: self.use_selected())
+
+        self.use_button = QPushButton("Use in Lab")
+        self.use_button.setToolTip("one file: the Lab's target; two files: the larger one as target, the smaller "
+                                   "as draft")
+        self.use_button.clicked.connect(self.use_selected)
+        self.draft_button = QPushButton("Use as draft")
+        self.draft_button.clicked.connect(self.use_selected_as_draft)
+        self.selection_label = QLabel("select a file (or two: target and draft)")
+        self.selection_label.setWordWrap(True)
+        actions = QHBoxLayout()
+        actions.addWidget(self.selection_label, 1)
+        actions.addWidget(self.use_button)
+        actions.addWidget(self.draft_button)
+
+        self.pairs = QTableWidget(0, 2)
+        self.pairs.setHorizontalHeaderLabels(("target", "draft (llama.cpp accepts the pair)"))
+        self.pairs.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.pairs.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.pairs.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.pairs.verticalHeader().setVisible(False)
+        self.pairs.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.pairs.itemDoubleClicked.connect(lambda item: self.use_selected_pair())
+        self.pair_button = QPushButton("Use this pair in the Lab")
+        self.pair_button.clicked.connect(self.use_selected_pair)
+        self.pairs.itemSelectionChanged.connect(
+            lambda: self.pair_button.setEnabled(bool(self.pairs.selectionModel().selectedRows())))
+        self.pairs_label = QLabel("compatible pairs")
+
+        upper = QWidget()
+        u_col = QVBoxLayout(upper)
+        u_col.setContentsMargins(0, 0, 0, 0)
+        u_col.addLayout(top)
+        u_col.addWidget(self.table, 1)
+        u_col.addLayout(actions)
+        lower = QWidget()
+        l_col = QVBoxLayout(lower)
+        l_col.setContentsMargins(0, 0, 0, 0)
+        l_col.addWidget(self.pairs_label)
+        l_col.addWidget(self.pairs, 1)
+        l_row = QHBoxLayout()
+        l_row.addStretch(1)
+        l_row.addWidget(self.pair_button)
+        l_col.addLayout(l_row)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(upper)
+        split.addWidget(lower)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
+        col = QVBoxLayout(self)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.addWidget(split)
+        self._selection_changed()
+        self.pair_button.setEnabled(False)
+        self._update_remove_button()
+
+    # -- the scan ---------------------------------------------------------------------------
+    def rescan(self) -> None:
+        if self.job is not None and self.job.running:
+            self._again = True          # files changed while scanning: look once more when it ends
+            return
+        from engine.library import scan
+
+        sources = self.sources
+        self.status.setText("scanning…")
+        self.rescan_button.setEnabled(False)
+        self.job = BackgroundJob(
+            "models-library-scan",
+            lambda report: scan(sources, on_progress=lambda done, total, path: report((done, total, path))),
+            self)
+        self.job.on(done=self._scanned, failed=self._scan_failed, progress=self._scan_progress).start()
+
+    @property
+    def scanning(self) -> bool:
+        return self.job is not None and self.job.running
+
+    def _scan_progress(self, value) -> None:
+        done, total, path = value
+        self.status.setText(f"scanning {done + 1} of {total}: {Path(path).name}")
+
+    def _scan_failed(self, exc: BaseException) -> None:
+        self.rescan_button.setEnabled(True)
+        self.status.setText(f"<b style='color:#c62828'>the scan failed:</b> {exc}")
+        self._maybe_again()
+
+    def _scanned(self, lib) -> None:
+        self.rescan_button.setEnabled(True)
+        self.library = lib
+        self._fill(lib)
+        found = [s for s in lib.sources if s["exists"]]
+        broken = sum(1 for m in lib.models if m.error)
+        where = ", ".join(f"{s['kind']} {s['files']}" for s in found) or "none of the usual places exist"
+        self.status.setText(f"{len(lib.models)} file{'s' if len(lib.models) != 1 else ''}"
+                            + (f" ({broken} unreadable)" if broken else "") + f" · {where}")
+        self.status.setToolTip("\n".join(f"{s['kind']}: {s['path']} ({s['files'] if s['exists'] else 'not found'})"
+                                         for s in lib.sources))
+        self._update_remove_button()
+        self.scanned.emit(lib)
+        self._maybe_again()
+
+    def _maybe_again(self) -> None:
+        if self._again:
+            self._again = False
+            self.rescan()
+
+    def _fill(self, lib) -> None:
+        self.table.setSortingEnabled(False)
+        self.table.clearSelection()
+        self.table.setRowCount(len(lib.models))
+        for r, m in enumerate(lib.models):
+            name = m.name + (f" (also {', '.join(m.aliases)})" if m.aliases else "")
+            size = format_bytes(m.size_bytes) + (f" in {m.split_parts} parts" if m.split_parts else "")
+            cells = [_SortItem(name, m.name.lower()), _SortItem(m.source, m.source),
+                     _SortItem(size, m.size_bytes),
+                     _SortItem(f"✗ {m.error}" if m.error else _family_text(m), m.error or _family_text(m)),
+                     _SortItem(m.quant or "", m.quant or ""), _SortItem(m.path, m.path)]
+            cells[0].setData(Qt.ItemDataRole.UserRole, r)      # back to lib.models after a sort
+            for c, item in enumerate(cells):
+                if m.error:
+                    item.setForeground(ERROR_COLOUR)
+                    item.setToolTip(m.error)
+                elif c == 5:
+                    item.setToolTip(m.path)
+                self.table.setItem(r, c, item)
+        self.table.setSortingEnabled(True)
+        self.table.resizeColumnsToContents()
+        for c, most in ((0, 360), (3, 260)):
+            self.table.setColumnWidth(c, min(self.table.columnWidth(c), most))
+
+        self.pairs.setRowCount(len(lib.pairs))
+        for r, p in enumerate(lib.pairs):
+            for c, key in enumerate(("target", "draft")):
+                item = QTableWidgetItem(p[f"{key}_name"])
+                item.setToolTip(p[key])
+                self.pairs.setItem(r, c, item)
+        self.pairs_label.setText(f"compatible pairs ({len(lib.pairs)})" if lib.pairs else
+                                 "compatible pairs: none (no two files share a vocabulary llama.cpp accepts)")
+        self.pair_button.setEnabled(False)
+
+    # -- selection -> the Lab ------------------------------------------------------------------
+    def selected_models(self) -> list:
+        if self.library is None:
+            return []
+        rows = sorted(i.row() for i in self.table.selectionModel().selectedRows())
+        return [self.library.models[self.table.item(r, 0).data(Qt.ItemDataRole.UserRole)] for r in rows]
+
+    def select_paths(self, *paths: str | Path) -> None:
+        """Select the rows of these files (what a click or a Ctrl+click does)."""
+        wanted = {str(p) for p in paths}
+        self.table.clearSelection()
+        mode = self.table.selectionMode()
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.MultiSelection)
+        for r in range(self.table.rowCount()):
+            if self.table.item(r, 5).text() in wanted:
+                self.table.selectRow(r)
+        self.table.setSelectionMode(mode)
+
+    def _selection_changed(self) -> None:
+        chosen = [m for m in self.selected_models() if not m.error]
+        self.use_button.setEnabled(len(chosen) in (1, 2))
+        self.draft_button.setEnabled(len(chosen) == 1)
+        if len(chosen) == 1:
+            m = chosen[0]
+            by_path = {x.path: x for x in self.library.models}
+            mates = [by_path[p].name for p in m.compatible_with if p in by_path]
+            self.selection_label.setText(
+                f"<b>{m.name}</b> pairs with: {', '.join(mates)}" if mates
+                else f"<b>{m.name}</b>: no other file here shares its vocabulary (n-gram methods need no draft)")
+        elif len(chosen) == 2:
+            a, b = chosen
+            ok = b.path in a.compatible_with
+            self.selection_label.setText("two files: " + ("<b style='color:#2e7d32'>✓ compatible</b>" if ok else
+                                                          "<b style='color:#c62828'>✗ not a pair llama.cpp "
+                                                          "accepts</b>"))
+        else:
+            self.selection_label.setText("select a file (or two: target and draft)")
+
+    def use_selected(self) -> None:
+        chosen = [m for m in self.selected_models() if not m.error]
+        c = self.lab.controls
+        if len(chosen) == 1:
+            c.target.set_path(chosen[0].path)
+        elif len(chosen) == 2:
+            # the larger model verifies, the smaller drafts
+            target, draft = sorted(chosen, key=lambda m: (m.parameter_count or 0, m.size_bytes), reverse=True)
+            c.target.set_path(target.path)
+            c.draft.set_path(draft.path)
+
+    def use_selected_as_draft(self) -> None:
+        chosen = [m for m in self.selected_models() if not m.error]
+        if len(chosen) == 1:
+            self.lab.controls.draft.set_path(chosen[0].path)
+
+    def use_selected_pair(self) -> None:
+        rows = self.pairs.selectionModel().selectedRows()
+        if not rows or self.library is None:
+            return
+        p = self.library.pairs[rows[0].row()]
+        self.lab.controls.target.set_path(p["target"])
+        self.lab.controls.draft.set_path(p["draft"])
+
+    # -- the user's folders -------------------------------------------------------------------
+    def add_folder(self, folder: str | Path) -> bool:
+        from engine.library import LibraryError, add_folder
+
+        try:
+            path = add_folder(folder)
+        except LibraryError as exc:
+            self.status.setText(f"<b style='color:#c62828'>{exc}</b>")
+            return False
+        self.status.setText(f"added {path}; scanning…")
+        self.rescan()
+        return True
+
+    def remove_folder(self, folder: str | Path) -> bool:
+        from engine.library import LibraryError, remove_folder
+
+        try:
+            remove_folder(folder)
+        except LibraryError as exc:
+            self.status.setText(f"<b style='color:#c62828'>{exc}</b>")
+            return False
+        self.rescan()
+        return True
+
+    def _user_folders(self) -> list[Path]:
+        from engine.library import LibraryError, user_folders
+
+        try:
+            return user_folders()
+        except LibraryError:
+            return []
+
+    def _update_remove_button(self) -> None:
+        folders = self._user_folders()
+        self.remove_button.setEnabled(bool(folders))
+        self.remove_button.setToolTip("\n".join(map(str, folders)) or "no folders added")
+
+    def _ask_add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "A folder with GGUF models", str(Path.home()))
+        if folder:
+            self.add_folder(folder)
+
+    def _ask_remove_folder(self) -> None:
+        folders = [str(f) for f in self._user_folders()]
+        if not folders:
+            return
+        folder, ok = QInputDialog.getItem(self, "Remove folder", "Stop looking in:", folders, 0, False)
+        if ok and folder:
+            self.remove_folder(folder)
+
+    def shutdown(self) -> None:
+        # a scan cannot be interrupted; its thread is a daemon, so waiting a little is enough
+        self._again = False
+        if self.job is not None:
+            self.job.stop(timeout_s=5.0)

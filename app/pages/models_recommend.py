@@ -1,0 +1,155 @@
+"""The Models page's recommendations: engine.recommend's ranked target/draft/quant choices
+for the memory this machine has (free VRAM from NVML, else available RAM for a CPU-only
+run), each with the reasons behind its score, then the near-misses with why they missed,
+then what was left out. Download hands the chosen pair to the downloads tab.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QSpinBox, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from engine.downloads import format_bytes
+
+COLUMNS = ("target + draft", "score", "memory", "expected", "preset")
+ROLE = Qt.ItemDataRole.UserRole
+
+
+class RecommendPanel(QWidget):
+    refreshRequested = Signal()
+    downloadRequested = Signal(object)      # engine.recommend.Candidate
+
+    def __init__(self, default_ctx: int = 8192, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.result = None
+        self.budget_label = QLabel("measuring the memory budget…")
+        self.budget_label.setWordWrap(True)
+        self.ctx = QSpinBox()
+        self.ctx.setRange(256, 1 << 20)
+        self.ctx.setSingleStep(1024)
+        self.ctx.setValue(default_ctx)
+        self.ctx.setSuffix(" tokens")
+        self.ctx.setToolTip("the context to plan the KV caches for")
+        self.ctx.setKeyboardTracking(False)
+        self.ctx.valueChanged.connect(lambda value: self.refreshRequested.emit())
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.setToolTip("read the free memory again and rank anew")
+        self.refresh_button.clicked.connect(self.refreshRequested)
+        top = QHBoxLayout()
+        top.addWidget(self.budget_label, 1)
+        top.addWidget(QLabel("context"))
+        top.addWidget(self.ctx)
+        top.addWidget(self.refresh_button)
+
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(len(COLUMNS))
+        self.tree.setHeaderLabels(COLUMNS)
+        self.tree.setWordWrap(True)
+        self.tree.setUniformRowHeights(False)
+        header = self.tree.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for c in range(1, len(COLUMNS)):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.itemSelectionChanged.connect(self._selection_changed)
+
+        self.download_button = QPushButton("Download the selected pair")
+        self.download_button.setEnabled(False)
+        self.download_button.clicked.connect(self._download_selected)
+        self.selection_label = QLabel("")
+        self.selection_label.setWordWrap(True)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.selection_label, 1)
+        bottom.addWidget(self.download_button)
+
+        col = QVBoxLayout(self)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.addLayout(top)
+        col.addWidget(self.tree, 1)
+        col.addLayout(bottom)
+
+    def set_busy(self) -> None:
+        self.refresh_button.setEnabled(False)
+        self.budget_label.setText("measuring the memory budget and ranking the catalog…")
+
+    def set_error(self, message: str) -> None:
+        self.refresh_button.setEnabled(True)
+        self.tree.clear()
+        self.result = None
+        self.budget_label.setText(f"<b style='color:#c62828'>no recommendations:</b> {message}")
+
+    def set_result(self, rec) -> None:
+        """rec: an engine.recommend.Recommendation."""
+        self.refresh_button.setEnabled(True)
+        self.result = rec
+        self.budget_label.setText(f"<b>budget:</b> {rec.budget.describe()}")
+        self.budget_label.setToolTip(f"usable: {format_bytes(rec.budget.usable_bytes)} at {rec.ctx} tokens")
+        self.tree.clear()
+
+        top = QTreeWidgetItem([f"Recommended for this machine ({len(rec.recommended)})"])
+        if not rec.recommended:
+            top.setText(0, "Nothing in the catalog fits with headroom" + (" in this family" if rec.family else ""))
+        self.tree.addTopLevelItem(top)
+        for i, c in enumerate(rec.recommended, 1):
+            item = self._candidate(top, c, f"{i}. ")
+            item.setExpanded(i == 1)        # the best one's reasons in view; the others a click away
+        top.setExpanded(True)
+
+        if rec.near_misses:
+            misses = QTreeWidgetItem([f"Near misses ({len(rec.near_misses)})"])
+            self.tree.addTopLevelItem(misses)
+            for c in rec.near_misses:
+                item = self._candidate(misses, c, "")
+                why = QTreeWidgetItem([f"why not: {c.why_not}"])
+                why.setForeground(0, QColor("#c62828"))
+                item.insertChild(0, why)
+                item.setText(0, f"{c.label} — {c.why_not}")   # why it missed, readable without a click
+                item.setToolTip(0, f"why not: {c.why_not}")
+            misses.setExpanded(True)
+        if rec.left_out:
+            left = QTreeWidgetItem([f"Left out ({len(rec.left_out)})"])
+            self.tree.addTopLevelItem(left)
+            for reason in rec.left_out:
+                left.addChild(QTreeWidgetItem([reason]))
+        if rec.recommended:
+            self.tree.setCurrentItem(top.child(0))
+
+    def _candidate(self, parent: QTreeWidgetItem, c, prefix: str) -> QTreeWidgetItem:
+        tps = f", ≤{c.tokens_per_s_bound:.0f} tok/s" if c.tokens_per_s_bound else ""
+        item = QTreeWidgetItem([f"{prefix}{c.label}", f"{c.score:+.1f}", format_bytes(c.needed_bytes),
+                                f"x{c.speedup:.2f} at K={c.draft_n_max}{tps}", c.preset or ""])
+        item.setData(0, ROLE, c)
+        item.setToolTip(0, f"{c.target.repo}/{c.target.filename}\n{c.draft.repo}/{c.draft.filename}")
+        for reason in c.reasons():
+            child = QTreeWidgetItem([reason])
+            child.setToolTip(0, reason)
+            item.addChild(child)
+        parent.addChild(item)
+        return item
+
+    # -- choosing --------------------------------------------------------------------------------
+    def selected_candidate(self):
+        item = self.tree.currentItem()
+        while item is not None:
+            c = item.data(0, ROLE)
+            if c is not None:
+                return c
+            item = item.parent()
+        return None
+
+    def _selection_changed(self) -> None:
+        c = self.selected_candidate()
+        self.download_button.setEnabled(c is not None)
+        if c is None:
+            self.selection_label.setText("")
+            return
+        what = f"preset {c.preset}" if c.preset else "no preset: both files are fetched by name"
+        miss = f" · <span style='color:#c62828'>{c.why_not}</span>" if c.why_not else ""
+        self.selection_label.setText(f"<b>{c.label}</b> · {what}{miss}")
+
+    def _download_selected(self) -> None:
+        c = self.selected_candidate()
+        if c is not None:
+            self.downloadRequested.emit(c)
