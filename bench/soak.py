@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--restart-every", type=float, default=120.0, help="seconds between engine restarts")
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds before the first memory reading")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: llama.cpp's default)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
 
@@ -62,6 +63,7 @@ def main() -> int:
     c.target.set_path(target)
     c.draft.set_path(draft)
     c.ctx.setValue(4096)
+    c.threads.setValue(a.threads)
     c.workload.setCurrentText("custom prompt")
     c.prompt.setPlainText("def the value of the data is")
     c.max_tokens.setValue(512)

@@ -11,31 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from types import ModuleType
-from typing import Callable
 
+from engine.cli_errors import guarded
 from engine.catalog import CatalogError, load_catalog
 from engine.memory_plan import PlanError
 from engine.recommend import (DEFAULT_CTX, RecommendError, budget_from_hardware, budget_from_size, format_presets,
                               format_recommendation, preset_fits, recommend)
 
-EXIT_ERROR = 2
 
 
-def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Known failures become one line on stderr and exit code 2, never a traceback."""
-    def run(a: argparse.Namespace) -> int:
-        try:
-            return command(a)
-        except (CatalogError, RecommendError, PlanError) as exc:
-            print(f"spectune: error: {exc}", file=sys.stderr)
-        except OSError as exc:
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            print(f"spectune: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        return EXIT_ERROR
-    run.__name__ = command.__name__
-    return run
+_guarded = guarded(CatalogError, RecommendError, PlanError)
 
 
 def _budget(a: argparse.Namespace):

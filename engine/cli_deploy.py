@@ -1,7 +1,7 @@
 """The deployment commands of ``spectune``: export, validate and history.
 
   spectune export --target T [--draft D] [knobs] [--format bash|pwsh|cmd|vllm|sglang] [--server PATH]
-  spectune validate --target T [--draft D] [knobs] (--prompt TEXT ... | --workload-prompts FILE) [--json]
+  spectune validate --target T [--draft D] [knobs] (--prompt TEXT ... | --workload SET) [--json]
   spectune history [--limit N] [--kind K] | show ID | compare ID ID | export --csv FILE
 
 ``register(subparsers)`` adds them to the main parser (engine.cli). The exported
@@ -15,11 +15,10 @@ import datetime
 import json
 import sys
 from pathlib import Path
-from typing import Callable
 
+from engine.cli_errors import guarded
 from engine.history import KINDS, History, compare, flatten, record_summary
 
-EXIT_ERROR = 2
 SHELL_FORMATS = ("bash", "pwsh", "cmd")
 ENGINE_FORMATS = ("vllm", "sglang")
 
@@ -35,21 +34,7 @@ def _error_types() -> tuple[type[BaseException], ...]:
     return (ValueError, OSError, EngineError, HistoryError, LlamaInstallError, ServerError, ValidateError)
 
 
-def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Known failures become one line on stderr and exit status 2, never a traceback."""
-    def run(a: argparse.Namespace) -> int:
-        try:
-            return command(a)
-        except _error_types() as exc:
-            if isinstance(exc, OSError) and exc.strerror:
-                where = f" ({exc.filename})" if exc.filename else ""
-                message = f"{exc.strerror}{where}"
-            else:
-                message = str(exc)
-            print(f"spectune: error: {message}", file=sys.stderr)
-            return EXIT_ERROR
-    run.__name__ = command.__name__
-    return run
+_guarded = guarded(lazy=_error_types)
 
 
 def _warn(messages: list[str]) -> None:
@@ -180,7 +165,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_model_args(v)
     _add_knob_args(v)
     v.add_argument("--prompt", action="append", help="a prompt (repeatable)")
-    v.add_argument("--workload-prompts", metavar="FILE", help="a workload set: a JSON file or a shipped set name")
+    v.add_argument("--workload", "--workload-prompts", dest="workload_prompts", metavar="SET", help="a workload set: a JSON file or a shipped set name")
     v.add_argument("--max-tokens", type=int, default=128)
     v.add_argument("--json", action="store_true", help="print one JSON object: lab, server, agree, ratio, ...")
     v.add_argument("--no-history", action="store_true", help="do not store the result in the history")

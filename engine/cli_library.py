@@ -16,33 +16,19 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
+from engine.cli_errors import guarded
 from engine.downloads import DownloadError, Progress, format_progress, pull
 from engine.gguf_check import GGUFError
 from engine.library import LibraryError, add_folder, format_library, remove_folder, scan
 
-EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 PLAIN_PROGRESS_INTERVAL_S = 10.0    # a log file gets one line this often, not a carriage-return stream
 
 
-def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Known failures become one line on stderr and exit code 2, never a traceback."""
-    def run(a: argparse.Namespace) -> int:
-        try:
-            return command(a)
-        except (DownloadError, LibraryError, GGUFError) as exc:
-            message = str(exc)
-        except ValueError as exc:       # the catalog's CatalogError (an unknown preset) is a ValueError
-            message = str(exc)
-        except OSError as exc:
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            message = f"{exc.strerror or exc}{where}"
-        print(f"spectune: error: {' '.join(message.splitlines())}", file=sys.stderr)
-        return EXIT_ERROR
-    run.__name__ = command.__name__
-    return run
+# ValueError: the catalog's CatalogError (an unknown preset)
+_guarded = guarded(DownloadError, LibraryError, GGUFError, ValueError)
 
 
 class _ProgressPrinter:

@@ -15,33 +15,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
+from engine.cli_errors import guarded
 from engine.compat import check_pair
 from engine.gguf_inspect import GGUFInspectError, format_report as format_model, inspect_gguf
 from engine.hardware import cpu_features, format_report as format_hardware, probe
 from engine.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size, plan_memory
 
-EXIT_ERROR = 2
 EXIT_INCOMPATIBLE = 1
 
 
-def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Known failures become one line on stderr and exit code 2, never a traceback."""
-    def run(a: argparse.Namespace) -> int:
-        try:
-            return command(a)
-        except (GGUFInspectError, PlanError) as exc:
-            print(f"spectune: error: {exc}", file=sys.stderr)
-        except OSError as exc:
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            print(f"spectune: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        return EXIT_ERROR
-    run.__name__ = command.__name__
-    return run
+_guarded = guarded(GGUFInspectError, PlanError)
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
