@@ -22,7 +22,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from PySide6.QtCore import QElapsedTimer, QSettings, QTimer  # noqa: E402
+from PySide6.QtCore import QElapsedTimer, QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from engine.client import EngineClient  # noqa: E402
@@ -80,10 +80,18 @@ def with_gui(app: QApplication, load: LoadSettings, seconds: float, max_tokens: 
     probe.timeout.connect(on_probe)
 
     def wait(cond, timeout_s: float) -> None:
-        t_end = time.monotonic() + timeout_s
-        while not cond() and time.monotonic() < t_end:
-            app.processEvents()
-            time.sleep(0.002)
+        """Run Qt's own event loop (as app.exec() does in the app) until cond() or the timeout;
+        a polling loop here would be the harness's CPU use, charged to the GUI."""
+        if cond():
+            return
+        loop = QEventLoop()
+        check = QTimer()
+        check.setInterval(20)
+        check.timeout.connect(lambda: loop.quit() if cond() else None)
+        QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+        check.start()
+        loop.exec()
+        check.stop()
 
     w.controller.start()
     wait(lambda: w.controller.hello_info is not None, 300)

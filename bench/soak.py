@@ -108,9 +108,10 @@ def main() -> int:
             w.lab.stop()
             wait(lambda: w.lab.mode == "idle", 60)
             w.controller.restart()
-            wait(lambda: w.controller.loaded_info is not None, 300)
+            wait(lambda: w.controller.state == "ready", 300)
             deliberate["restart"] = False
-            w.lab.start()
+            w.lab.start()   # loads the pair into the fresh worker, then runs
+            wait(lambda: w.lab.live.cycles > 0 and w.lab.mode == "running", 300)
             restarts += 1
             continue
         choice = rng.choice(("k", "k", "method", "temp"))

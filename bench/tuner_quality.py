@@ -50,15 +50,23 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--k-max", type=int, default=12)
-    ap.add_argument("--quant", default="q8_0")
+    ap.add_argument("--quant", default="f16", choices=("f16", "q8_0"))
+    ap.add_argument("--threads", type=int, default=1, help="engine CPU threads (1 keeps a 2-core machine steady)")
+    ap.add_argument("--save", type=Path, help="also write the table to this file")
     a = ap.parse_args()
+    lines: list[str] = []
+
+    def out(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
     from engine.demo_models import demo_pair
 
     target, draft = demo_pair(a.quant)
-    load = LoadSettings(target, draft, ctx=4096)
+    load = LoadSettings(target, draft, ctx=4096, threads=a.threads)
     sampling = SamplingSettings(temp=0.0)
-    print(f"pair: {target.name} + {draft.name}; {a.prompts} prompts x {a.max_tokens} tokens per set, temperature 0")
-    print(f"{'set':<18} {'grid best':>24} {'grid tok/s':>10} {'tuner pick':>24} {'tok/s':>8} {'ratio':>6} "
+    out(f"pair: {target.name} + {draft.name}; {a.prompts} prompts x {a.max_tokens} tokens per set, temperature 0, "
+        f"threads {a.threads}, {time.strftime('%Y-%m-%d %H:%M')}")
+    out(f"{'set':<18} {'grid best':>24} {'grid tok/s':>10} {'tuner pick':>24} {'tok/s':>8} {'ratio':>6} "
           f"{'time share':>10}")
     with EngineClient() as client:
         client.start()
@@ -76,10 +84,12 @@ def main() -> int:
             pick = result.best.spec
             pick_tps = measure(client, pick, prompts, a.max_tokens, sampling)
             label = lambda s: f"{s.spec_type} K={s.draft_n_max}" + (f" p={s.draft_p_min:g}" if s.draft_p_min else "")
-            print(f"{name:<18} {label(best):>24} {best_tps:10.1f} {label(pick):>24} {pick_tps:8.1f} "
-                  f"{pick_tps / best_tps:6.3f} {tune_s / grid_s:10.3f}", flush=True)
-    print("ratio: tuner's pick / grid's best, both measured on the same prompts (goal >= 0.95); "
-          "time share: tuner time / grid time (goal <= 0.30)")
+            out(f"{name:<18} {label(best):>24} {best_tps:10.1f} {label(pick):>24} {pick_tps:8.1f} "
+                f"{pick_tps / best_tps:6.3f} {tune_s / grid_s:10.3f}")
+    out("ratio: tuner's pick / grid's best, both measured on the same prompts (goal >= 0.95); "
+        "time share: tuner time / grid time (goal <= 0.30)")
+    if a.save:
+        a.save.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0
 
 

@@ -9,14 +9,21 @@ What it does:
 1. Corpus: the ``.py`` files of this interpreter's standard library (PSF License
    Agreement), without tests, IDLE, codec tables, generated topic dumps and
    installed third-party packages; deduplicated by content; split into train and
-   held-out by file with the seed.
+   held-out by file with the seed. From the train split it also makes "revision
+   pairs" (a function, a comment naming the change, then the same function with
+   one name changed or none), laid out like the code-editing workload's prompts,
+   so the models learn to copy code they have just seen, as an edit request needs.
+   Half of every batch is such pairs, each window starting at a pair.
 2. Tokenizer: one byte-level BPE (HF ``tokenizers``, GPT-2 pre-tokenizer) trained on
    the train split, shared by both models so llama.cpp's draft/target rule holds.
-3. Target: a llama-architecture decoder (RMSNorm, RoPE on consecutive pairs as
-   llama.cpp's LLAMA arch does, GQA, SwiGLU, tied embeddings), next-token loss.
-4. Draft: the same family, several times cheaper, trained on a mix of the true next
-   token and the target's distribution (distillation), so it agrees with the target
-   where the target is sure.
+3. Target and draft, trained side by side on the same batches: llama-architecture
+   decoders (RMSNorm, RoPE on consecutive pairs as llama.cpp's LLAMA arch does,
+   GQA, SwiGLU, tied embeddings). The target learns the next token; the draft,
+   several times cheaper, learns a mix of the next token and the target's current
+   distribution (distillation).
+4. On-policy distillation: the finished target continues corpus windows (greedy and
+   sampled), and the draft is fine-tuned to the target's distribution on that text,
+   the text it has to predict while speculating.
 5. Export: F16 and Q8_0 GGUF files of each model, ``reference.json`` (PyTorch's
    greedy continuations and token ids, for checking llama.cpp against PyTorch) and
    ``training_report.json`` (configuration, losses, times, samples).
@@ -102,7 +109,7 @@ class TrainConfig:
     # nothing at first; afterwards the draft mostly learns to predict what the target predicts
     distill_weight: float = 0.8
     distill_ramp: float = 0.2
-    pair_rows: int = 3  # rows of each batch taken from the revision pairs
+    pair_rows: int = 4  # rows of each batch taken from the revision pairs
 
 
 # ---------------------------------------------------------------- corpus
@@ -177,14 +184,22 @@ def revision_pairs(files: list[tuple[str, str]], seed: int, min_chars: int = 150
                   and n not in dir(builtins) and len(n) > 1)
     pairs = []
     for source, names in functions:
-        copy = source
+        copy, note = source, rng.choice(SAME_NOTES)
         if names and rng.random() < 0.7:
             old, new = rng.choice(names), rng.choice(pool)
             if not re.search(rf"\b{re.escape(new)}\b", source):
                 copy = re.sub(rf"\b{re.escape(old)}\b", new, source)
-        pairs.append(f"{source}\n\n{copy}\n")
+                note = rng.choice(RENAME_NOTES).format(old=old, new=new)
+        # laid out as the code-editing workload's prompts are: code, a comment naming the
+        # change, the revised code
+        pairs.append(f"{source}\n\n\n# {note}\n{copy}\n")
     rng.shuffle(pairs)
     return pairs
+
+
+SAME_NOTES = ("The same function.", "Same code, unchanged.", "The same function again.", "A copy of the code above.")
+RENAME_NOTES = ("Same function, with {old} renamed to {new}.", 'The same code, with "{old}" renamed to "{new}".',
+                "Revised: {old} is now called {new}.", "Same function; rename {old} to {new}.")
 
 
 # ---------------------------------------------------------------- tokenizer
@@ -213,12 +228,29 @@ def vocab_of(tok) -> tuple[list[str], list[str]]:
 
 def token_stream(tok, texts: list[str]) -> torch.Tensor:
     """All files as one stream, each followed by EOS."""
+    return token_stream_with_starts(tok, texts)[0]
+
+
+def token_stream_with_starts(tok, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stream, and the offset where each text begins in it."""
     eos = tok.token_to_id(EOS)
     ids: list[int] = []
+    starts: list[int] = []
     for enc in tok.encode_batch(texts, add_special_tokens=False):
+        starts.append(len(ids))
         ids.extend(enc.ids)
         ids.append(eos)
-    return torch.tensor(ids, dtype=torch.long)
+    return torch.tensor(ids, dtype=torch.long), torch.tensor(starts, dtype=torch.long)
+
+
+def window_starts(n: int, length: int, stream_len: int, gen: torch.Generator,
+                  aligned: torch.Tensor | None = None) -> list[int]:
+    """n window offsets: anywhere, or at the beginning of a text when ``aligned`` holds the text
+    starts (a revision pair teaches copying only when the window holds the code to copy)."""
+    if aligned is None:
+        return torch.randint(0, stream_len - length, (n,), generator=gen).tolist()
+    picks = aligned[torch.randint(0, len(aligned), (n,), generator=gen)]
+    return picks.clamp(max=stream_len - length).tolist()
 
 
 # ---------------------------------------------------------------- model
@@ -344,14 +376,15 @@ def lr_at(step: int, t: TrainConfig, peak: float) -> float:
 
 
 def batch_at(stream: torch.Tensor, t: TrainConfig, gen: torch.Generator, bos: int,
-             pairs: torch.Tensor | None = None):
-    """Random windows, each led by BOS as llama.cpp's prompts are: ``t.pair_rows`` of them
-    from the revision pairs, the rest from the library."""
+             pairs: tuple[torch.Tensor, torch.Tensor] | None = None):
+    """Windows, each led by BOS as llama.cpp's prompts are: ``t.pair_rows`` of them from the
+    revision pairs (each window starting at a pair), the rest anywhere in the library."""
     n_pairs = t.pair_rows if pairs is not None else 0
     rows = []
-    for source, n in ((stream, t.batch - n_pairs), (pairs, n_pairs)):
+    sources = [(stream, None, t.batch - n_pairs)] + ([(pairs[0], pairs[1], n_pairs)] if pairs else [])
+    for source, aligned, n in sources:
         if n:
-            starts = torch.randint(0, len(source) - t.seq_len, (n,), generator=gen).tolist()
+            starts = window_starts(n, t.seq_len, len(source), gen, aligned)
             rows += [source[s:s + t.seq_len] for s in starts]
     labels = torch.stack(rows)
     inputs = torch.cat([torch.full((t.batch, 1), bos, dtype=torch.long), labels[:, :-1]], dim=1)
@@ -413,7 +446,7 @@ def top1_agreement(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, seq_le
     return agree
 
 
-def train_pair(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, pairs: torch.Tensor, t: TrainConfig,
+def train_pair(target: LlamaLM, draft: LlamaLM, stream: torch.Tensor, pairs: tuple[torch.Tensor, torch.Tensor] | None, t: TrainConfig,
                seed: int, bos: int, compile_models: bool, bf16: bool, log_every: int = 50) -> dict:
     """Train both models on the same batches; the draft also learns the target's current distribution."""
     gen = torch.Generator().manual_seed(seed)
@@ -489,16 +522,18 @@ def continue_batch(model: LlamaLM, prefix: torch.Tensor, n_new: int, temperature
     return torch.cat(out, dim=1)
 
 
-def target_generations(target: LlamaLM, sources: list[tuple[torch.Tensor, int]], prefix_len: int, n_new: int,
-                       temperatures: tuple[float, ...], gen: torch.Generator, bos: int, batch: int = 32) -> torch.Tensor:
+def target_generations(target: LlamaLM, sources: list[tuple[torch.Tensor, torch.Tensor | None, int]],
+                       prefix_len: int, n_new: int, temperatures: tuple[float, ...], gen: torch.Generator, bos: int,
+                       batch: int = 32) -> torch.Tensor:
     """Rows of [BOS, a window of a source, the target's own continuation]: text as the target
     writes it, which is what the draft must predict during speculative decoding.
-    ``sources``: (token stream, number of rows) pairs; temperatures take turns by batch."""
+    ``sources``: (token stream, text starts to align windows to or None, number of rows);
+    temperatures take turns by batch."""
     rows, n_batches = [], 0
-    for stream, n_rows in sources:
+    for stream, aligned, n_rows in sources:
         for b in range(0, n_rows, batch):
             n = min(batch, n_rows - b)
-            starts = torch.randint(0, len(stream) - prefix_len, (n,), generator=gen).tolist()
+            starts = window_starts(n, prefix_len, len(stream), gen, aligned)
             prefix = torch.stack([torch.cat((torch.tensor([bos]), stream[s:s + prefix_len - 1])) for s in starts])
             rows.append(continue_batch(target, prefix, n_new, temperatures[n_batches % len(temperatures)], gen))
             n_batches += 1
@@ -699,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
     bos, eos = tok.token_to_id(BOS), tok.token_to_id(EOS)
     train_stream = token_stream(tok, [t for _, t in train_files])
     pair_texts = revision_pairs(train_files, a.seed)
-    pair_stream = token_stream(tok, pair_texts)
+    pair_stream, pair_starts = token_stream_with_starts(tok, pair_texts)
     held_stream = token_stream(tok, [t for _, t in held_files])
     train_bytes = sum(len(t.encode()) for _, t in train_files)
     log(f"tokenizer: byte-level BPE, {len(tokens)} tokens, {len(merges)} merges; "
@@ -715,17 +750,19 @@ def main(argv: list[str] | None = None) -> int:
     log(f"training both: {tcfg.steps} steps of {tcfg.batch}x{tcfg.seq_len} tokens "
         f"({tcfg.steps * tcfg.batch * tcfg.seq_len / len(train_stream):.2f} epochs), "
         f"{tcfg.pair_rows} rows of each from the revision pairs, lr {tcfg.lr_target} / {tcfg.lr_draft}, draft distilled from the target (weight rising to {tcfg.distill_weight} over the first {tcfg.distill_ramp:.0%} of the steps)")
-    run = train_pair(target, draft, train_stream, pair_stream, tcfg, a.seed + 1, bos, not a.no_compile, bf16)
+    run = train_pair(target, draft, train_stream, (pair_stream, pair_starts), tcfg, a.seed + 1, bos,
+                     not a.no_compile, bf16)
     on_policy = None
     if a.on_policy_rows:
         gen = torch.Generator().manual_seed(a.seed + 2)
         started = time.perf_counter()
         n_pair_rows = a.on_policy_rows // 4
         with autocast(bf16):
-            rows = target_generations(target, [(train_stream, a.on_policy_rows - n_pair_rows), (pair_stream, n_pair_rows)],
-                                      prefix_len=64, n_new=192, temperatures=(0.0, 0.8), gen=gen, bos=bos)
+            rows = target_generations(target, [(train_stream, None, a.on_policy_rows - n_pair_rows),
+                                               (pair_stream, pair_starts, n_pair_rows)],
+                                      prefix_len=128, n_new=128, temperatures=(0.0, 0.8), gen=gen, bos=bos)
         gen_seconds = time.perf_counter() - started
-        log(f"on-policy data: the target continued {len(rows)} windows by 192 tokens (greedy and at "
+        log(f"on-policy data: the target continued {len(rows)} windows of 128 tokens by 128 (greedy and at "
             f"temperature 0.8 in turns; a quarter from the revision pairs) in {gen_seconds:.0f} s")
         otcfg = TrainConfig(a.on_policy_steps, a.batch, rows.shape[1] - 1, lr_target=0.0, lr_draft=1e-3, warmup=20)
         log(f"distilling the draft on them: {otcfg.steps} steps of {otcfg.batch} rows, lr {otcfg.lr_draft}")
