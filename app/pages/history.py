@@ -75,9 +75,9 @@ class HistoryPage(QWidget):
         values = (entry_id if entry_id is not None else "", time.strftime("%Y-%m-%d %H:%M:%S",
                                                                             time.localtime(created)), kind,
                   spec.get("spec_type", "?"), spec.get("draft_n_max", ""), sampling.get("temp", ""),
-                  results.get("tokens_generated", 0), round(results.get("tokens_per_s") or 0.0, 1),
-                  round(results.get("acceptance_rate") or 0.0, 3),
-                  round(results.get("mean_accepted_length") or 1.0, 2), (target or "").rsplit("/", 1)[-1])
+                  _number(results.get("tokens_generated")), _number(results.get("tokens_per_s"), 1),
+                  _number(results.get("acceptance_rate"), 3), _number(results.get("mean_accepted_length"), 2),
+                  (target or "").rsplit("/", 1)[-1])
         for i, value in enumerate(values):
             item = QTableWidgetItem()
             item.setData(0, value)
@@ -89,3 +89,10 @@ class HistoryPage(QWidget):
             with History() as h:
                 n = h.export_csv(path)
             self.status.setText(f"wrote {n} runs to {path}")
+
+
+def _number(value, digits: int | None = None):
+    """A result the entry has, rounded; "–" for one it lacks (a tune keeps no token count), not a fake 0."""
+    if value is None:
+        return "–"
+    return round(value, digits) if digits is not None else value
