@@ -250,6 +250,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
     print(f"baseline {out['baseline_tps']:.1f} tok/s; best: {out['best']['setting']} at "
           f"{out['best']['measured_tps']:.1f} tok/s, {out['speedup']:.3f}x, found in {out['elapsed_s']:.0f} s "
           f"({out['runs']} runs)")
+    if not out["beats_baseline"]:
+        print("no speculative setting beat the baseline on these prompts: run this pair without speculation "
+              "(leave out --spec-type and the draft model)")
     return 0
 
 

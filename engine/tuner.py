@@ -75,6 +75,11 @@ class TuneResult:
     # the cost model's draft-simple prediction for every K from 1 to k_max (the candidates keep only the top few)
     predicted_by_k: dict[int, float] = field(default_factory=dict)
 
+    @property
+    def beats_baseline(self) -> bool:
+        """False when no speculative setting was faster than none: then the advice is to run without."""
+        return self.best.measured_tps > self.baseline_tps
+
     def to_dict(self) -> dict:
         rows = [{"setting": c.label, "spec": to_dict(c.spec), "predicted_tps": c.predicted_tps,
                  "measured_tps": round(c.measured_tps, 3) if c.measured else None, "prompts": len(c.measured),
@@ -82,6 +87,7 @@ class TuneResult:
                            if c.predicted_tps and c.measured else None)} for c in self.candidates]
         return {"baseline_tps": round(self.baseline_tps, 3), "best": rows[self.candidates.index(self.best)],
                 "speedup": round(self.best.measured_tps / self.baseline_tps, 4) if self.baseline_tps else None,
+                "beats_baseline": self.beats_baseline,
                 "acceptance_by_position": [round(a, 4) for a in self.acceptance_by_position],
                 "verify_ms": dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])),
                 "draft_ms": (dict(zip(self.costs.draft.sizes, [round(x, 4) for x in self.costs.draft.ms]))

@@ -25,6 +25,7 @@ def test_tuner_reports_a_measured_best_with_predictions(pair):
     out = result.to_dict()
     assert out["baseline_tps"] > 0 and out["best"]["measured_tps"] > 0
     assert out["speedup"] == round(result.best.measured_tps / result.baseline_tps, 4)
+    assert out["beats_baseline"] is (result.best.measured_tps > result.baseline_tps)
     predicted = [r for r in out["candidates"] if r["predicted_tps"]]
     assert predicted and all(r["setting"].startswith("draft-simple") for r in predicted)
     assert sorted(out["verify_ms"]) == [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]

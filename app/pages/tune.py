@@ -377,7 +377,9 @@ class TunePage(QWidget):
             f"Best: <b>{best.label}</b> at <b>{best.measured_tps:.1f}</b> tokens/s"
             + (f", <b>{speedup:.2f}×</b> the baseline" if speedup else "")
             + f" (baseline {result.baseline_tps:.1f} tokens/s without speculation, same prompts). "
-            f"Found in {result.elapsed_s:.0f} s with {result.runs} runs.")
+            f"Found in {result.elapsed_s:.0f} s with {result.runs} runs."
+            + ("" if result.beats_baseline else " <b>No speculative setting beat the baseline here: run this "
+               "pair without speculation.</b>"))
         self._log(f"best: {best.label} at {best.measured_tps:.1f} tokens/s"
                   + (f", {speedup:.3f}x the baseline" if speedup else ""))
         saved = self._record(result)
