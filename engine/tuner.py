@@ -10,7 +10,7 @@
    tokens/s goes on to twice as many prompts, until one is left, the budget is
    spent, or the leader is ahead by a clear margin.
 The result is a table (predicted, measured, error) and the best setting with its
-measured speedup over the baseline on the same prompts. Seeded: the prompt
+measured speedup over the baseline on the prompts the best ran. Seeded: the prompt
 order and the tie-breaks are reproducible.
 
 Stopping early: ``should_stop`` (a callable) is asked before every engine
@@ -47,6 +47,7 @@ class Candidate:
     measured: list[float] = field(default_factory=list)   # tokens/s per prompt evaluated
     tokens: int = 0
     wall_ms: float = 0.0
+    prompts_run: list[str] = field(default_factory=list)   # the baseline is measured on the same ones
 
     @property
     def label(self) -> str:
@@ -111,6 +112,7 @@ class Tuner:
         self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.should_stop = should_stop or (lambda: False)
         self.runs = 0
+        self._baseline: dict[str, tuple[int, float]] = {}   # prompt -> (tokens after the first, wall ms)
 
     def _check_stop(self) -> None:
         if self.should_stop():
@@ -135,6 +137,17 @@ class Tuner:
             cand.tokens += s["tokens_generated"] - 1
             cand.wall_ms += s["wall_ms"]
             cand.measured.append(s["tokens_per_s"])
+            cand.prompts_run.append(prompt)
+
+    def _baseline_on(self, prompts: list[str]) -> float:
+        """No-speculation tokens/s over these prompts; each prompt's baseline is measured once."""
+        for prompt in prompts:
+            if prompt not in self._baseline:
+                s = self._run(SpecSettings("none"), prompt, baseline=True)
+                self._baseline[prompt] = (s["tokens_generated"] - 1, s["wall_ms"])
+        tokens = sum(self._baseline[p][0] for p in prompts)
+        wall = sum(self._baseline[p][1] for p in prompts)
+        return tokens * 1000.0 / wall if wall else 0.0
 
     def measure_costs(self) -> PairCosts:
         self._check_stop()
@@ -153,12 +166,7 @@ class Tuner:
         costs = self.measure_costs()
         first = self.prompts[: max(1, min(2, len(self.prompts)))]
         self.progress(f"baseline on {len(first)} prompt(s) ...")
-        base_tokens = base_wall = 0.0
-        for prompt in first:
-            s = self._run(SpecSettings("none"), prompt, baseline=True)
-            base_tokens += s["tokens_generated"] - 1
-            base_wall += s["wall_ms"]
-        baseline_tps = base_tokens * 1000.0 / base_wall if base_wall else 0.0
+        baseline_tps = self._baseline_on(first)
 
         candidates: list[Candidate] = []
         cond: list[float] = []
@@ -204,5 +212,10 @@ class Tuner:
             pool = pool[: max(1, len(pool) // 2)]
             n_prompts *= 2
         best = pool[0]
+        # the speedup compares like with like: the baseline on exactly the prompts the best ran
+        missing = len({p for p in best.prompts_run if p not in self._baseline})
+        if missing:
+            self.progress(f"baseline on {missing} more prompt(s), the ones the best setting ran ...")
+        baseline_tps = self._baseline_on(best.prompts_run)
         return TuneResult(baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs,
                           predicted_by_k)

@@ -26,6 +26,12 @@ def test_tuner_reports_a_measured_best_with_predictions(pair):
     assert out["baseline_tps"] > 0 and out["best"]["measured_tps"] > 0
     assert out["speedup"] == round(result.best.measured_tps / result.baseline_tps, 4)
     assert out["beats_baseline"] is (result.best.measured_tps > result.baseline_tps)
+    # the speedup compares like with like: the baseline ran on exactly the best's prompts
+    ran = result.best.prompts_run
+    assert ran and set(ran) <= set(tuner._baseline)
+    tokens = sum(tuner._baseline[p][0] for p in ran)
+    wall = sum(tuner._baseline[p][1] for p in ran)
+    assert result.baseline_tps == pytest.approx(tokens * 1000.0 / wall)
     predicted = [r for r in out["candidates"] if r["predicted_tps"]]
     assert predicted and all(r["setting"].startswith("draft-simple") for r in predicted)
     assert sorted(out["verify_ms"]) == [1, 2, 3, 4, 5, 6, 8, 10, 12, 16]
