@@ -38,6 +38,7 @@ class RunStats:
     cycle_ms: float = 0.0
     wall_ms: float = 0.0           # generation cycles as timed by the caller, overheads included
     text: str = ""
+    generations: int = 1           # >1 only for sums over several generations (combine_summaries)
 
     def add(self, *, is_prompt: bool, n_prompt: int, drafted: int, accepted: int, emitted: int,
             draft_ms: float, verify_ms: float, decode_ms: float, other_ms: float, cycle_ms: float,
@@ -81,7 +82,7 @@ class RunStats:
 
     @property
     def tokens_per_s(self) -> float:
-        gen = self.tokens_generated - 1  # the first token belongs to the prompt cycle
+        gen = self.tokens_generated - self.generations  # each first token belongs to its prompt cycle
         return gen * 1000.0 / self.wall_ms if self.wall_ms > 0 and gen > 0 else 0.0
 
     @property
@@ -132,27 +133,16 @@ def combine_summaries(summaries: list[dict]) -> dict:
     ratios of the sums, so a long answer weighs more than a short one, as in one long run."""
     if not summaries:
         raise ValueError("no summaries to combine")
-    total: dict = {key: 0 for key in _SUMMED}
-    lists: dict[str, list[int]] = {key: [] for key in _SUMMED_LISTS}
+    total = RunStats(generations=len(summaries))
     for s in summaries:
         for key in _SUMMED:
-            total[key] += s[key]
+            setattr(total, key, getattr(total, key) + s[key])
         for key in _SUMMED_LISTS:
-            _grow(lists[key], len(s[key]))
+            values = getattr(total, key)
+            _grow(values, len(s[key]))
             for i, v in enumerate(s[key]):
-                lists[key][i] += v
-    # each generation's first token belongs to its prompt cycle (see tokens_per_s above)
-    gen = total["tokens_generated"] - len(summaries)
-    steps = total["steps"]
-    out = {key: round(v, 3) if isinstance(v, float) else v for key, v in total.items()}
-    out.update({
-        "generations": len(summaries),
-        "tokens_per_s": round(gen * 1000.0 / total["wall_ms"], 3) if total["wall_ms"] > 0 and gen > 0 else 0.0,
-        "acceptance_rate": round(total["accepted"] / total["drafted"], 6) if total["drafted"] else 0.0,
-        "mean_accepted_length": round(1.0 + total["accepted"] / steps, 6) if steps else 1.0,
-        "accepted_by_position": lists["accepted_by_position"],
-        "acceptance_by_position": [round(a / steps, 6) if steps else 0.0 for a in lists["accepted_by_position"]],
-        "accepted_length_histogram": lists["accepted_length_histogram"],
-        "outside_decode_share": round(total["other_ms"] / total["cycle_ms"], 6) if total["cycle_ms"] > 0 else 0.0,
-    })
+                values[i] += v
+    out = total.summary()
+    del out["text"]
+    out["generations"] = total.generations
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import threading
@@ -72,3 +73,14 @@ def no_leftover_threads():
             return
         time.sleep(0.05)
     pytest.fail(f"threads left running: {[t.name for t in extra]}")
+
+
+def run_registered(register, args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
+    """Run one subcommand of a CLI module (its ``register(sub, ...)``) in this process, as
+    engine.cli would; returns (exit status, stdout, stderr)."""
+    parser = argparse.ArgumentParser(prog="spectune")
+    register(parser.add_subparsers(dest="command"), **register_kw)
+    a = parser.parse_args(args)
+    rc = a.func(a)
+    out, err = capsys.readouterr()
+    return rc, out, err

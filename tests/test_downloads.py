@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import threading
@@ -17,6 +16,7 @@ from engine.downloads import (ChecksumError, DiskSpaceError, DownloadCancelled, 
                               Progress, format_progress, parse_repo_file, pull, resolve_name)
 from engine.synthetic import PairSpec, write_pair
 
+from .conftest import run_registered
 from .hub_server import COMMIT, HubServer
 
 REPO = "org/Tiny-GGUF"
@@ -398,13 +398,7 @@ def test_a_bundled_preset_file_is_checked_not_fetched(hub, cache, ggufs, tmp_pat
 # -- the command line -------------------------------------------------------------------------------
 
 def run_cli(args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="spectune")
-    sub = parser.add_subparsers(dest="command")
-    register(sub, **register_kw)
-    a = parser.parse_args(args)
-    rc = a.func(a)
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return run_registered(register, args, capsys, **register_kw)
 
 
 def test_cli_pull_json_prints_one_object_with_the_paths(hub, cache, ggufs, capsys):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -15,6 +14,8 @@ from engine import library
 from engine.cli_library import register
 from engine.library import LibraryError, Source, add_folder, default_sources, remove_folder, scan, user_folders
 from engine.synthetic import PairSpec, write_pair
+
+from .conftest import run_registered
 
 COMMIT = "a" * 40
 OLD_COMMIT = "b" * 40
@@ -292,13 +293,7 @@ def test_missing_places_are_reported_not_fatal(tmp_path):
 # -- the command line -------------------------------------------------------------------------------
 
 def run_cli(args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="spectune")
-    sub = parser.add_subparsers(dest="command")
-    register(sub, **register_kw)
-    a = parser.parse_args(args)
-    rc = a.func(a)
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return run_registered(register, args, capsys, **register_kw)
 
 
 def test_cli_models_json_and_text(machine, capsys):

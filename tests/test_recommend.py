@@ -3,7 +3,6 @@ the ranking and its reasons, and the command line through a subprocess."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -25,6 +24,7 @@ from engine.recommend import (ACCEPTANCE_PRIOR, HEADROOM_MIN, MIN_SPEEDUP, Budge
                               quant_quality, recommend)
 from engine.synthetic import ModelShape, PairSpec, write_pair
 
+from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -260,12 +260,7 @@ def test_a_preset_fits_the_gpu_its_description_names(catalog):
 # -- the command line ----------------------------------------------------------------------------------
 
 def run_cli(args: list[str], capsys, nvml=None) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="spectune")
-    register(parser.add_subparsers(dest="command"), nvml=nvml)
-    a = parser.parse_args(args)
-    rc = a.func(a)
-    out, err = capsys.readouterr()
-    return rc, out, err
+    return run_registered(register, args, capsys, nvml=nvml)
 
 
 def test_cli_auto_uses_nvml(capsys):

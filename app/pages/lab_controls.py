@@ -224,6 +224,21 @@ class LabControls(QWidget):
             ngram_mod_n_match=self.mod_match.value(), ngram_mod_n_min=min(self.mod_min.value(), self.mod_max.value()),
             ngram_mod_n_max=self.mod_max.value())
 
+    def set_spec_settings(self, spec: SpecSettings) -> None:
+        """The inverse of spec_settings(): set every speculation knob (each widget, so the Lab's
+        running session and the Export page follow, as if the user had moved them)."""
+        self.method.setCurrentText(spec.spec_type)
+        self.k.setValue(spec.draft_n_max)
+        self.n_min.setValue(spec.draft_n_min)
+        self.p_min.setValue(spec.draft_p_min)
+        self.size_n.setValue(spec.ngram_size_n)
+        self.size_m.setValue(spec.ngram_size_m)
+        self.min_hits.setValue(spec.ngram_min_hits)
+        # max before min, so no step in between has min > max (which the Lab would clamp and, mid-run, send)
+        self.mod_max.setValue(spec.ngram_mod_n_max)
+        self.mod_min.setValue(spec.ngram_mod_n_min)
+        self.mod_match.setValue(spec.ngram_mod_n_match)
+
     def sampling_settings(self) -> SamplingSettings:
         seed = self.seed.value()
         return SamplingSettings(temp=round(self.temp.value(), 4), top_k=self.top_k.value(),

@@ -30,7 +30,7 @@ from app.pages.lab import Banner
 from app.pages.tune_runner import TuneRunner
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
-from engine.settings import SettingsError, SpecSettings
+from engine.settings import SettingsError
 from engine.tuner import TuneResult
 
 LAB_PROMPT = "the Lab's prompt"
@@ -48,22 +48,6 @@ def _spin(lo: int, hi: int, value: int, tip: str, suffix: str = "") -> QSpinBox:
     w.setToolTip(tip)
     w.setSuffix(suffix)
     return w
-
-
-def apply_spec(controls, spec: SpecSettings) -> None:
-    """Set the Lab's speculation knobs to ``spec`` (each widget, so the Lab and the Export page follow)."""
-    c = controls
-    c.method.setCurrentText(spec.spec_type)
-    c.k.setValue(spec.draft_n_max)
-    c.n_min.setValue(spec.draft_n_min)
-    c.p_min.setValue(spec.draft_p_min)
-    c.size_n.setValue(spec.ngram_size_n)
-    c.size_m.setValue(spec.ngram_size_m)
-    c.min_hits.setValue(spec.ngram_min_hits)
-    # max before min, so no step in between has min > max (which the Lab would clamp and, mid-run, send)
-    c.mod_max.setValue(spec.ngram_mod_n_max)
-    c.mod_min.setValue(spec.ngram_mod_n_min)
-    c.mod_match.setValue(spec.ngram_mod_n_match)
 
 
 class TunePage(QWidget):
@@ -328,7 +312,7 @@ class TunePage(QWidget):
     def apply_to_lab(self) -> bool:
         if self.result is None:
             return False
-        apply_spec(self.lab.controls, self.result.best.spec)
+        self.lab.controls.set_spec_settings(self.result.best.spec)
         try:
             same_pair = self.lab.controls.load_settings() == self._run_load
         except SettingsError:
