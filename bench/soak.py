@@ -69,7 +69,8 @@ def main() -> int:
     c.max_tokens.setValue(512)
     finished: list[dict] = []
     crashes: list[str] = []
-    w.lab.runFinished.connect(finished.append)
+    # runs that measured something; one cancelled before its first token is not kept (app/pages/history.py)
+    w.lab.runFinished.connect(lambda ev: finished.append(ev) if ev.get("summary", {}).get("tokens_generated") else None)
     deliberate = {"restart": False}
 
     def on_state(state: str, message: str) -> None:

@@ -55,6 +55,10 @@ class HistoryPage(QWidget):
     def add_run(self, ev: dict) -> None:
         """Store a finished Lab generation and show it; a failing database costs the row, not the run."""
         summary = ev.get("summary", {})
+        if not summary.get("tokens_generated"):
+            # Stop pressed just as the Lab moved on to its next prompt: a run cancelled before its
+            # first token measured nothing, and an empty row would only bury the real ones
+            return
         load = self.lab.controller.load_settings
         entry_id = None
         if load is not None:
