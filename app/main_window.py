@@ -16,6 +16,7 @@ from app.pages.hardware import HardwarePage
 from app.pages.history import HistoryPage
 from app.pages.lab import LabPage
 from app.pages.models import ModelsPage
+from app.gui_gc import collect_in_gui_thread
 from app.pages.tune import TunePage
 from app.settings_store import settings_path
 
@@ -29,6 +30,7 @@ class MainWindow(QMainWindow):
                  nvml=None):
         """nvml: a stand-in for the pynvml module (tests on machines without a GPU)."""
         super().__init__()
+        collect_in_gui_thread()
         self.setWindowTitle("SpecTune")
         self.controller = controller or EngineController(self)
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)

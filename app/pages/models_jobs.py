@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from app.gui_gc import collect_in_gui_thread
+
 
 class BackgroundJob(QObject):
     """fn(report) in a thread; report(x) emits progress(x). Ends with exactly one of done / failed."""
@@ -23,6 +25,7 @@ class BackgroundJob(QObject):
 
     def __init__(self, name: str, fn: Callable[[Callable[[Any], None]], Any], parent: QObject | None = None):
         super().__init__(parent)
+        collect_in_gui_thread()     # this job's thread must never run the cycle collector
         self.name = name
         self._fn = fn
         self._thread: threading.Thread | None = None
