@@ -6,8 +6,9 @@ Alternates, on the demo pair with the same settings: the engine worker driven
 headless (engine.client, nothing painted) and the same worker driven by the
 Lab page of the real main window (charts at 25 Hz, text at 4 Hz). Prints the
 tokens/s of each (as the worker measures its cycles), their ratio (goal >=
-0.95), the chart redraw rate while running (goal >= 20 Hz) and the p99
-event-loop stall (goal < 50 ms), measured by a 5 ms probe timer's lateness.
+0.95), the chart redraw rate while running (goal >= 20 Hz), the p99
+event-loop stall (goal < 50 ms), measured by a 5 ms probe timer's lateness,
+and the GUI process's CPU use while running, as a share of one core.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def headless(load: LoadSettings, seconds: float, max_tokens: int) -> float:
     return tokens * 1000.0 / wall
 
 
-def with_gui(app: QApplication, load: LoadSettings, seconds: float, max_tokens: int) -> tuple[float, float, float]:
+def with_gui(app: QApplication, load: LoadSettings, seconds: float,
+             max_tokens: int) -> tuple[float, float, float, float]:
     from app.main_window import MainWindow
 
     ini = Path(os.environ.get("TMPDIR", "/tmp")) / f"spectune-bench-{os.getpid()}.ini"
@@ -99,9 +101,10 @@ def with_gui(app: QApplication, load: LoadSettings, seconds: float, max_tokens: 
     wait(lambda: w.lab.live.cycles > 0, 300)
     frames0 = w.lab.charts.frames_painted
     probe.start()
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     wait(lambda: False, seconds)
     elapsed = time.monotonic() - t0
+    cpu_share = (time.process_time() - cpu0) / elapsed
     frames = w.lab.charts.frames_painted - frames0
     probe.stop()
     w.lab.stop()
@@ -112,7 +115,7 @@ def with_gui(app: QApplication, load: LoadSettings, seconds: float, max_tokens: 
     wall = sum(s["wall_ms"] for s in results)
     stalls.sort()
     p99 = stalls[int(0.99 * (len(stalls) - 1))] if stalls else 0.0
-    return tokens * 1000.0 / wall if wall else 0.0, frames / elapsed, p99
+    return tokens * 1000.0 / wall if wall else 0.0, frames / elapsed, p99, cpu_share
 
 
 def main() -> int:
@@ -125,19 +128,20 @@ def main() -> int:
     app = QApplication.instance() or QApplication([])
     target, draft = demo_pair()
     load = LoadSettings(target, draft, ctx=4096, threads=a.threads)
-    head, gui, rates, p99s = [], [], [], []
+    head, gui, rates, p99s, cpus = [], [], [], [], []
     for r in range(a.rounds):
         head.append(headless(load, a.seconds, a.max_tokens))
-        tps, rate, p99 = with_gui(app, load, a.seconds, a.max_tokens)
+        tps, rate, p99, cpu = with_gui(app, load, a.seconds, a.max_tokens)
         gui.append(tps)
         rates.append(rate)
         p99s.append(p99)
+        cpus.append(cpu)
         print(f"round {r + 1}: headless {head[-1]:.1f} tok/s, with GUI {tps:.1f} tok/s, redraw {rate:.1f} Hz, "
-              f"stall p99 {p99:.1f} ms", flush=True)
+              f"stall p99 {p99:.1f} ms, GUI CPU {cpu:.2f} core", flush=True)
     h, g = statistics.median(head), statistics.median(gui)
     print(f"\nheadless {h:.1f} tok/s, with GUI {g:.1f} tok/s, ratio {g / h:.3f} (goal >= 0.95)")
     print(f"chart redraw {statistics.median(rates):.1f} Hz (goal >= 20), event-loop stall p99 "
-          f"{statistics.median(p99s):.1f} ms (goal < 50)")
+          f"{statistics.median(p99s):.1f} ms (goal < 50), GUI process CPU {statistics.median(cpus):.2f} of a core")
     return 0
 
 

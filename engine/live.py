@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FIELDS = ("t", "tps", "drafted", "accepted", "k", "draft_ms", "verify_ms", "other_ms", "cycle_ms",
-          "rolling_acceptance", "cumulative_acceptance", "mean_length")
+          "rolling_acceptance", "cumulative_acceptance", "mean_length", "length_share")
+# mean_length and length_share are rolling, over the same steps as rolling_acceptance: a cumulative
+# mean drawn against the current K would leave the chart when K moves. length_share is the steps'
+# accepted length over the longest each could have been (drafted + 1, the bonus token counted).
 
 
 @dataclass
@@ -112,11 +115,12 @@ class LiveSession:
                 del self._recent[0]
         rd = sum(d for d, _ in self._recent)
         ra = sum(a for _, a in self._recent)
+        n = len(self._recent)
         self.ring.push([
             self.now(), emitted * 1000.0 / wall if wall > 0 else 0.0, drafted, accepted, ev.get("k", 0),
             ev.get("draft_ms", 0.0), ev.get("verify_ms", 0.0), ev.get("other_ms", 0.0), ev.get("cycle_ms", 0.0),
             ra / rd if rd else np.nan, self.accepted / self.drafted if self.drafted else np.nan,
-            1.0 + self.accepted / self.steps if self.steps else 1.0,
+            1.0 + ra / n if n else np.nan, (ra + n) / (rd + n) if n else np.nan,
         ])
         # the first `accepted` tokens of a speculative cycle came from the draft
         for i, piece in enumerate(pieces):

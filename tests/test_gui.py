@@ -61,6 +61,15 @@ def test_run_reaches_the_charts(qtbot, window, pair):
     qtbot.waitUntil(lambda: len(lab.text.toPlainText()) > 0, timeout=WAIT)
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    lab._repaint()
+    # the charts set their own ranges (no per-frame auto-range): the data must lie inside them
+    xs, ys = lab.charts.c_tps.getData()
+    (x0, x1), (y0, y1) = lab.charts.p_tps.viewRange()
+    assert x0 <= xs[0] and xs[-1] <= x1 and y0 <= 0 and max(ys) <= y1
+    bars = lab.charts.b_pos.opts["x"]
+    (b0, b1), _ = lab.charts.p_pos.viewRange()
+    assert len(bars) == lab.controls.k.value() and b0 < 0 and len(bars) - 1 < b1
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     snap = lab.live.snapshot()
     assert snap.totals["drafted"] > 0 and 0 < snap.totals["acceptance_rate"] <= 1
     # accepted draft tokens are coloured (the text timer flushes at 4 Hz)

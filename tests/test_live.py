@@ -34,6 +34,9 @@ def test_counts_rolling_and_text_colours():
     assert snap.length_histogram.tolist() == [1, 1, 0, 0, 1]
     assert snap.series["rolling_acceptance"][-1] == pytest.approx(1 / 6)   # last two steps: (4,0),(2,1)
     assert snap.series["cumulative_acceptance"][-1] == pytest.approx(0.5)
+    # rolling like the acceptance, over the last two steps; the share is accepted+1 over drafted+1
+    assert snap.series["mean_length"].tolist() == pytest.approx([5, 3, 1.5])
+    assert snap.series["length_share"].tolist() == pytest.approx([1.0, 6 / 10, 3 / 8])
     assert snap.series["k"].tolist() == [4, 4, 2]
     text = s.take_text()
     assert text[0] == ("t0.0", False)

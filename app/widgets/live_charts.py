@@ -6,7 +6,10 @@ accepted length), acceptance by draft position (bars), accepted-length
 histogram (bars) and the time split per cycle (draft / verify / other).
 Every knob change becomes a labelled vertical marker on the time plots.
 The widget never paints per event: ``refresh(snapshot)`` is called by the
-page's QTimer at ~25 Hz and skips work when hidden.
+page's QTimer at ~25 Hz and skips work when hidden. Axis ranges are set here,
+in steps (app.widgets.chart_ranges), not auto-ranged per frame, and the two
+bar charts follow at a few hertz: both keep the GUI's share of a small
+machine's CPU low while the engine runs beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.widgets.chart_ranges import StickyCeiling, time_window
 from engine.live import Snapshot
 
 pg.setConfigOptions(antialias=False, background="w", foreground="k")
@@ -26,6 +30,7 @@ PEN_ROLL = pg.mkPen("#2e7d32", width=1)
 PEN_CUM = pg.mkPen("#6a1b9a", width=1)
 PEN_LEN = pg.mkPen("#ef6c00", width=1)
 PEN_MARK = pg.mkPen("#9e9e9e", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
+BAR_EVERY = 6      # frames per bar-chart update: ~4 Hz at the page's 25 Hz
 
 
 class LiveCharts(QWidget):
@@ -49,24 +54,36 @@ class LiveCharts(QWidget):
             # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
             p.setLabel("bottom", "s")
             p.addLegend(offset=(5, 5))
-        self.p_acc.setYRange(0, 1.05)
+        for p in (self.p_tps, self.p_acc, self.p_time, self.p_pos, self.p_hist):
+            p.disableAutoRange()
+            p.setMouseEnabled(x=False, y=False)
+            for name in ("left", "bottom"):
+                p.getAxis(name).enableAutoSIPrefix(False)   # a changing prefix re-lays out the label
+        self.p_acc.setYRange(0, 1.05, padding=0)
+        self._x_window: tuple[float, float] | None = None
+        self._tps_ceiling = StickyCeiling()
+        self._time_ceiling = StickyCeiling()
+        self._bar_sizes = (0, 0)
 
         self.c_tps = self.p_tps.plot(pen=PEN_SPEC, name="speculative")
         self.c_base = self.p_tps.plot(pen=PEN_BASE, name="baseline")
-        self.c_ceiling = self.p_tps.plot(pen=PEN_CEIL, name="bandwidth ceiling")
+        self.c_ceiling = self.p_tps.plot(pen=PEN_CEIL)   # in the legend once a ceiling is known
         self.c_roll = self.p_acc.plot(pen=PEN_ROLL, name="rolling")
         self.c_cum = self.p_acc.plot(pen=PEN_CUM, name="cumulative")
-        self.c_len = self.p_acc.plot(pen=PEN_LEN, name="mean accepted length / (K+1)")
+        self.c_len = self.p_acc.plot(pen=PEN_LEN, name="accepted length / longest possible")
         self.c_draft = self.p_time.plot(pen=pg.mkPen("#1565c0"), name="draft")
         self.c_verify = self.p_time.plot(pen=pg.mkPen("#2e7d32"), name="verify")
         self.c_other = self.p_time.plot(pen=pg.mkPen("#c62828"), name="other")
         self.b_pos = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#2e7d32")
         self.p_pos.addItem(self.b_pos)
-        self.p_pos.setYRange(0, 1.05)
+        self.p_pos.setYRange(0, 1.05, padding=0)
+        self.p_hist.setYRange(0, 1.05, padding=0)
         self.p_pos.setLabel("bottom", "draft position")
         self.b_hist = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1565c0")
         self.p_hist.addItem(self.b_hist)
         self.p_hist.setLabel("bottom", "accepted tokens per step")
+        for p in (self.p_pos, self.p_hist):
+            p.getAxis("bottom").setTickSpacing(1, 1)     # whole positions and lengths only
         self._marker_items: list[tuple[pg.InfiniteLine, ...]] = []
         self._n_markers = 0
 
@@ -81,6 +98,10 @@ class LiveCharts(QWidget):
                 plot.removeItem(line)
         self._marker_items.clear()
         self._n_markers = 0
+        self._x_window = None
+        self._tps_ceiling.reset()
+        self._time_ceiling.reset()
+        self._bar_sizes = (0, 0)
 
     def refresh(self, snap: Snapshot) -> bool:
         """Repaint from a snapshot; returns False (and does nothing) while hidden."""
@@ -97,21 +118,20 @@ class LiveCharts(QWidget):
             if snap.baseline_tps:
                 self.c_base.setData([t[0], t[-1]], [snap.baseline_tps] * 2)
             if self.ceiling_tps:
+                if self.c_ceiling.name() is None:
+                    self.c_ceiling.opts["name"] = "bandwidth ceiling"
+                    self.p_tps.legend.addItem(self.c_ceiling, "bandwidth ceiling")
                 self.c_ceiling.setData([t[0], t[-1]], [self.ceiling_tps] * 2)
             self.c_roll.setData(t, s["rolling_acceptance"], connect="finite")
             self.c_cum.setData(t, s["cumulative_acceptance"], connect="finite")
-            # mean accepted length counts the bonus token: K+1 is the best a step can do
-            self.c_len.setData(t, s["mean_length"] / (s["k"] + 1))
+            # accepted length counts the bonus token: drafted + 1 is the best a step can do
+            self.c_len.setData(t, s["length_share"], connect="finite")
             self.c_draft.setData(t, s["draft_ms"])
             self.c_verify.setData(t, s["verify_ms"])
             self.c_other.setData(t, s["other_ms"])
-        steps = max(int(snap.length_histogram.sum()), 1)
-        n_pos = len(snap.accepted_by_position)
-        if n_pos:
-            # as llama-server prints it: steps that accepted position i / all verify steps
-            self.b_pos.setOpts(x=np.arange(n_pos), height=snap.accepted_by_position / steps)
-        if len(snap.length_histogram):
-            self.b_hist.setOpts(x=np.arange(len(snap.length_histogram)), height=snap.length_histogram / steps)
+            self._follow_data(t, tps, s, snap.baseline_tps)
+        if self.frames_painted % BAR_EVERY == 0 or not self._bar_sizes[0]:
+            self._refresh_bars(snap)
         for m in snap.markers[self._n_markers:]:
             lines = []
             for plot in (self.p_tps, self.p_acc, self.p_time):
@@ -124,6 +144,33 @@ class LiveCharts(QWidget):
         self._n_markers = len(snap.markers)
         self.frames_painted += 1
         return True
+
+    def _follow_data(self, t: np.ndarray, tps: np.ndarray, s: dict, baseline: float | None) -> None:
+        """Move the axes only when the data has left them (see chart_ranges)."""
+        window = time_window(float(t[0]), float(t[-1]))
+        if window != self._x_window:
+            self._x_window = window
+            for p in (self.p_tps, self.p_acc, self.p_time):
+                p.setXRange(*window, padding=0)
+        top = max(float(np.nanmax(tps)), baseline or 0.0, self.ceiling_tps or 0.0)
+        if self._tps_ceiling.update(top):
+            self.p_tps.setYRange(0, self._tps_ceiling.value, padding=0)
+        slowest = float(np.nanmax([s["draft_ms"].max(), s["verify_ms"].max(), s["other_ms"].max()]))
+        if self._time_ceiling.update(slowest):
+            self.p_time.setYRange(0, self._time_ceiling.value, padding=0)
+
+    def _refresh_bars(self, snap: Snapshot) -> None:
+        steps = max(int(snap.length_histogram.sum()), 1)
+        n_pos, n_len = len(snap.accepted_by_position), len(snap.length_histogram)
+        if n_pos:
+            # as llama-server prints it: steps that accepted position i / all verify steps
+            self.b_pos.setOpts(x=np.arange(n_pos), height=snap.accepted_by_position / steps)
+        if n_len:
+            self.b_hist.setOpts(x=np.arange(n_len), height=snap.length_histogram / steps)
+        if (n_pos, n_len) != self._bar_sizes:
+            self._bar_sizes = (n_pos, n_len)
+            self.p_pos.setXRange(-0.5, max(n_pos, 1) - 0.5, padding=0.02)
+            self.p_hist.setXRange(-0.5, max(n_len, 1) - 0.5, padding=0.02)
 
     def save_png(self, path: str) -> None:
         from pyqtgraph.exporters import ImageExporter

@@ -1,0 +1,63 @@
+"""The Lab's chart widget on hand-made cycles: a real LiveCharts under the offscreen platform."""
+
+import numpy as np
+
+from app.widgets.live_charts import BAR_EVERY, LiveCharts
+from engine.live import LiveSession
+from tests.test_live import cyc
+
+
+def feed(session, n, start=0, drafted=4, accepted=2):
+    for i in range(start, start + n):
+        session.add_cycle(cyc(i, drafted, accepted))
+
+
+def legend_names(plot):
+    return [label.text for _, label in plot.legend.items]
+
+
+def test_axes_move_in_steps_and_hold_the_data(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.show()
+    clock = iter(np.arange(0, 1000, 0.01)).__next__     # 100 cycles a second
+    session = LiveSession(clock=clock)
+    changes = []
+    charts.p_tps.vb.sigXRangeChanged.connect(lambda *_: changes.append("x"))
+    charts.p_tps.vb.sigYRangeChanged.connect(lambda *_: changes.append("y"))
+    frames = 0
+    for _ in range(250):                 # 10 s of cycles, a frame every 4 cycles
+        feed(session, 4, start=session.cycles)
+        assert charts.refresh(session.snapshot())
+        frames += 1
+    xs, ys = charts.c_tps.getData()
+    (x0, x1), (y0, y1) = charts.p_tps.viewRange()
+    assert x0 <= xs[0] and xs[-1] <= x1 and y0 <= 0 and np.nanmax(ys) <= y1
+    # auto-ranging would move both axes every frame; whole steps move them a handful of times
+    assert len(changes) <= 8, changes
+    # bars follow every BAR_EVERY frames, with an axis for whole positions
+    assert len(charts.b_pos.opts["x"]) == 4
+    assert charts.frames_painted == frames and BAR_EVERY > 1
+
+
+def test_ceiling_joins_the_legend_only_when_known(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.show()
+    session = LiveSession()
+    feed(session, 20)
+    charts.refresh(session.snapshot())
+    assert "bandwidth ceiling" not in legend_names(charts.p_tps)
+    charts.ceiling_tps = 40000.0
+    feed(session, 5, start=20)
+    charts.refresh(session.snapshot())
+    assert legend_names(charts.p_tps).count("bandwidth ceiling") == 1
+    assert charts.p_tps.viewRange()[1][1] >= 40000.0
+
+
+def test_hidden_charts_do_no_work(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    session = LiveSession()
+    feed(session, 5)
+    assert not charts.refresh(session.snapshot()) and charts.frames_painted == 0
