@@ -7,7 +7,10 @@ method or the temperature every few seconds, and restarts the engine worker
 now and then. Prints the resident memory of the GUI process and of the worker
 after warm-up and at the end (goal: growth under 5%), the number of crashes
 seen other than the deliberate restarts (goal: 0), and whether every finished
-run reached the History page (goal: none lost).
+run reached the history database (goal: none lost) and the History page
+(which shows the newest 500). The history goes to a fresh temporary
+SPECTUNE_DATA_DIR unless one is set, so the count is exact and the user's
+own history is left alone.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import argparse
 import os
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("SPECTUNE_DATA_DIR", tempfile.mkdtemp(prefix="spectune-soak-"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from PySide6.QtCore import QSettings  # noqa: E402
@@ -128,14 +133,19 @@ def main() -> int:
     w.lab.stop()
     wait(lambda: w.lab.mode == "idle", 60)
     gui1, worker1 = rss_mib(os.getpid()), rss_mib(w.controller.pid)
-    rows = w.history.table.rowCount()
+    rows, limit = w.history.table.rowCount(), w.history.limit
     w.close()
+    from engine.history import History
+    with History() as h:
+        saved = h.count()
     print(f"at the end:    GUI {gui1:.1f} MiB, worker {worker1:.1f} MiB")
     print(f"growth: GUI {100 * (gui1 / gui0 - 1):+.1f}%, worker {100 * (worker1 / worker0 - 1):+.1f}% (goal < 5%; "
           "the worker is a fresh process after each restart)")
+    lost = saved != len(finished) or rows != min(len(finished), limit)
     print(f"{a.minutes:g} min, {knob_changes} knob changes, {restarts} engine restarts, {len(crashes)} unexpected "
-          f"crashes, {len(finished)} runs finished, {rows} in History ({'none lost' if rows == len(finished) else 'LOST'})")
-    return 0 if not crashes and rows == len(finished) else 1
+          f"crashes, {len(finished)} runs finished, {saved} in the history database, {rows} rows on the History "
+          f"page (it shows the newest {limit}): {'LOST' if lost else 'none lost'}")
+    return 0 if not crashes and not lost else 1
 
 
 if __name__ == "__main__":

@@ -151,6 +151,10 @@ class LiveSession:
     def snapshot(self) -> Snapshot:
         rows = self.ring.view()
         series = {name: rows[:, i] for i, name in enumerate(FIELDS)}
+        if len(self.ring) == self.capacity and self.markers and self.markers[0].t < rows[0, 0]:
+            # the ring has dropped the cycles these markers pointed at: drop the markers too, so an
+            # hours-long session with a knob moved every few seconds keeps a bounded list
+            self.markers = [m for m in self.markers if m.t >= rows[0, 0]]
         totals = {
             "tokens": self.tokens, "drafted": self.drafted, "accepted": self.accepted, "steps": self.steps,
             "acceptance_rate": self.accepted / self.drafted if self.drafted else 0.0,

@@ -235,3 +235,29 @@ def test_illegal_instruction_while_loading_retries_without_repacking(qtbot, wind
     assert lab.live.cycles >= 1, lab.banner.label.text()
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monkeypatch, tmp_path):
+    from app.pages import history as history_page
+    from app.pages.history import HistoryPage
+
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))   # an empty history
+
+    page = HistoryPage(window.lab, limit=3)
+    qtbot.addWidget(page)
+    clock = iter(range(1000, 2000))
+    monkeypatch.setattr(history_page.time, "time", lambda: float(next(clock)))
+
+    def run(tokens):
+        page.add_run({"event": "done", "summary": {"tokens_generated": tokens, "tokens_per_s": 100.0},
+                      "spec": {"spec_type": "draft-simple", "draft_n_max": 4}, "sampling": {"temp": 0.0}})
+    start = page.table.rowCount()
+    for tokens in (11, 12, 13):
+        run(tokens)
+    page.table.sortItems(6)            # by tokens, ascending: the oldest row is now first, then move it
+    page.table.sortItems(6, history_page.Qt.SortOrder.DescendingOrder)
+    for tokens in (14, 15):
+        run(tokens)
+    kept = sorted(page.table.item(r, 6).data(0) for r in range(page.table.rowCount()))
+    assert start == 0 and kept == [13, 14, 15]
+    assert "newest only" in page.status.text()

@@ -53,3 +53,9 @@ def test_markers_and_capacity():
     snap = s.snapshot()
     assert len(snap.series["t"]) == 4 and snap.markers[0].label == "K 4 -> 2"
     assert snap.totals["tokens"] == 30
+    for i in range(3):
+        s.add_cycle(cyc(11 + i, 3, 2))
+    assert s.snapshot().markers      # the marked cycle is still in the ring
+    for i in range(4):
+        s.add_cycle(cyc(14 + i, 3, 2))
+    assert s.snapshot().markers == [] and s.markers == []   # it has left: so has its marker

@@ -61,3 +61,19 @@ def test_hidden_charts_do_no_work(qtbot):
     session = LiveSession()
     feed(session, 5)
     assert not charts.refresh(session.snapshot()) and charts.frames_painted == 0
+
+
+def test_marker_lines_leave_with_their_cycles(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.show()
+    session = LiveSession(capacity=50)
+    for round_ in range(10):                 # a knob moved every 20 cycles, 200 cycles in all
+        feed(session, 20, start=session.cycles)
+        session.mark(f"K {round_}", cycle=session.cycles)
+        charts.refresh(session.snapshot())
+    lines_in_plot = [i for i in charts.p_tps.items if type(i).__name__ == "InfiniteLine"]
+    assert 1 <= len(charts._marker_items) <= 3 and len(lines_in_plot) == len(charts._marker_items)
+    assert [m.label for m, _ in charts._marker_items] == [m.label for m in session.markers]
+    charts.clear()
+    assert not [i for i in charts.p_tps.items if type(i).__name__ == "InfiniteLine"]

@@ -1,18 +1,22 @@
 """The History page: runs kept in the SQLite history (engine.history), newest
 first; every Lab generation that finishes is stored with its settings, the
-model fingerprints and its summary. Export to CSV from here or with
+model fingerprints and its summary. The table shows the newest ``limit``
+runs (older rows leave it as new ones come, so a session of hours keeps its
+memory flat); all of them stay in the database. Export to CSV from here or with
 ``spectune history export --csv FILE``."""
 
 from __future__ import annotations
 
 import time
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from engine.history import History, HistoryError, record_summary
 from engine.settings import SamplingSettings, SpecSettings, from_dict
 
+CREATED_ROLE = Qt.ItemDataRole.UserRole   # the time column's item keeps the exact timestamp for trimming
 COLUMNS = ("id", "time", "kind", "method", "K", "temp", "tokens", "tokens/s", "acceptance", "mean length", "target")
 
 
@@ -50,7 +54,12 @@ class HistoryPage(QWidget):
             self._append(e.id, e.created_at, e.kind, e.settings.get("spec", {}), e.settings.get("sampling", {}),
                          e.results, e.target)
         self.table.setSortingEnabled(True)
-        self.status.setText(f"{len(entries)} runs shown, newest last")
+        self._shown_note()
+
+    def _shown_note(self) -> None:
+        n = self.table.rowCount()
+        self.status.setText(f"{n} runs shown, newest last" + (" (the newest only: export CSV for all)"
+                                                             if n >= self.limit else ""))
 
     def add_run(self, ev: dict) -> None:
         """Store a finished Lab generation and show it; a failing database costs the row, not the run."""
@@ -71,7 +80,16 @@ class HistoryPage(QWidget):
         self.table.setSortingEnabled(False)
         self._append(entry_id, time.time(), "lab", ev.get("spec", {}), ev.get("sampling", {}), summary,
                      str(load.target) if load else "")
+        self._trim()
         self.table.setSortingEnabled(True)
+        if self.table.rowCount() >= self.limit:
+            self._shown_note()
+
+    def _trim(self) -> None:
+        """Drop the oldest rows beyond the limit, wherever a sort has put them."""
+        while self.table.rowCount() > self.limit:
+            oldest = min(range(self.table.rowCount()), key=lambda r: self.table.item(r, 1).data(CREATED_ROLE))
+            self.table.removeRow(oldest)
 
     def _append(self, entry_id, created, kind, spec: dict, sampling: dict, results: dict, target) -> None:
         row = self.table.rowCount()
@@ -85,6 +103,8 @@ class HistoryPage(QWidget):
         for i, value in enumerate(values):
             item = QTableWidgetItem()
             item.setData(0, value)
+            if i == 1:
+                item.setData(CREATED_ROLE, float(created))
             self.table.setItem(row, i, item)
 
     def export_csv(self) -> None:

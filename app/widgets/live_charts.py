@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.chart_ranges import StickyCeiling, time_window
-from engine.live import Snapshot
+from engine.live import Marker, Snapshot
 
 pg.setConfigOptions(antialias=False, background="w", foreground="k")
 
@@ -84,8 +84,7 @@ class LiveCharts(QWidget):
         self.p_hist.setLabel("bottom", "accepted tokens per step")
         for p in (self.p_pos, self.p_hist):
             p.getAxis("bottom").setTickSpacing(1, 1)     # whole positions and lengths only
-        self._marker_items: list[tuple[pg.InfiniteLine, ...]] = []
-        self._n_markers = 0
+        self._marker_items: list[tuple[Marker, tuple[pg.InfiniteLine, ...]]] = []
 
     def clear(self) -> None:
         for curve in (self.c_tps, self.c_base, self.c_ceiling, self.c_roll, self.c_cum, self.c_len,
@@ -93,11 +92,7 @@ class LiveCharts(QWidget):
             curve.setData([], [])
         self.b_pos.setOpts(x=[], height=[])
         self.b_hist.setOpts(x=[], height=[])
-        for lines in self._marker_items:
-            for plot, line in zip((self.p_tps, self.p_acc, self.p_time), lines):
-                plot.removeItem(line)
-        self._marker_items.clear()
-        self._n_markers = 0
+        self._drop_markers(len(self._marker_items))
         self._x_window = None
         self._tps_ceiling.reset()
         self._time_ceiling.reset()
@@ -132,16 +127,7 @@ class LiveCharts(QWidget):
             self._follow_data(t, tps, s, snap.baseline_tps)
         if self.frames_painted % BAR_EVERY == 0 or not self._bar_sizes[0]:
             self._refresh_bars(snap)
-        for m in snap.markers[self._n_markers:]:
-            lines = []
-            for plot in (self.p_tps, self.p_acc, self.p_time):
-                line = pg.InfiniteLine(pos=m.t, angle=90, pen=PEN_MARK, movable=False,
-                                       label=m.label if plot is self.p_tps else None,
-                                       labelOpts={"position": 0.92, "color": "#424242", "anchors": [(0, 0), (0, 0)]})
-                plot.addItem(line)
-                lines.append(line)
-            self._marker_items.append(tuple(lines))
-        self._n_markers = len(snap.markers)
+        self._sync_markers(snap.markers)
         self.frames_painted += 1
         return True
 
@@ -158,6 +144,28 @@ class LiveCharts(QWidget):
         slowest = float(np.nanmax([s["draft_ms"].max(), s["verify_ms"].max(), s["other_ms"].max()]))
         if self._time_ceiling.update(slowest):
             self.p_time.setYRange(0, self._time_ceiling.value, padding=0)
+
+    def _sync_markers(self, markers: list[Marker]) -> None:
+        """Lines for new markers; those the session has dropped (older than its ring) go."""
+        if self._marker_items and (not markers or self._marker_items[0][0] is not markers[0]):
+            kept = {id(m) for m in markers}
+            self._drop_markers(sum(1 for m, _ in self._marker_items if id(m) not in kept))
+        for m in markers[len(self._marker_items):]:
+            lines = []
+            for plot in (self.p_tps, self.p_acc, self.p_time):
+                line = pg.InfiniteLine(pos=m.t, angle=90, pen=PEN_MARK, movable=False,
+                                       label=m.label if plot is self.p_tps else None,
+                                       labelOpts={"position": 0.92, "color": "#424242", "anchors": [(0, 0), (0, 0)]})
+                plot.addItem(line)
+                lines.append(line)
+            self._marker_items.append((m, tuple(lines)))
+
+    def _drop_markers(self, n: int) -> None:
+        """Remove the oldest n markers' lines (markers only ever leave from the front)."""
+        for _, lines in self._marker_items[:n]:
+            for plot, line in zip((self.p_tps, self.p_acc, self.p_time), lines):
+                plot.removeItem(line)
+        del self._marker_items[:n]
 
     def _refresh_bars(self, snap: Snapshot) -> None:
         steps = max(int(snap.length_histogram.sum()), 1)
