@@ -167,15 +167,13 @@ def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
 def cmd_run(a: argparse.Namespace) -> int:
     load, spec, sampling = _settings(a)
     workload, prompts = _run_prompts(a)
-    on_event = None
-    if a.events:
-        def on_event(ev: dict) -> None:
-            if ev["event"] == "cycle":
-                print(json.dumps(ev), flush=True)
-    elif not a.json and workload is None:
-        def on_event(ev: dict) -> None:
-            if ev["event"] == "cycle":
-                print(_cycle_line(ev), flush=True)
+    # --events: every cycle as JSON; a plain single run: one line per cycle; otherwise quiet
+    cycle_text = json.dumps if a.events else _cycle_line if not a.json and workload is None else None
+
+    def print_cycle(ev: dict) -> None:
+        if ev["event"] == "cycle":
+            print(cycle_text(ev), flush=True)
+    on_event = print_cycle if cycle_text else None
     runs: list[tuple[str, dict, dict | None]] = []
     with EngineClient() as client:
         client.start()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 import urllib.error
 import urllib.request
@@ -148,14 +149,16 @@ def _server_totals(runs: list[dict]) -> dict:
             "acceptance_rate": round(accepted / drafted, 6) if drafted else 0.0}
 
 
-def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, prompts: list[str],
-             max_tokens: int, *, startup_timeout: float = 180.0) -> dict:
-    """Serve the exported command, then the lab, on the same prompts; both summaries side by side."""
-    if max_tokens < 1:
-        raise ValidateError(f"--max-tokens must be 1 or more, got {max_tokens}")
-    exported = export_llama_server(load, spec, sampling, server_path())
-    argv = exported.argv + ([] if "--metrics" in exported.argv else ["--metrics"])
+def _counts(run: dict) -> tuple[int, int]:
+    return run["drafted"], run["accepted"]
 
+
+def _serve_then_lab(argv: list[str], load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
+                    prompts: list[str], max_tokens: int, startup_timeout: float) -> dict:
+    """One pass: llama-server on every prompt, stopped, then the lab on the same prompts.
+
+    One after the other, never both at once: a pair that fits once on the GPU
+    need not fit twice."""
     with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
         build_info = (srv.props() or {}).get("build_info")
         server_runs = [server_completion(srv, prompt, max_tokens) for prompt in prompts]
@@ -167,19 +170,45 @@ def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
         client.start()
         client.load(load)
         lab_runs = [generate(client, prompt, max_tokens, spec, sampling) for prompt in prompts]
+    return {"server_runs": server_runs, "lab_runs": lab_runs, "build_info": build_info, "metrics": metrics}
+
+
+def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, prompts: list[str],
+             max_tokens: int, *, passes: int = 1, startup_timeout: float = 180.0) -> dict:
+    """Serve the exported command, then the lab, on the same prompts; both summaries side by side.
+
+    With ``passes`` > 1 the pair of runs is repeated, alternating, and each side's
+    speed is the median over the passes: a machine whose speed drifts between
+    runs (a busy or throttling one) then weighs on both sides alike. Counts and
+    texts come from the first pass; at temperature 0 every pass must agree."""
+    if max_tokens < 1:
+        raise ValidateError(f"--max-tokens must be 1 or more, got {max_tokens}")
+    if passes < 1:
+        raise ValidateError(f"--passes must be 1 or more, got {passes}")
+    exported = export_llama_server(load, spec, sampling, server_path())
+    argv = exported.argv + ([] if "--metrics" in exported.argv else ["--metrics"])
+    done = [_serve_then_lab(argv, load, spec, sampling, prompts, max_tokens, startup_timeout) for _ in range(passes)]
+    lab_runs, server_runs = done[0]["lab_runs"], done[0]["server_runs"]
+    metrics = done[0]["metrics"]
 
     lab = _lab_totals(lab_runs)
     server = _server_totals(server_runs)
-    server["build_info"] = build_info
+    by_pass = [{"lab_tps": _lab_totals(d["lab_runs"])["tokens_per_s"],
+                "server_tps": _server_totals(d["server_runs"])["tokens_per_s"]} for d in done]
+    if passes > 1:
+        lab["tokens_per_s"] = statistics.median(p["lab_tps"] for p in by_pass)
+        server["tokens_per_s"] = statistics.median(p["server_tps"] for p in by_pass)
+    server["build_info"] = done[0]["build_info"]
     server["metrics"] = metrics
     per_prompt = [{"prompt": prompt,
                    "lab": {k: r[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
                    "server": {k: s[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
                    "same_text": r["text"] == s["text"]}
                   for prompt, r, s in zip(prompts, lab_runs, server_runs)]
-    # only greedy sampling makes the two runs the same computation
-    agree = (all((p["lab"]["drafted"], p["lab"]["accepted"]) == (p["server"]["drafted"], p["server"]["accepted"])
-                 for p in per_prompt) if sampling.temp == 0 else None)
+    # only greedy sampling makes the two runs the same computation, in every pass
+    agree = (all(_counts(lr) == _counts(first) and _counts(sr) == _counts(first)
+                 for d in done for lr, sr, first in zip(d["lab_runs"], d["server_runs"], lab_runs))
+             if sampling.temp == 0 else None)
     metrics_agree = None
     if metrics and "spec_decode_num_draft_tokens_total" in metrics:
         metrics_agree = (metrics["spec_decode_num_draft_tokens_total"] == server["drafted"]
@@ -188,7 +217,7 @@ def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
             "ratio": round(server["tokens_per_s"] / lab["tokens_per_s"], 4) if lab["tokens_per_s"] else None,
             "metrics_agree": metrics_agree, "per_prompt": per_prompt, "argv": exported.argv,
             "dialect": exported.dialect, "warnings": exported.warnings, "temperature": sampling.temp,
-            "max_tokens": max_tokens}
+            "max_tokens": max_tokens, "passes": by_pass}
 
 
 def format_report(report: dict) -> str:
@@ -207,7 +236,11 @@ def format_report(report: dict) -> str:
         lines.append("agree: " + ("yes, the same drafted and accepted counts on every prompt" if agree
                                   else "NO, the drafted/accepted counts differ (see --json per_prompt)"))
     if report["ratio"] is not None:
-        lines.append(f"llama-server / lab speed: {report['ratio']:.3f}")
+        passes = report.get("passes") or []
+        each = (f" (median of {len(passes)} alternating passes: "
+                + ", ".join(f"{p['server_tps'] / p['lab_tps']:.3f}" for p in passes if p["lab_tps"]) + ")"
+                if len(passes) > 1 else "")
+        lines.append(f"llama-server / lab speed: {report['ratio']:.3f}{each}")
     if server.get("build_info"):
         lines.append(f"llama-server build: {server['build_info']}")
     if report.get("metrics_agree") is not None:

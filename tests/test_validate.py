@@ -41,6 +41,20 @@ def test_validate_agrees_with_the_lab_at_temperature_0(pair):
     assert "agree: yes" in text and "llama-server build:" in text
 
 
+def test_validate_alternates_passes_and_compares_median_speeds(pair):
+    target, draft = pair
+    report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=3),
+                      SamplingSettings(temp=0.0), [PROMPTS[1]], 32, passes=3)
+    passes = report["passes"]
+    assert len(passes) == 3 and all(p["lab_tps"] > 0 and p["server_tps"] > 0 for p in passes)
+    assert report["agree"] is True     # every pass drafted and accepted the same as the first
+    assert report["lab"]["tokens_per_s"] == sorted(p["lab_tps"] for p in passes)[1]
+    assert report["server"]["tokens_per_s"] == sorted(p["server_tps"] for p in passes)[1]
+    assert "median of 3 alternating passes" in format_report(report)
+    with pytest.raises(ValidateError, match="--passes"):
+        validate(LoadSettings(target, draft), SpecSettings("draft-simple"), SamplingSettings(), ["x"], 8, passes=0)
+
+
 def test_validate_above_temperature_0_does_not_claim_agreement(pair):
     target, draft = pair
     report = validate(LoadSettings(target, draft, ctx=1024), SpecSettings("draft-simple", draft_n_max=3),
