@@ -16,6 +16,7 @@ Signals
   runFinished(dict)             done or cancelled event (with the run summary)
   settingsApplied(dict)         a mid-run knob change took effect (from_cycle says where)
   failed(dict)                  an error event (kind, message)
+  unloaded()                    the pair was freed (unload(); the Tune page asks, on a GPU)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class EngineController(QObject):
     runFinished = Signal(object)
     settingsApplied = Signal(object)
     failed = Signal(object)
+    unloaded = Signal()            # the worker freed the pair (unload())
     _event = Signal(object)        # reader thread -> GUI thread
 
     def __init__(self, parent: QObject | None = None):
@@ -52,6 +54,7 @@ class EngineController(QObject):
         self.load_settings: LoadSettings | None = None
         self.running_run: Any = None
         self._run_counter = 0
+        self._unload_when_idle = False
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> None:
@@ -114,6 +117,26 @@ class EngineController(QObject):
     def cancel(self) -> None:
         self._send("cancel")
 
+    def unload(self) -> bool:
+        """Free the loaded pair (its RAM / VRAM); ``unloaded`` follows. A running generation
+        is let finish (or be cancelled) first, as the worker refuses to unload while busy.
+        Returns False when nothing is loaded. ``load_settings`` is kept, for a later load."""
+        if self.loaded_info is None:
+            return False
+        if self.running_run is not None:
+            self._unload_when_idle = True
+        else:
+            self._send("unload")
+        return True
+
+    @property
+    def uses_gpu(self) -> bool:
+        """The loaded pair has layers on a GPU: the worker has a non-CPU device and the load offloads."""
+        devices = (self.hello_info or {}).get("devices", [])
+        gpu = any(not str(d.get("name", "")).upper().startswith("CPU") for d in devices)
+        return bool(gpu and self.loaded_info is not None and self.load_settings is not None
+                    and self.load_settings.ngl != 0)
+
     # -- events -----------------------------------------------------------
     def _on_worker_event(self, ev: dict) -> None:
         self._event.emit(ev)   # any thread -> queued to the GUI thread
@@ -140,6 +163,12 @@ class EngineController(QObject):
         elif kind in ("done", "cancelled"):
             self.running_run = None
             self.runFinished.emit(ev)
+            if self._unload_when_idle:
+                self._unload_when_idle = False
+                self._send("unload")
+        elif kind == "unloaded":
+            self.loaded_info = None
+            self.unloaded.emit()
         elif kind == "updated":
             self.settingsApplied.emit(ev)
         elif kind == "error":
@@ -147,6 +176,7 @@ class EngineController(QObject):
         elif kind == "crashed":
             self.running_run = None
             self.loaded_info = None
+            self._unload_when_idle = False
 
     def _set_state(self, state: str, message: str = "") -> None:
         if state == self.state and message == self.message:

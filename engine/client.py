@@ -206,6 +206,8 @@ class EngineClient:
             self.loaded = ev
             self._set_state(READY)
         elif kind in ("done", "cancelled", "unloaded"):
+            if kind == "unloaded":
+                self.loaded = None
             self._set_state(READY)
         elif kind == "started":
             self._set_state(RUNNING)

@@ -166,6 +166,56 @@ def test_cancel_is_prompt_and_the_lab_run_is_stopped_first(qtbot, window, pair):
     qtbot.waitUntil(lambda: process_gone(pid), timeout=10_000)
 
 
+def test_on_a_gpu_the_labs_copy_is_freed_before_the_tune_loads(qtbot, window, pair, monkeypatch):
+    """Two copies of a pair may not fit in VRAM. No GPU here, so the controller's GPU test is the
+    stand-in; the unload, the wait and both engine processes are real."""
+    from app.engine_controller import EngineController
+
+    monkeypatch.setattr(EngineController, "uses_gpu", property(lambda self: self.loaded_info is not None))
+    set_pair(window, pair)
+    lab, controller = window.lab, window.controller
+    lab.controls.max_tokens.setValue(100_000)
+    with qtbot.waitSignal(controller.hello, timeout=WAIT):
+        controller.start()
+    lab.start()                                        # loads, then runs
+    qtbot.waitUntil(lambda: lab.live.cycles >= 3, timeout=WAIT)
+    events: list[str] = []
+    controller.unloaded.connect(lambda: events.append("lab unloaded"))
+    window.show_page("Tune")
+    page = window.tune
+    set_tune(page, prompts=2, max_tokens=16)
+    page.start_button.click()
+    page.runner.progress.connect(lambda m: events.append("tune loaded") if m.startswith("loaded (n_ctx") else None)
+    assert "freed" in page.status.text() or "freed" in page.log.toPlainText()
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
+    assert page.result is not None, page.log.toPlainText()[-2000:]
+    # the Lab's run was stopped, then its pair freed, and only then did the tune load its own
+    assert events == ["lab unloaded", "tune loaded"], events
+    assert controller.loaded_info is None and "not loaded" in lab.controls.badges.text()
+    # the Lab loads its pair again when started
+    lab.controls.max_tokens.setValue(8)
+    lab.start()
+    qtbot.waitUntil(lambda: controller.loaded_info is not None and lab.live.cycles >= 1, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_the_gpu_test_needs_a_gpu_device_offloaded_layers_and_a_loaded_pair(pair):
+    from app.engine_controller import EngineController
+    from engine.settings import LoadSettings
+
+    c = EngineController()
+    c.hello_info = {"devices": [{"name": "CPU", "description": "x"}, {"name": "CUDA0", "description": "H200"}]}
+    c.load_settings, c.loaded_info = LoadSettings(pair[0], pair[1], ngl=-1), {"event": "loaded"}
+    assert c.uses_gpu
+    c.load_settings = LoadSettings(pair[0], pair[1], ngl=0)
+    assert not c.uses_gpu                             # everything on the CPU
+    c.load_settings, c.loaded_info = LoadSettings(pair[0], pair[1], ngl=-1), None
+    assert not c.uses_gpu and not c.unload()          # nothing loaded: nothing to free
+    c.hello_info, c.loaded_info = {"devices": [{"name": "CPU", "description": "x"}]}, {"event": "loaded"}
+    assert not c.uses_gpu                             # a CPU build
+
+
 def test_a_killed_tune_worker_is_an_error_and_the_page_stays_usable(qtbot, window, pair):
     set_pair(window, pair)
     window.show_page("Tune")

@@ -129,6 +129,7 @@ class LabPage(QWidget):
         controller.failed.connect(self._on_failed)
         controller.stateChanged.connect(self._on_state)
         controller.hello.connect(self._on_hello)
+        controller.unloaded.connect(self._on_unloaded)
         c.set_running(False)
 
         for key, slot in (("Ctrl+Return", self.start), ("Esc", self.stop), ("Ctrl+B", self.baseline),
@@ -308,6 +309,10 @@ class LabPage(QWidget):
             self.start()
         elif action == "baseline":
             self.baseline()
+
+    def _on_unloaded(self) -> None:
+        self.controls.badges.setText("not loaded: the pair was freed for a tune's own copy; Start or Load "
+                                     "loads it again")
 
     def _on_cycles(self, batch: list) -> None:
         if self.mode not in ("running", "stopping"):

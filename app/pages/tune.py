@@ -26,6 +26,7 @@ from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
+from app.engine_controller import CRASHED, ERROR
 from app.pages.lab import Banner
 from app.pages.tune_runner import TuneRunner
 from app.widgets.tune_charts import TuneCharts
@@ -277,6 +278,9 @@ class TunePage(QWidget):
         self._run_load, self._run_sampling = load, sampling
         self.runner = TuneRunner(load, prompts, self.max_tokens.value(), sampling, float(self.budget.value()),
                                  self.seed.value(), self.k_max.value(), parent=self)
+        if self._free_lab_copy():
+            notes.append("the Lab's copy of the pair was freed so that the tune's copy fits on the GPU; the Lab "
+                         "loads it again when you start it there")
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_succeeded)
         self.runner.failed.connect(self._on_failed)
@@ -293,6 +297,30 @@ class TunePage(QWidget):
         self.runner.start()
         self.progress_timer.start()
         self._show_progress()
+
+    def _free_lab_copy(self) -> bool:
+        """On a GPU two copies of the pair may not fit: have the Lab's engine free its copy and let the
+        runner load once it has (or the Lab's engine has gone). On the CPU the copies share the
+        mapped files, so the Lab keeps its pair and needs no reload afterwards."""
+        controller, runner = self.lab.controller, self.runner
+        if runner is None or not controller.uses_gpu or not controller.unload():
+            return False
+        event = runner.lab_freed
+        event.clear()
+
+        def freed(*_args) -> None:
+            if event.is_set():
+                return
+            event.set()
+            controller.unloaded.disconnect(freed)
+            controller.stateChanged.disconnect(gone)
+
+        def gone(state: str, _message: str) -> None:
+            if state in (CRASHED, ERROR, "stopped"):
+                freed()
+        controller.unloaded.connect(freed)
+        controller.stateChanged.connect(gone)
+        return True
 
     def cancel(self) -> None:
         if self.mode != "running" or self.runner is None:

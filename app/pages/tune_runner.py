@@ -4,7 +4,9 @@ QThread, against an engine worker process of its own.
 Why its own worker: the Lab's worker keeps serving the Lab page (and its
 crash-restart banner) and the tuner's blocking client API must not run on the
 GUI thread. The tune worker lives only as long as one tune, so its copy of the
-models is freed as soon as the tune ends.
+models is freed as soon as the tune ends. Where two copies may not fit (the
+Lab's pair is on a GPU) the page has the Lab's copy freed first: the runner
+starts its worker at once but loads only once ``lab_freed`` is set.
 
 Stopping: ``request_stop()`` sets a flag the tuner reads before every engine
 request and cancels the running generation, so a tune normally ends within one
@@ -25,12 +27,15 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 from PySide6.QtCore import QThread, Signal
 
 from engine.client import EngineClient, EngineError
 from engine.settings import LoadSettings, SamplingSettings
 from engine.tuner import TuneCancelled, Tuner
+
+LAB_FREE_TIMEOUT_S = 60.0   # a Lab generation ends within a cycle of its cancel; loading cannot be cancelled
 
 
 class TuneRunner(QThread):
@@ -48,6 +53,9 @@ class TuneRunner(QThread):
         self.client = EngineClient()   # created here so the GUI thread can reach it to cancel or kill
         self.tuner: Tuner | None = None
         self._stop = threading.Event()
+        self.lab_freed = threading.Event()   # set by the page: nothing else holds the pair now
+        self.lab_freed.set()
+        self.lab_free_timeout_s = LAB_FREE_TIMEOUT_S
 
     # -- called from the GUI thread ----------------------------------------
     @property
@@ -86,6 +94,16 @@ class TuneRunner(QThread):
             self.client.start()
             if self._stop.is_set():
                 raise TuneCancelled()
+            if not self.lab_freed.is_set():
+                self.progress.emit("waiting for the Lab to free its copy of the pair (it is on the GPU) ...")
+                t_end = time.monotonic() + self.lab_free_timeout_s
+                while not self.lab_freed.wait(0.05):
+                    if self._stop.is_set():
+                        raise TuneCancelled()
+                    if time.monotonic() > t_end:
+                        self.progress.emit(f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; "
+                                           "loading anyway")
+                        break
             self.progress.emit(f"engine process {self.client.pid} ready; loading {self.load.target.name}"
                                + (f" and {self.load.draft.name}" if self.load.draft else "") + " ...")
             loaded = self.client.load(self.load)
