@@ -17,6 +17,8 @@ Signals
   settingsApplied(dict)         a mid-run knob change took effect (from_cycle says where)
   failed(dict)                  an error event (kind, message)
   unloaded()                    the pair was freed (unload(); the Tune page asks, on a GPU)
+  loadProgress(stage, fraction) llama.cpp reading the target's or the draft's weights (0..1);
+                                cancel() while loading stops the load (an error of kind "cancelled")
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class EngineController(QObject):
     settingsApplied = Signal(object)
     failed = Signal(object)
     unloaded = Signal()            # the worker freed the pair (unload())
+    loadProgress = Signal(str, float)   # stage ("target" / "draft"), fraction read
     _event = Signal(object)        # reader thread -> GUI thread
 
     def __init__(self, parent: QObject | None = None):
@@ -155,6 +158,9 @@ class EngineController(QObject):
             self.hello_info = ev
             self._set_state(READY, "")   # the client marks itself ready only after handing us the hello
             self.hello.emit(ev)
+        elif kind == "load_progress":
+            if ev.get("stage") in ("target", "draft"):
+                self.loadProgress.emit(ev["stage"], float(ev.get("progress", 0.0)))
         elif kind == "loaded":
             self.loaded_info = ev
             self.loaded.emit(ev)
@@ -172,6 +178,9 @@ class EngineController(QObject):
         elif kind == "updated":
             self.settingsApplied.emit(ev)
         elif kind == "error":
+            if ev.get("kind") == "cancelled" and self.state == LOADING:
+                self.loaded_info = None
+                self._set_state(READY, "loading cancelled")   # the worker is idle, nothing loaded
             self.failed.emit(ev)
         elif kind == "crashed":
             self.running_run = None

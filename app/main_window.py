@@ -8,7 +8,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QListWidget, QMainWindow, QStackedWidget, QWidget
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QMainWindow, QProgressBar,
+                               QStackedWidget, QWidget)
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
 from app.pages.export import ExportPage
@@ -66,9 +67,16 @@ class MainWindow(QMainWindow):
 
         self.state_label = QLabel()
         self.vram_label = QLabel()
+        self.load_bar = QProgressBar()       # shown while llama.cpp reads the weights
+        self.load_bar.setRange(0, 1000)
+        self.load_bar.setMaximumWidth(260)
+        self.load_bar.setToolTip("loading the pair; Esc on the Lab page cancels")
+        self.load_bar.hide()
         self.statusBar().addWidget(self.state_label, 1)
+        self.statusBar().addPermanentWidget(self.load_bar)
         self.statusBar().addPermanentWidget(self.vram_label)
         self.controller.stateChanged.connect(self._show_state)
+        self.controller.loadProgress.connect(self._show_load_progress)
         self.controller.hello.connect(lambda ev: self.statusBar().showMessage(
             f"engine ready: {ev.get('llama', '')[:80]}", 5000))
         self._show_state(self.controller.state, self.controller.message)
@@ -110,6 +118,15 @@ class MainWindow(QMainWindow):
         first_line = (message or "").splitlines()[0] if message else ""
         self.state_label.setText(f"<b style='color:{colour}'>engine: {state}</b> {first_line}")
         self.state_label.setToolTip(message or state)
+        if state != LOADING:
+            self.load_bar.hide()
+
+    def _show_load_progress(self, stage: str, fraction: float) -> None:
+        if self.controller.state != LOADING:
+            return
+        self.load_bar.setValue(int(round(fraction * 1000)))
+        self.load_bar.setFormat(f"{stage} {fraction * 100:.0f} %")
+        self.load_bar.show()
 
     def _refresh_vram(self) -> None:
         text = self.hardware.vram_summary()

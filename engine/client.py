@@ -211,6 +211,10 @@ class EngineClient:
             self._set_state(READY)
         elif kind == "started":
             self._set_state(RUNNING)
+        elif kind == "error" and ev.get("kind") == "cancelled" and self.state == LOADING:
+            self.loaded = None
+            self._set_state(READY)          # a cancelled load: the worker is idle with nothing loaded
+            self.last_error = ev.get("message")
         elif kind == "error":
             if self.state in (LOADING, RUNNING):
                 self._set_state(ERROR, ev.get("message"))

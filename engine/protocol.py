@@ -3,13 +3,16 @@
 Requests (client -> worker) carry ``cmd`` and an ``id`` the replies echo:
 
   load      {"load": LoadSettings}                 -> load_progress*, loaded | error
+            (load_progress: stage "target" / "draft" with progress 0..1 as the weights are
+            read; a cancel while loading stops it: error with kind "cancelled")
   configure {"spec": {...}, "sampling": {...}}     -> configured | error
   generate  {"prompt", "max_tokens", "baseline", "run", optional "spec"/"sampling", "batch_ms"}
                                                     -> started, cycles*, done | cancelled | error
             (``cycles`` carries a list of cycle records, at most one message per
             batch_ms, default 25; engine.client hands them on as single "cycle" events)
   update    {"spec": {changes}, "sampling": {changes}}  (mid-run knobs) -> updated | error
-  cancel    {}                                     -> the running generate ends with cancelled
+  cancel    {}                                     -> the running generate ends with cancelled,
+                                                    a running load with error kind "cancelled"
   measure   {"which", "sizes", "n_past", "reps"}   -> measured {"ms": {size: median ms}}
   memory    {}                                     -> memory
   tokenize  {"text", "add_special"}                -> tokens

@@ -12,13 +12,15 @@ import ctypes as C
 import os
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from engine.native_build import ensure_built
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -35,6 +37,11 @@ class SpecrtError(RuntimeError):
         self.kind = STATUS_NAMES.get(code, f"error_{code}")
 
 
+# bool (*)(int32_t stage, float progress, void * user): stage 0 target, 1 draft; False stops the load
+_PROGRESS_FN = C.CFUNCTYPE(C.c_bool, C.c_int32, C.c_float, C.c_void_p)
+LOAD_STAGES = ("target", "draft")
+
+
 class _LoadParams(C.Structure):
     _fields_ = [
         ("target_path", C.c_char_p), ("draft_path", C.c_char_p),
@@ -42,7 +49,7 @@ class _LoadParams(C.Structure):
         ("n_gpu_layers", C.c_int32), ("n_gpu_layers_draft", C.c_int32),
         ("n_threads", C.c_int32), ("n_threads_batch", C.c_int32),
         ("draft_n_max_limit", C.c_int32), ("flash_attn", C.c_int32), ("verbose", C.c_int32),
-        ("no_repack", C.c_int32),
+        ("no_repack", C.c_int32), ("progress", _PROGRESS_FN), ("progress_user", C.c_void_p),
     ]
 
 
@@ -165,8 +172,19 @@ def devices() -> list[dict[str, str]]:
 class Engine:
     """A loaded target (and optional draft). Not thread-safe except cancel()."""
 
-    def __init__(self, settings: LoadSettings):
+    def __init__(self, settings: LoadSettings, progress: Callable[[str, float], bool] | None = None):
+        """Load the pair. ``progress(stage, fraction)`` ("target" or "draft", 0..1) is called as
+        llama.cpp reads the weights, on this thread; returning False stops the load, which then
+        raises SpecrtError with kind "cancelled"."""
         self._lib = load_library()
+
+        def report(stage: int, fraction: float, _user) -> bool:
+            try:
+                return bool(progress(LOAD_STAGES[min(stage, 1)], float(fraction)))
+            except Exception:   # noqa: BLE001 - an exception cannot cross into C; a broken reporter must not stop a load
+                traceback.print_exc()
+                return True
+        callback = _PROGRESS_FN(report) if progress is not None else _PROGRESS_FN()
         p = _LoadParams(
             target_path=str(settings.target).encode(),
             draft_path=str(settings.draft).encode() if settings.draft else None,
@@ -175,6 +193,7 @@ class Engine:
             n_threads=settings.threads, n_threads_batch=settings.threads_batch,
             draft_n_max_limit=settings.draft_n_max_limit, flash_attn=settings.flash_attn,
             verbose=1 if settings.verbose else 0, no_repack=0 if settings.repack else 1,
+            progress=callback, progress_user=None,
         )
         handle = C.c_void_p()
         rc = self._lib.specrt_load(C.byref(p), C.byref(handle))

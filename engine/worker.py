@@ -54,6 +54,7 @@ class Worker:
         self._job: threading.Thread | None = None
         self._updates: queue.SimpleQueue = queue.SimpleQueue()
         self._job_active = False
+        self._load_cancel = threading.Event()   # set by cancel while a load runs: the next progress report stops it
 
     # -- output -----------------------------------------------------------
     def send(self, event: str, **fields: Any) -> None:
@@ -85,7 +86,9 @@ class Worker:
             self.send("bye", id=req_id)
             return False
         if cmd == "cancel":
-            if self._engine is not None and self.busy():
+            if self.busy() and self._job.name == "load":
+                self._load_cancel.set()
+            elif self._engine is not None and self.busy():
                 self._engine.cancel()
             self.send("cancel_sent", id=req_id, running=self.busy())
             return True
@@ -100,6 +103,7 @@ class Worker:
             if self._job is not None:
                 self._job.join()  # it has sent its last event already; only the thread's exit remains
             self._job_active = True
+            self._load_cancel.clear()   # here, not in the job: a cancel read right after this load must count
             self._job = threading.Thread(target=self._guarded, args=(target, req_id, msg), name=cmd, daemon=True)
             self._job.start()
             return True
@@ -149,7 +153,17 @@ class Worker:
             if path is not None:
                 check_gguf(path, role)
         self.send("load_progress", id=req_id, stage="loading", progress=0.0)
-        engine = Engine(settings)
+        last = {"stage": "", "progress": -1.0, "t": 0.0}
+
+        def progress(stage: str, fraction: float) -> bool:
+            # llama.cpp reports per tensor: pass on a change of stage, each whole percent, or every 0.1 s
+            now = time.monotonic()
+            if (stage != last["stage"] or fraction >= 1.0 or fraction - last["progress"] >= LOAD_PROGRESS_STEP
+                    or now - last["t"] >= 0.1):
+                last.update(stage=stage, progress=fraction, t=now)
+                self.send("load_progress", id=req_id, stage=stage, progress=round(fraction, 4))
+            return not self._load_cancel.is_set()
+        engine = Engine(settings, progress=progress)
         self._engine, self._load = engine, settings
         self.send("load_progress", id=req_id, stage="loaded", progress=1.0)
         return ("loaded", {"id": req_id, "has_draft": engine.has_draft, "n_ctx": engine.n_ctx,
@@ -284,6 +298,9 @@ class Worker:
     def _do_unload(self, req_id: Any, msg: dict) -> None:
         self._close_engine()
         return ("unloaded", {"id": req_id})
+
+
+LOAD_PROGRESS_STEP = 0.01
 
 
 def main() -> int:

@@ -261,3 +261,29 @@ def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monke
     kept = sorted(page.table.item(r, 6).data(0) for r in range(page.table.rowCount()))
     assert start == 0 and kept == [13, 14, 15]
     assert "newest only" in page.status.text()
+
+
+def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
+    set_pair(window, pair)
+    lab = window.lab
+    seen = []
+    window.controller.loadProgress.connect(
+        lambda stage, f: seen.append((stage, f, window.load_bar.isVisible(), window.load_bar.format())))
+    assert lab.load()
+    qtbot.waitUntil(lambda: window.controller.loaded_info is not None, timeout=WAIT)
+    assert {s for s, *_ in seen} == {"target", "draft"} and seen[-1][1] == 1.0
+    assert all(visible for *_, visible, _ in seen) and seen[-1][3] == "draft 100 %"
+    assert not window.load_bar.isVisible()           # gone once loaded
+
+    lab.controls.ctx.setValue(2048)                  # another load; Esc right away stops it
+    assert lab.load()
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    assert "Loading cancelled" in lab.banner.label.text(), lab.banner.label.text()
+    assert window.controller.loaded_info is None and window.controller.state == READY
+    assert lab.controls.start_button.isEnabled() and "not loaded" in lab.controls.badges.text()
+    lab.controls.max_tokens.setValue(8)
+    lab.start()                                      # loads again and runs
+    qtbot.waitUntil(lambda: lab.live.cycles >= 1 and window.controller.loaded_info is not None, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)

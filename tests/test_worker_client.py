@@ -41,6 +41,35 @@ def test_handshake_and_states(client, pair):
     assert summary["text"] == "".join(c["text"] for c in cycles)
 
 
+def test_load_reports_progress_for_target_then_draft(client, pair):
+    seen = []
+    client.on_event = lambda e: seen.append((e["stage"], e["progress"])) if e["event"] == "load_progress" else None
+    load(client, pair)
+    stages = [s for s, _ in seen]
+    assert stages[0] == "loading" and stages[-1] == "loaded"
+    for stage in ("target", "draft"):
+        values = [v for s, v in seen if s == stage]
+        assert len(values) >= 2 and values == sorted(values) and values[-1] == 1.0, (stage, values)
+    # the target is read before the draft
+    assert max(i for i, s in enumerate(stages) if s == "target") < min(i for i, s in enumerate(stages) if s == "draft")
+
+
+def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair):
+    from engine.settings import to_dict
+
+    target, draft = pair
+    req = client.send("load", load=to_dict(LoadSettings(target, draft, ctx=1024)))
+    client.cancel()              # read by the worker while the load job runs; the next progress report stops it
+    with pytest.raises(EngineError) as info:
+        client.wait_for(("loaded",), req, timeout=120)
+    assert info.value.kind == "cancelled" and "cancelled" in str(info.value)
+    assert client.loaded is None
+    with pytest.raises(EngineError, match="no model is loaded"):
+        list(client.generate(PROMPTS[0], 4))
+    load(client, pair)           # and a load after it works
+    assert list(client.generate(PROMPTS[0], 4))[-1]["event"] == "done"
+
+
 def test_knob_sent_mid_run_is_used_by_the_next_cycle(client, pair):
     load(client, pair)
     sent = False

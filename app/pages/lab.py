@@ -16,7 +16,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
                                QWidget)
 
-from app.engine_controller import CRASHED, ERROR, READY, EngineController
+from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineController
 from app.pages.lab_controls import CUSTOM_PROMPT, LabControls
 from app.widgets.live_charts import LiveCharts
 from app.widgets.token_text import TokenText
@@ -244,6 +244,9 @@ class LabPage(QWidget):
         if self.mode in ("running", "baseline"):
             self.mode = "stopping"
             self.controller.cancel()
+        elif self.mode == "loading" and self.controller.state == LOADING:
+            self._pending = None
+            self.controller.cancel()      # llama.cpp stops reading at its next progress report
 
     def baseline(self) -> None:
         if self.mode != "idle":
@@ -349,6 +352,13 @@ class LabPage(QWidget):
     def _on_failed(self, ev: dict) -> None:
         self.last_error = ev
         if ev.get("kind") == "busy":
+            return
+        if ev.get("kind") == "cancelled" and self.mode == "loading":
+            self.mode = "idle"
+            self.controls.set_running(False)
+            self.controls.badges.setText("not loaded: loading was cancelled")
+            self.banner.show_message("Loading cancelled; no model is loaded. Load or Start loads the pair again.",
+                                     "info")
             return
         self.banner.show_message(f"{ev.get('message')} ({ev.get('kind')})", "error")
         if self.mode in ("loading", "stopping", "baseline") or (self.mode == "running" and

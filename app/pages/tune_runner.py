@@ -10,10 +10,10 @@ starts its worker at once but loads only once ``lab_freed`` is set.
 
 Stopping: ``request_stop()`` sets a flag the tuner reads before every engine
 request and cancels the running generation, so a tune normally ends within one
-engine cycle. Loading and the verify-time measurement cannot be cancelled by
-the worker; ``kill_worker()`` ends those at once (the blocked request then
-fails with "crashed", which the job reports as cancelled because it was asked
-to stop).
+engine cycle, and a load at llama.cpp's next progress report. The verify-time
+measurement cannot be cancelled by the worker; ``kill_worker()`` ends it (or
+anything else that hangs) at once (the blocked request then fails with
+"crashed", which the job reports as cancelled because it was asked to stop).
 
 Signals (queued to the GUI thread)
   progress(str)          one line from the tuner

@@ -18,6 +18,7 @@
 #define SPECRT_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef _WIN32
@@ -35,7 +36,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 3
+#define SPECRT_ABI_VERSION 4
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -55,6 +56,11 @@ typedef enum specrt_status {
 
 typedef struct specrt_engine specrt_engine;
 
+/* Load progress: stage 0 = target, 1 = draft; progress from 0 to 1 as llama.cpp reads the
+   weights. Return false to stop loading: specrt_load then returns SPECRT_ERR_CANCELLED.
+   Called on the thread that called specrt_load. */
+typedef bool (*specrt_progress_fn)(int32_t stage, float progress, void * user);
+
 typedef struct specrt_load_params {
     const char * target_path;
     const char * draft_path;          /* NULL or "" for no draft model */
@@ -69,6 +75,8 @@ typedef struct specrt_load_params {
     int32_t flash_attn;               /* -1 auto, 0 off, 1 on (llama.cpp's enum) */
     int32_t verbose;                  /* 1 = let llama.cpp log to stderr */
     int32_t no_repack;                /* 1 = no CPU weight repacking (AMX / AVX-512 buffers), llama-server's -nr */
+    specrt_progress_fn progress;      /* NULL = no progress reports */
+    void * progress_user;             /* handed back to progress */
 } specrt_load_params;
 
 typedef struct specrt_spec_params {

@@ -166,6 +166,23 @@ bool abort_cb(void * data) {
     return static_cast<specrt_engine *>(data)->cancel.load();
 }
 
+// llama.cpp's load progress, forwarded with the stage (target or draft) it belongs to
+struct load_progress {
+    specrt_progress_fn fn;
+    void * user;
+    int32_t stage;
+    bool stopped = false;
+};
+
+bool load_progress_cb(float progress, void * data) {
+    auto * lp = static_cast<load_progress *>(data);
+    if (!lp->fn(lp->stage, progress, lp->user)) {
+        lp->stopped = true;
+        return false;
+    }
+    return true;
+}
+
 void seq_rm_both(specrt_engine * e, llama_pos p0) {
     llama_memory_seq_rm(llama_get_memory(e->ctx_tgt), 0, p0, -1);
     if (e->ctx_dft) {
@@ -661,9 +678,19 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
         cp.n_outputs_max = limits.total;
         cp.n_outputs_max_per_seq = limits.per_seq;
 
+        load_progress lp_tgt{p->progress, p->progress_user, 0};
+        load_progress lp_dft{p->progress, p->progress_user, 1};
+        if (p->progress) {
+            cp.load_progress_callback = load_progress_cb;
+            cp.load_progress_callback_user_data = &lp_tgt;
+        }
         e->init_tgt = common_init_from_params(cp);
         e->model_tgt = e->init_tgt->model();
         e->ctx_tgt = e->init_tgt->context();
+        if (lp_tgt.stopped) {
+            g_load_error = "loading was cancelled";
+            return SPECRT_ERR_CANCELLED;
+        }
         if (!e->model_tgt || !e->ctx_tgt) {
             std::string why = take_log_tail();
             g_load_error = std::string("could not load the target model '") + p->target_path + "'" +
@@ -685,8 +712,15 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
             if (want_draft || spec_mtp) {
                 common_params params_dft = common_base_params_to_speculative(cp);
                 params_dft.n_outputs_max = limits.total;
+                if (p->progress) {
+                    params_dft.load_progress_callback_user_data = &lp_dft;
+                }
                 e->init_dft = common_speculative_init_from_params(params_dft, e->model_tgt, e->ctx_tgt);
                 e->ctx_dft = e->init_dft->context();
+                if (lp_dft.stopped) {
+                    g_load_error = "loading was cancelled";
+                    return SPECRT_ERR_CANCELLED;
+                }
                 if (!e->ctx_dft) {
                     std::string why = take_log_tail();
                     g_load_error = std::string("could not load the draft model '") +
@@ -698,6 +732,9 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
             }
         }
         e->batch = common_batch(e->ctx_tgt);
+        // the progress records live on this stack frame: nothing may call them after it returns
+        cp.load_progress_callback = nullptr;
+        cp.load_progress_callback_user_data = nullptr;
 
         // check the vocab rule now, so an incompatible pair fails at load with llama.cpp's own words
         if (e->has_draft_model) {
