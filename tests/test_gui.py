@@ -287,3 +287,34 @@ def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
     qtbot.waitUntil(lambda: lab.live.cycles >= 1 and window.controller.loaded_info is not None, timeout=WAIT)
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, tmp_path, monkeypatch, pair):
+    """A stand-in NVML with a nearly full GPU; the plan, the refusal and the load are real."""
+    from .fake_nvml import FakeNVML, rtx4090
+
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    full = rtx4090(0, used=24 * 2**30 - 2**20)          # 1 MiB free
+    w = MainWindow(settings=QSettings(str(tmp_path / "f.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([full]))
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
+        w.controller.start()
+    set_pair(w, pair, max_tokens=8)
+    lab = w.lab
+    lab.start()                                         # needs a load first: refused, with the reason
+    text = lab.banner.label.text()
+    assert lab.mode == "idle" and w.controller.loaded_info is None
+    assert "does not fit on CUDA0" in text and "1.0 MiB free" in text and "smaller context" in text, text
+    assert lab.banner.button.isVisible() and lab.banner.button.text() == "Load anyway"
+    assert "does not fit in VRAM" in w.models.fit_badge.text()
+    lab.banner.button.click()                           # loads (a CPU build here: it does fit) and then runs
+    qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    # with room on the GPU there is nothing to explain
+    w.hardware._nvml = FakeNVML([rtx4090(0)])
+    w.hardware.reprobe()
+    lab.controls.ctx.setValue(2048)
+    assert lab.fit_problem(lab.controls.load_settings()) is None
+    w.close()

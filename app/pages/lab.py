@@ -75,6 +75,9 @@ class LabPage(QWidget):
         self._dirty = False
         self.last_summary: dict | None = None
         self.last_error: dict | None = None
+        self.hardware_report = None  # () -> engine.hardware.HardwareReport; set by the main window
+        self._fit_override: LoadSettings | None = None   # "Load anyway" was chosen for exactly these settings
+        self._banner_handler = None  # what the banner's button does now (restart, load anyway)
 
         self.controls = LabControls()
         scroll = QScrollArea()
@@ -167,6 +170,16 @@ class LabPage(QWidget):
         if problem:
             self.banner.show_message(problem, "error")
             return False
+        too_big = self.fit_problem(settings) if settings != self._fit_override else None
+        if too_big:
+            pending, self._pending = self._pending, None
+
+            def load_anyway() -> None:
+                self._fit_override, self._pending = settings, pending
+                self.load()
+            self._banner_handler = load_anyway
+            self.banner.show_message(too_big, "error", "Load anyway")
+            return False
         self.banner.hide()
         self.mode = "loading"
         self.controls.set_running(True)
@@ -193,6 +206,29 @@ class LabPage(QWidget):
                 return ("This draft cannot speculate for this target (llama.cpp's vocabulary rule): "
                         + "; ".join(verdict["reasons"]))
         return None
+
+    def fit_problem(self, settings: LoadSettings) -> str | None:
+        """The memory plan against the free VRAM (or RAM) the Hardware page sees: why this pair will not
+        fit, or None (fits, or nothing to compare with). The Lab's own loaded pair is freed before a
+        load, so its memory counts as free."""
+        report = self.hardware_report() if self.hardware_report else None
+        if report is None:
+            return None
+        from engine.fit import check_fit
+        from engine.gguf_inspect import GGUFInspectError, inspect_gguf
+        from engine.memory_plan import PlanError
+
+        held = 0
+        if self.controller.loaded_info is not None:
+            held = sum(m.get("model_bytes", 0) + m.get("context_bytes", 0) + m.get("compute_bytes", 0)
+                       for m in self.controller.loaded_info.get("memory", []))
+        try:
+            verdict = check_fit(inspect_gguf(settings.target), settings.ctx,
+                                draft=inspect_gguf(settings.draft) if settings.draft else None,
+                                n_gpu_layers=settings.ngl, report=report, already_held_bytes=held)
+        except (GGUFInspectError, PlanError, OSError):
+            return None      # the file checks above speak for broken files; no plan is no verdict
+        return verdict.explanation(settings.ctx) if verdict.fits is False else None
 
     def _ready_for(self, action: str) -> bool:
         """True when the pair in the controls is loaded; otherwise start loading it and remember the action."""
@@ -383,6 +419,7 @@ class LabPage(QWidget):
             self.mode = "idle"
             self.controls.set_running(False)
             self._pending = "reload" if had_pair else None
+            self._banner_handler = self.controller.restart
             self.banner.show_message("The engine process stopped: " + (message or "no message") +
                                      "\nYour settings and the charts are kept.", "error", "Restart engine")
         elif state == ERROR and self.mode == "loading":
@@ -390,8 +427,9 @@ class LabPage(QWidget):
             self.controls.set_running(False)
 
     def _banner_action(self) -> None:
+        handler, self._banner_handler = self._banner_handler, None
         self.banner.hide()
-        self.controller.restart()
+        (handler or self.controller.restart)()
 
     # -- painting ---------------------------------------------------------
     def _repaint(self) -> None:

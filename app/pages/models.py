@@ -198,7 +198,8 @@ class ModelsPage(QWidget):
             return
         from engine.compat import check_pair
         from engine.gguf_inspect import GGUFInspectError, inspect_gguf
-        from engine.memory_plan import GpuBudget, PlanError, plan_memory
+        from engine.fit import check_fit
+        from engine.memory_plan import PlanError
 
         try:
             t_info = inspect_gguf(target)
@@ -218,26 +219,18 @@ class ModelsPage(QWidget):
                 self.compat_badge.setText("<b style='color:#c62828'>✗ incompatible:</b> "
                                           + "; ".join(verdict["reasons"]))
         report = self.hardware.report if self.hardware is not None else None
-        gpus = [GpuBudget(g.llama_name, g.memory_free_bytes) for g in (report.gpus if report else [])
-                if g.memory_free_bytes is not None]
-        features = report.cpu.features if report else ()
         try:
-            plan = plan_memory(t_info, c.ctx.value(), draft=d_info, n_gpu_layers=c.ngl.value(),
-                               n_gpu_layers_draft=c.ngl.value(), gpus=gpus, cpu_features=features)
+            verdict = check_fit(t_info, c.ctx.value(), draft=d_info, n_gpu_layers=c.ngl.value(), report=report)
         except PlanError as exc:
             self.fit_badge.setText(f"no memory plan: {exc}")
             return
-        totals = plan.to_dict()["totals"]
-        if plan.fits is None:
-            free = report.cpu.ram_available_bytes if report else None
-            ok = free is None or totals["all_bytes"] <= free
-            mark = "<b style='color:#2e7d32'>✓ fits</b>" if ok else "<b style='color:#c62828'>✗ does not fit</b>"
-            self.fit_badge.setText(f"{mark} in RAM: needs {totals['all_bytes'] / GIB:.2f} GiB"
-                                   + (f", {free / GIB:.1f} GiB available" if free else ""))
-        else:
-            mark = "<b style='color:#2e7d32'>✓ fits</b>" if plan.fits else "<b style='color:#c62828'>✗ does not fit</b>"
-            self.fit_badge.setText(f"{mark} in VRAM: {totals['vram_bytes'] / GIB:.2f} GiB planned on the GPUs, "
-                                   f"{totals['host_bytes'] / GIB:.2f} GiB in host memory")
+        plan = verdict.plan
+        colour = {True: "#2e7d32", False: "#c62828", None: "#757575"}[verdict.fits]
+        mark = {True: "✓", False: "✗", None: "?"}[verdict.fits]
+        detail = ""
+        if verdict.where == "VRAM":
+            detail = f"; {plan.to_dict()['totals']['host_bytes'] / GIB:.2f} GiB in host memory"
+        self.fit_badge.setText(f"<b style='color:{colour}'>{mark} {verdict.summary()}</b>{detail}")
         by_kind = {}
         for item in plan.items:
             key = f"{item.model} {item.kind}"

@@ -1,0 +1,73 @@
+"""Does this pair fit here? The memory plan of both models held against the free memory.
+
+One verdict for every place that asks: the Models page's fit badge, the Lab
+before it loads (a pair that cannot fit is explained, not loaded into an
+out-of-memory error) and ``spectune plan``. With GPUs the plan's bytes per
+device are compared with each GPU's free VRAM (NVML); without, the whole plan
+with the available RAM. ``already_held_bytes`` is memory the caller will free
+before loading (the Lab's own loaded pair, which NVML counts as used).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.gguf_inspect import ModelInfo
+from engine.hardware import HardwareReport
+from engine.memory_plan import GpuBudget, MemoryPlan, format_bytes, plan_memory
+
+
+@dataclass
+class FitVerdict:
+    fits: bool | None              # None: no budget to compare with (RAM unreadable)
+    where: str                     # "VRAM" or "RAM"
+    needed_bytes: int              # on the GPUs (VRAM) or in all (RAM)
+    available_bytes: int | None
+    plan: MemoryPlan
+    short_devices: list[str]       # the GPUs the plan overfills
+
+    def summary(self) -> str:
+        need = format_bytes(self.needed_bytes)
+        have = f", {format_bytes(self.available_bytes)} free" if self.available_bytes is not None else ""
+        verdict = {True: "fits", False: "does not fit", None: "fit unknown"}[self.fits]
+        return f"{verdict} in {self.where}: needs {need}{have}"
+
+    def explanation(self, ctx: int) -> str:
+        """Why it does not fit and what to change, in a sentence or two."""
+        if self.fits is not False:
+            return self.summary()
+        if self.where == "VRAM":
+            over = ", ".join(self.short_devices)
+            advice = (f"Try a smaller context than {ctx}, fewer GPU layers (the rest runs from RAM, slower), "
+                      "or a smaller quantization of the target.")
+            return (f"This pair does not fit on {over}: the memory plan counts "
+                    f"{format_bytes(self.needed_bytes)} for both models, their KV caches and compute buffers, "
+                    f"with {format_bytes(self.available_bytes or 0)} free. {advice}")
+        return (f"This pair needs {format_bytes(self.needed_bytes)} of memory by the plan and "
+                f"{format_bytes(self.available_bytes or 0)} of RAM is available. llama.cpp maps the files, so it "
+                f"may still run, slowly, while the system pages; a smaller context than {ctx} or a smaller "
+                "quantization would fit.")
+
+
+def check_fit(target: ModelInfo, ctx: int, *, draft: ModelInfo | None = None, n_gpu_layers: int = -1,
+              report: HardwareReport | None = None, already_held_bytes: int = 0) -> FitVerdict:
+    """The plan for this pair against the report's free memory (PlanError when it cannot be planned)."""
+    gpus = [GpuBudget(g.llama_name, g.memory_free_bytes) for g in (report.gpus if report else [])
+            if g.memory_free_bytes is not None]
+    if gpus and already_held_bytes:
+        # what the caller frees before loading is free for the new pair; counted on the first GPU,
+        # where llama.cpp puts a single-GPU load
+        gpus[0] = GpuBudget(gpus[0].name, gpus[0].free_bytes + already_held_bytes)
+    features = report.cpu.features if report else ()
+    plan = plan_memory(target, ctx, draft=draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers,
+                       gpus=gpus, cpu_features=features)
+    totals = plan.to_dict()["totals"]
+    if gpus:
+        by_device = totals["by_device"]
+        short = [g.name for g in gpus if by_device.get(g.name, 0) > g.free_bytes]
+        return FitVerdict(plan.fits, "VRAM", totals["vram_bytes"], sum(g.free_bytes for g in gpus), plan, short)
+    free = report.cpu.ram_available_bytes if report else None
+    if free is not None:
+        free += already_held_bytes
+    fits = None if free is None else totals["all_bytes"] <= free
+    return FitVerdict(fits, "RAM", totals["all_bytes"], free, plan, [])

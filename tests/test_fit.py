@@ -1,0 +1,54 @@
+"""The fit verdict: the memory plan of a real (synthetic) pair against a stand-in NVML's free VRAM, or RAM."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from engine.fit import check_fit
+from engine.gguf_inspect import inspect_gguf
+from engine.hardware import probe
+
+from .fake_nvml import FakeNVML, h100, rtx4090
+
+
+def infos(pair):
+    return inspect_gguf(pair[0]), inspect_gguf(pair[1])
+
+
+def test_fits_on_a_roomy_gpu_and_not_on_a_full_one(pair):
+    target, draft = infos(pair)
+    roomy = check_fit(target, 2048, draft=draft, report=probe(FakeNVML([rtx4090(0)])))
+    assert roomy.fits is True and roomy.where == "VRAM" and roomy.short_devices == []
+    assert roomy.needed_bytes == roomy.plan.to_dict()["totals"]["vram_bytes"] > 0
+    assert roomy.summary().startswith("fits in VRAM")
+
+    full = probe(FakeNVML([rtx4090(0, used=24 * 2**30 - 2**20)]))
+    tight = check_fit(target, 2048, draft=draft, report=full)
+    assert tight.fits is False and tight.short_devices == ["CUDA0"] and tight.available_bytes == 2**20
+    why = tight.explanation(2048)
+    assert "does not fit on CUDA0" in why and "smaller context than 2048" in why
+    # memory the caller frees first (the Lab's own loaded pair) counts as free
+    freed = check_fit(target, 2048, draft=draft, report=full, already_held_bytes=tight.needed_bytes)
+    assert freed.fits is True
+
+
+def test_two_gpus_name_the_one_that_overflows(pair):
+    target, draft = infos(pair)
+    report = probe(FakeNVML([rtx4090(0, used=24 * 2**30 - 2**20), h100(1)]))
+    verdict = check_fit(target, 2048, draft=draft, report=report)
+    # the plan splits the layers by free memory as llama.cpp does, and still puts one on the full GPU
+    assert verdict.plan.layers["target"]["by_device"].get("CUDA0", 0) >= 1
+    assert verdict.fits is False and verdict.short_devices == ["CUDA0"]
+    assert verdict.available_bytes == 2**20 + report.gpus[1].memory_free_bytes
+
+
+def test_without_a_gpu_the_plan_is_held_against_ram(pair):
+    target, draft = infos(pair)
+    report = probe(FakeNVML([]))
+    ok = check_fit(target, 2048, draft=draft, report=report)
+    assert ok.where == "RAM" and ok.needed_bytes == ok.plan.to_dict()["totals"]["all_bytes"]
+    short = dataclasses.replace(report, cpu=dataclasses.replace(report.cpu, ram_available_bytes=1024))
+    verdict = check_fit(target, 2048, draft=draft, report=short)
+    assert verdict.fits is False and "RAM is available" in verdict.explanation(2048)
+    unknown = dataclasses.replace(report, cpu=dataclasses.replace(report.cpu, ram_available_bytes=None))
+    assert check_fit(target, 2048, draft=draft, report=unknown).fits is None
