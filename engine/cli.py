@@ -152,9 +152,45 @@ def _add_speedup(summary: dict, base: dict, text_matches: bool) -> None:
     summary["baseline_text_matches"] = text_matches
 
 
+class LoadProgressLine:
+    """``loading target  42 %`` on one terminal line, rewritten in place; nothing when not a terminal
+    (a script reading stderr wants the warnings, not a progress bar)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.active = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._shown = ""
+
+    def __call__(self, ev: dict) -> None:
+        if not self.active or ev.get("event") != "load_progress":
+            return
+        stage = ev.get("stage")
+        if stage in ("target", "draft"):
+            text = f"loading {stage} {float(ev.get('progress', 0.0)) * 100:3.0f} %"
+            if text != self._shown:
+                self.stream.write("\r" + text)
+                self.stream.flush()
+                self._shown = text
+        elif stage == "loaded" and self._shown:
+            self.stream.write("\r" + " " * len(self._shown) + "\r")
+            self.stream.flush()
+            self._shown = ""
+
+
 def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
     """Load the pair; returns the settings actually used (the client may have had to turn repacking off)."""
-    loaded = client.load(load)
+    previous = client.on_event
+    show = LoadProgressLine()
+
+    def on_event(ev: dict) -> None:
+        show(ev)
+        if previous is not None:
+            previous(ev)
+    client.on_event = on_event if show.active else previous
+    try:
+        loaded = client.load(load)
+    finally:
+        client.on_event = previous
     if loaded.get("notice"):
         print(f"spectune: warning: {loaded['notice']}", file=sys.stderr)
     if loaded.get("repack") is False and load.repack:

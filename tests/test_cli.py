@@ -129,3 +129,25 @@ def test_demo_json(tmp_path):
     assert out["baseline_tokens_per_s"] > 0 and out["results"]
     assert out["command"].split()[0].endswith("llama-server") and "--spec-type" in out["command"]
     assert out["best"]["tokens_per_s"] == max(r["tokens_per_s"] for r in out["results"])
+
+
+def test_load_progress_is_one_rewritten_line_on_a_terminal_and_nothing_otherwise():
+    import io
+
+    from engine.cli import LoadProgressLine
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    out = Tty()
+    show = LoadProgressLine(out)
+    for stage, p in (("loading", 0.0), ("target", 0.0), ("target", 0.5), ("target", 0.5), ("target", 1.0),
+                     ("draft", 1.0), ("loaded", 1.0)):
+        show({"event": "load_progress", "stage": stage, "progress": p})
+    text = out.getvalue()
+    assert text.split("\r")[1:5] == ["loading target   0 %", "loading target  50 %", "loading target 100 %",
+                                     "loading draft 100 %"]
+    assert text.endswith("\r") and "\n" not in text            # the line is wiped once loaded
+    plain = io.StringIO()
+    LoadProgressLine(plain)({"event": "load_progress", "stage": "target", "progress": 0.5})
+    assert plain.getvalue() == ""
