@@ -73,6 +73,7 @@ class LabPage(QWidget):
         self._sent_sampling: dict = {}
         self._pending_labels: list[str] = []
         self._dirty = False
+        self._bars_due = False       # the next repaint brings the bar charts up to date as well
         self.last_summary: dict | None = None
         self.last_error: dict | None = None
         self.hardware_report = None  # () -> engine.hardware.HardwareReport; set by the main window
@@ -369,6 +370,7 @@ class LabPage(QWidget):
 
     def _on_run_finished(self, ev: dict) -> None:
         summary = ev.get("summary", {})
+        self._dirty = self._bars_due = True   # the bars show the run's last cycles too
         if self.mode == "baseline":
             self.live.baseline_tps = summary.get("tokens_per_s") or None
             self.mode = "idle"
@@ -433,8 +435,8 @@ class LabPage(QWidget):
 
     # -- painting ---------------------------------------------------------
     def _repaint(self) -> None:
-        if self._dirty and self.charts.refresh(self.live.snapshot()):
-            self._dirty = False
+        if self._dirty and self.charts.refresh(self.live.snapshot(), bars=self._bars_due):
+            self._dirty = self._bars_due = False
 
     def _update_summary(self) -> None:
         s = self.live
@@ -454,6 +456,7 @@ class LabPage(QWidget):
             self._update_summary()
 
     def save_charts(self, path: str) -> None:
+        self.charts.refresh(self.live.snapshot(), bars=True)   # the bars may be a few frames behind
         self.charts.save_png(path)
 
 

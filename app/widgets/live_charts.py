@@ -98,8 +98,9 @@ class LiveCharts(QWidget):
         self._time_ceiling.reset()
         self._bar_sizes = (0, 0)
 
-    def refresh(self, snap: Snapshot) -> bool:
-        """Repaint from a snapshot; returns False (and does nothing) while hidden."""
+    def refresh(self, snap: Snapshot, bars: bool = False) -> bool:
+        """Repaint from a snapshot; returns False (and does nothing) while hidden. The bar charts
+        follow every BAR_EVERY frames, or now with ``bars`` (a run ended, a PNG is wanted)."""
         if not self.isVisible():
             return False
         s = snap.series
@@ -125,7 +126,7 @@ class LiveCharts(QWidget):
             self.c_verify.setData(t, s["verify_ms"])
             self.c_other.setData(t, s["other_ms"])
             self._follow_data(t, tps, s, snap.baseline_tps)
-        if self.frames_painted % BAR_EVERY == 0 or not self._bar_sizes[0]:
+        if bars or self.frames_painted % BAR_EVERY == 0 or not self._bar_sizes[0]:
             self._refresh_bars(snap)
         self._sync_markers(snap.markers)
         self.frames_painted += 1
