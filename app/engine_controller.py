@@ -58,6 +58,8 @@ class EngineController(QObject):
         self.running_run: Any = None
         self._run_counter = 0
         self._unload_when_idle = False
+        self._load_req: int | None = None
+        self._unload_req: int | None = None
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> None:
@@ -77,6 +79,7 @@ class EngineController(QObject):
     def restart(self) -> None:
         self.loaded_info = None
         self.running_run = None
+        self._unload_when_idle = False
         self._client.kill()
         self.state = "stopped"
         self.start()
@@ -104,7 +107,7 @@ class EngineController(QObject):
         self.load_settings = settings
         self.loaded_info = None
         self._set_state(LOADING, f"loading {settings.target.name}")
-        self._send("load", load=to_dict(settings))
+        self._load_req = self._send("load", load=to_dict(settings))
 
     def generate(self, prompt: str, max_tokens: int, spec: dict, sampling: dict, baseline: bool = False) -> Any:
         self._run_counter += 1
@@ -129,15 +132,20 @@ class EngineController(QObject):
         if self.running_run is not None:
             self._unload_when_idle = True
         else:
-            self._send("unload")
+            self._unload_req = self._send("unload")
         return True
+
+    @property
+    def gpu_backend(self) -> bool | None:
+        """The engine has a GPU device (a CUDA build on a machine with a GPU); None before its hello."""
+        if self.hello_info is None:
+            return None
+        return any(not str(d.get("name", "")).upper().startswith("CPU") for d in self.hello_info.get("devices", []))
 
     @property
     def uses_gpu(self) -> bool:
         """The loaded pair has layers on a GPU: the worker has a non-CPU device and the load offloads."""
-        devices = (self.hello_info or {}).get("devices", [])
-        gpu = any(not str(d.get("name", "")).upper().startswith("CPU") for d in devices)
-        return bool(gpu and self.loaded_info is not None and self.load_settings is not None
+        return bool(self.gpu_backend and self.loaded_info is not None and self.load_settings is not None
                     and self.load_settings.ngl != 0)
 
     # -- events -----------------------------------------------------------
@@ -171,16 +179,22 @@ class EngineController(QObject):
             self.runFinished.emit(ev)
             if self._unload_when_idle:
                 self._unload_when_idle = False
-                self._send("unload")
+                self._unload_req = self._send("unload")
         elif kind == "unloaded":
             self.loaded_info = None
             self.unloaded.emit()
         elif kind == "updated":
             self.settingsApplied.emit(ev)
         elif kind == "error":
-            if ev.get("kind") == "cancelled" and self.state == LOADING:
+            if self.state == LOADING and ev.get("id") == self._load_req:
+                # the worker is idle again with nothing loaded (it frees the old pair before loading)
                 self.loaded_info = None
-                self._set_state(READY, "loading cancelled")   # the worker is idle, nothing loaded
+                if ev.get("kind") == "cancelled":
+                    self._set_state(READY, "loading cancelled")
+                else:
+                    self._set_state(ERROR, ev.get("message") or "loading failed")
+            elif ev.get("id") == self._unload_req and ev.get("kind") == "busy":
+                self._unload_when_idle = True      # a run was still ending: unload once it has
             self.failed.emit(ev)
         elif kind == "crashed":
             self.running_run = None

@@ -171,7 +171,12 @@ class LoadProgressLine:
                 self.stream.write("\r" + text)
                 self.stream.flush()
                 self._shown = text
-        elif stage == "loaded" and self._shown:
+        elif stage == "loaded":
+            self.clear()
+
+    def clear(self) -> None:
+        """Wipe the line (loaded, or failed: an error message must not be appended to it)."""
+        if self._shown:
             self.stream.write("\r" + " " * len(self._shown) + "\r")
             self.stream.flush()
             self._shown = ""
@@ -191,6 +196,7 @@ def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
         loaded = client.load(load)
     finally:
         client.on_event = previous
+        show.clear()
     if loaded.get("notice"):
         print(f"spectune: warning: {loaded['notice']}", file=sys.stderr)
     if loaded.get("repack") is False and load.repack:

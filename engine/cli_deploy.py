@@ -168,7 +168,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--workload", "--workload-prompts", dest="workload_prompts", metavar="SET", help="a workload set: a JSON file or a shipped set name")
     v.add_argument("--max-tokens", type=int, default=128)
     v.add_argument("--passes", type=int, default=1,
-                   help="repeat server-then-lab this many times and compare the median speeds (default 1)")
+                   help="run server then lab this many times in turn and compare each side's median speed (default 1)")
     v.add_argument("--json", action="store_true", help="print one JSON object: lab, server, agree, ratio, ...")
     v.add_argument("--no-history", action="store_true", help="do not store the result in the history")
     v.set_defaults(func=_guarded(cmd_validate))

@@ -1,15 +1,18 @@
 """Does this pair fit here? The memory plan of both models held against the free memory.
 
-One verdict for every place that asks: the Models page's fit badge, the Lab
-before it loads (a pair that cannot fit is explained, not loaded into an
-out-of-memory error) and ``spectune plan``. With GPUs the plan's bytes per
+One verdict for every place that asks: the Models page's fit badge and the
+Lab before it loads (a pair that cannot fit is explained, not loaded into an
+out-of-memory error). With GPUs the plan's bytes per
 device are compared with each GPU's free VRAM (NVML); without, the whole plan
-with the available RAM. ``already_held_bytes`` is memory the caller will free
-before loading (the Lab's own loaded pair, which NVML counts as used).
+with the available RAM. ``held`` is memory the caller frees before loading:
+the memory report of the Lab's own loaded pair (the worker's ``loaded`` event),
+which NVML and the RAM figure count as used. ``gpu_backend=False`` (a CPU build
+of the engine on a machine with a GPU) plans everything in RAM.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from engine.gguf_inspect import ModelInfo
@@ -49,18 +52,36 @@ class FitVerdict:
                 "quantization would fit.")
 
 
+_GPU_BUFFER = re.compile(r"^(?!CPU)[A-Za-z]+\d+$")   # CUDA0, Vulkan1, ROCm0; not CPU, CUDA_Host or AMX
+
+
+def held_bytes(memory_items: list[dict] | None) -> tuple[int, int]:
+    """(on GPUs, in RAM) from a worker's memory report. Mapped model files are page cache, which the
+    available-RAM figure already counts as free, so they are not added back."""
+    vram = ram = 0
+    for item in memory_items or ():
+        n = item.get("model_bytes", 0) + item.get("context_bytes", 0) + item.get("compute_bytes", 0)
+        buffer_type = str(item.get("buffer_type", ""))
+        if _GPU_BUFFER.match(buffer_type):
+            vram += n
+        elif buffer_type != "CPU_Mapped":
+            ram += n
+    return vram, ram
+
+
 def check_fit(target: ModelInfo, ctx: int, *, draft: ModelInfo | None = None, n_gpu_layers: int = -1,
-              report: HardwareReport | None = None, already_held_bytes: int = 0) -> FitVerdict:
+              report: HardwareReport | None = None, held: list[dict] | None = None,
+              gpu_backend: bool | None = True) -> FitVerdict:
     """The plan for this pair against the report's free memory (PlanError when it cannot be planned)."""
+    held_vram, held_ram = held_bytes(held)
     gpus = [GpuBudget(g.llama_name, g.memory_free_bytes) for g in (report.gpus if report else [])
-            if g.memory_free_bytes is not None]
-    if gpus and already_held_bytes:
-        # what the caller frees before loading is free for the new pair; counted on the first GPU,
-        # where llama.cpp puts a single-GPU load
-        gpus[0] = GpuBudget(gpus[0].name, gpus[0].free_bytes + already_held_bytes)
+            if g.memory_free_bytes is not None] if gpu_backend is not False else []
+    if gpus and held_vram:
+        # counted on the first GPU, where llama.cpp puts a single-GPU load
+        gpus[0] = GpuBudget(gpus[0].name, gpus[0].free_bytes + held_vram)
     features = report.cpu.features if report else ()
-    plan = plan_memory(target, ctx, draft=draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers,
-                       gpus=gpus, cpu_features=features)
+    plan = plan_memory(target, ctx, draft=draft, n_gpu_layers=n_gpu_layers if gpus else 0,
+                       n_gpu_layers_draft=n_gpu_layers if gpus else 0, gpus=gpus, cpu_features=features)
     totals = plan.to_dict()["totals"]
     if gpus:
         by_device = totals["by_device"]
@@ -68,6 +89,6 @@ def check_fit(target: ModelInfo, ctx: int, *, draft: ModelInfo | None = None, n_
         return FitVerdict(plan.fits, "VRAM", totals["vram_bytes"], sum(g.free_bytes for g in gpus), plan, short)
     free = report.cpu.ram_available_bytes if report else None
     if free is not None:
-        free += already_held_bytes
+        free += held_ram
     fits = None if free is None else totals["all_bytes"] <= free
     return FitVerdict(fits, "RAM", totals["all_bytes"], free, plan, [])

@@ -57,6 +57,10 @@ class Ring:
     def __len__(self) -> int:
         return min(self._n, self._capacity)
 
+    def oldest(self, column: int) -> float:
+        """A column of the oldest row kept (the ring is not empty)."""
+        return float(self._data[self._n % self._capacity if self._n > self._capacity else 0, column])
+
     def view(self) -> np.ndarray:
         if self._n <= self._capacity:
             return self._data[: self._n].copy()
@@ -122,6 +126,11 @@ class LiveSession:
             ra / rd if rd else np.nan, self.accepted / self.drafted if self.drafted else np.nan,
             1.0 + ra / n if n else np.nan, (ra + n) / (rd + n) if n else np.nan,
         ])
+        if self.markers and len(self.ring) == self.capacity and self.markers[0].t < self.ring.oldest(0):
+            # the ring has dropped the cycles these markers pointed at: drop the markers too, so an
+            # hours-long session with a knob moved every few seconds keeps a bounded list
+            oldest = self.ring.oldest(0)
+            self.markers = [m for m in self.markers if m.t >= oldest]
         # the first `accepted` tokens of a speculative cycle came from the draft
         for i, piece in enumerate(pieces):
             self._pending_text.append((piece, drafted > 0 and i < accepted))
@@ -151,10 +160,6 @@ class LiveSession:
     def snapshot(self) -> Snapshot:
         rows = self.ring.view()
         series = {name: rows[:, i] for i, name in enumerate(FIELDS)}
-        if len(self.ring) == self.capacity and self.markers and self.markers[0].t < rows[0, 0]:
-            # the ring has dropped the cycles these markers pointed at: drop the markers too, so an
-            # hours-long session with a knob moved every few seconds keeps a bounded list
-            self.markers = [m for m in self.markers if m.t >= rows[0, 0]]
         totals = {
             "tokens": self.tokens, "drafted": self.drafted, "accepted": self.accepted, "steps": self.steps,
             "acceptance_rate": self.accepted / self.drafted if self.drafted else 0.0,

@@ -177,8 +177,8 @@ def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
              max_tokens: int, *, passes: int = 1, startup_timeout: float = 180.0) -> dict:
     """Serve the exported command, then the lab, on the same prompts; both summaries side by side.
 
-    With ``passes`` > 1 the pair of runs is repeated, alternating, and each side's
-    speed is the median over the passes: a machine whose speed drifts between
+    With ``passes`` > 1 the pair of runs is repeated (server, lab, server, lab, ...)
+    and each side's speed is the median over the passes (for two, their mean): a machine whose speed drifts between
     runs (a busy or throttling one) then weighs on both sides alike. Counts and
     texts come from the first pass; at temperature 0 every pass must agree."""
     if max_tokens < 1:

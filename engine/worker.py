@@ -78,6 +78,7 @@ class Worker:
             self.error(req_id, "unknown_command", f"unknown command {cmd!r}; known: {', '.join(protocol.COMMANDS)}")
             return True
         if cmd == "shutdown":
+            self._load_cancel.set()          # a load under way stops at its next progress report
             if self._engine is not None:
                 self._engine.cancel()
             if self._job is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.fit import check_fit
+from engine.fit import check_fit, held_bytes
 from engine.gguf_inspect import inspect_gguf
 from engine.hardware import probe
 
@@ -27,9 +27,16 @@ def test_fits_on_a_roomy_gpu_and_not_on_a_full_one(pair):
     assert tight.fits is False and tight.short_devices == ["CUDA0"] and tight.available_bytes == 2**20
     why = tight.explanation(2048)
     assert "does not fit on CUDA0" in why and "smaller context than 2048" in why
-    # memory the caller frees first (the Lab's own loaded pair) counts as free
-    freed = check_fit(target, 2048, draft=draft, report=full, already_held_bytes=tight.needed_bytes)
-    assert freed.fits is True
+    # memory the caller frees first (the Lab's own loaded pair, as the worker reports it) counts as free:
+    # what sat on the GPU goes to the GPU's budget; host buffers are no VRAM
+    on_gpu = [{"model": "target", "buffer_type": "CUDA0", "model_bytes": tight.needed_bytes, "context_bytes": 0,
+               "compute_bytes": 0}]
+    assert check_fit(target, 2048, draft=draft, report=full, held=on_gpu).fits is True
+    on_host = [dict(on_gpu[0], buffer_type="CUDA_Host"), dict(on_gpu[0], buffer_type="CPU_Mapped")]
+    assert check_fit(target, 2048, draft=draft, report=full, held=on_host).fits is False
+    # a CPU build of the engine cannot use the GPU at all: the plan is held against RAM
+    cpu_build = check_fit(target, 2048, draft=draft, report=full, gpu_backend=False)
+    assert cpu_build.where == "RAM" and cpu_build.plan.to_dict()["totals"]["vram_bytes"] == 0
 
 
 def test_two_gpus_name_the_one_that_overflows(pair):
@@ -52,3 +59,9 @@ def test_without_a_gpu_the_plan_is_held_against_ram(pair):
     assert verdict.fits is False and "RAM is available" in verdict.explanation(2048)
     unknown = dataclasses.replace(report, cpu=dataclasses.replace(report.cpu, ram_available_bytes=None))
     assert check_fit(target, 2048, draft=draft, report=unknown).fits is None
+
+
+def test_held_memory_is_sorted_into_gpu_and_host():
+    items = [{"buffer_type": b, "model_bytes": 100, "context_bytes": 10, "compute_bytes": 1}
+             for b in ("CUDA0", "Vulkan1", "CUDA_Host", "CPU", "CPU_REPACK", "AMX", "CPU_Mapped")]
+    assert held_bytes(items) == (222, 444) and held_bytes(None) == (0, 0)

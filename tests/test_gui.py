@@ -245,8 +245,13 @@ def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monke
 
     page = HistoryPage(window.lab, limit=3)
     qtbot.addWidget(page)
-    clock = iter(range(1000, 2000))
-    monkeypatch.setattr(history_page.time, "time", lambda: float(next(clock)))
+    import time as real_time
+    from types import SimpleNamespace
+
+    clock = iter(range(1000, 2000))      # the page's own clock only, not the process's time.time
+    monkeypatch.setattr(history_page, "time", SimpleNamespace(time=lambda: float(next(clock)),
+                                                              strftime=real_time.strftime,
+                                                              localtime=real_time.localtime))
 
     def run(tokens):
         page.add_run({"event": "done", "summary": {"tokens_generated": tokens, "tokens_per_s": 100.0},
@@ -290,9 +295,13 @@ def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
 
 
 def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, tmp_path, monkeypatch, pair):
-    """A stand-in NVML with a nearly full GPU; the plan, the refusal and the load are real."""
+    """A stand-in NVML with a nearly full GPU, and an engine taken for a CUDA build (a CPU build plans in
+    RAM); the plan, the refusal and the load are real."""
+    from app.engine_controller import EngineController
+
     from .fake_nvml import FakeNVML, rtx4090
 
+    monkeypatch.setattr(EngineController, "gpu_backend", property(lambda self: True))
     monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
     full = rtx4090(0, used=24 * 2**30 - 2**20)          # 1 MiB free
     w = MainWindow(settings=QSettings(str(tmp_path / "f.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([full]))
@@ -318,3 +327,23 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
     lab.controls.ctx.setValue(2048)
     assert lab.fit_problem(lab.controls.load_settings()) is None
     w.close()
+
+
+def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tmp_path, monkeypatch):
+    """The pre-load checks are skipped here so that the worker itself meets the broken file."""
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(pair[0].read_bytes()[:4096])      # a truncated target
+    set_pair(window, (broken, pair[1]), max_tokens=8)
+    lab = window.lab
+    monkeypatch.setattr(lab, "explain_before_loading", lambda settings: None)
+    monkeypatch.setattr(lab, "fit_problem", lambda settings: None)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    assert window.controller.state == "error" and window.controller.loaded_info is None
+    assert "broken.gguf" in lab.banner.label.text() and not window.load_bar.isVisible()
+    assert lab.controls.start_button.isEnabled()
+    lab.controls.target.set_path(pair[0])                # fixed: Start loads and runs
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)

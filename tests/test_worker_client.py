@@ -55,15 +55,19 @@ def test_load_reports_progress_for_target_then_draft(client, pair):
 
 
 def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair):
-    from engine.settings import to_dict
-
     target, draft = pair
-    req = client.send("load", load=to_dict(LoadSettings(target, draft, ctx=1024)))
-    client.cancel()              # read by the worker while the load job runs; the next progress report stops it
+    load(client, pair)           # a pair is loaded; a new load frees it first, so a cancelled one leaves none
+
+    def cancel_once_loading(ev):
+        # from the reader thread, as soon as the worker says the load has begun: it is mid-load now
+        if ev["event"] == "load_progress" and ev["stage"] == "loading":
+            client.cancel()
+    client.on_event = cancel_once_loading
     with pytest.raises(EngineError) as info:
-        client.wait_for(("loaded",), req, timeout=120)
+        client.load(LoadSettings(target, draft, ctx=2048))
+    client.on_event = None
     assert info.value.kind == "cancelled" and "cancelled" in str(info.value)
-    assert client.loaded is None
+    assert client.loaded is None and client.state == C.READY
     with pytest.raises(EngineError, match="no model is loaded"):
         list(client.generate(PROMPTS[0], 4))
     load(client, pair)           # and a load after it works

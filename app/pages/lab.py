@@ -162,6 +162,8 @@ class LabPage(QWidget):
 
     # -- actions ----------------------------------------------------------
     def load(self) -> bool:
+        if self.mode != "idle":
+            return False            # a run, a baseline or a load is under way: its end comes first
         try:
             settings = self.controls.load_settings()
         except SettingsError as exc:
@@ -177,7 +179,8 @@ class LabPage(QWidget):
 
             def load_anyway() -> None:
                 self._fit_override, self._pending = settings, pending
-                self.load()
+                if not self.load():
+                    self._pending = None
             self._banner_handler = load_anyway
             self.banner.show_message(too_big, "error", "Load anyway")
             return False
@@ -208,6 +211,12 @@ class LabPage(QWidget):
                         + "; ".join(verdict["reasons"]))
         return None
 
+    def fit_context(self) -> dict:
+        """What check_fit needs to know about this engine: the memory its loaded pair holds (freed
+        before a load) and whether it can use a GPU at all (a CPU build cannot)."""
+        loaded = self.controller.loaded_info
+        return {"held": loaded.get("memory") if loaded else None, "gpu_backend": self.controller.gpu_backend}
+
     def fit_problem(self, settings: LoadSettings) -> str | None:
         """The memory plan against the free VRAM (or RAM) the Hardware page sees: why this pair will not
         fit, or None (fits, or nothing to compare with). The Lab's own loaded pair is freed before a
@@ -219,14 +228,10 @@ class LabPage(QWidget):
         from engine.gguf_inspect import GGUFInspectError, inspect_gguf
         from engine.memory_plan import PlanError
 
-        held = 0
-        if self.controller.loaded_info is not None:
-            held = sum(m.get("model_bytes", 0) + m.get("context_bytes", 0) + m.get("compute_bytes", 0)
-                       for m in self.controller.loaded_info.get("memory", []))
         try:
             verdict = check_fit(inspect_gguf(settings.target), settings.ctx,
                                 draft=inspect_gguf(settings.draft) if settings.draft else None,
-                                n_gpu_layers=settings.ngl, report=report, already_held_bytes=held)
+                                n_gpu_layers=settings.ngl, report=report, **self.fit_context())
         except (GGUFInspectError, PlanError, OSError):
             return None      # the file checks above speak for broken files; no plan is no verdict
         return verdict.explanation(settings.ctx) if verdict.fits is False else None
@@ -295,6 +300,7 @@ class LabPage(QWidget):
             return
         if not self._ready_for("baseline"):
             return
+        self.banner.hide()
         self.mode = "baseline"
         self.controls.set_running(True)
         self._sent_spec = to_dict(self.controls.spec_settings())

@@ -220,7 +220,8 @@ class ModelsPage(QWidget):
                                           + "; ".join(verdict["reasons"]))
         report = self.hardware.report if self.hardware is not None else None
         try:
-            verdict = check_fit(t_info, c.ctx.value(), draft=d_info, n_gpu_layers=c.ngl.value(), report=report)
+            verdict = check_fit(t_info, c.ctx.value(), draft=d_info, n_gpu_layers=c.ngl.value(), report=report,
+                                **self.lab.fit_context())
         except PlanError as exc:
             self.fit_badge.setText(f"no memory plan: {exc}")
             return

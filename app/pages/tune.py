@@ -26,7 +26,7 @@ from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
-from app.engine_controller import CRASHED, ERROR
+from app.engine_controller import CRASHED
 from app.pages.lab import Banner
 from app.pages.tune_runner import TuneRunner
 from app.widgets.tune_charts import TuneCharts
@@ -266,6 +266,10 @@ class TunePage(QWidget):
         if self.lab.mode in ("running", "baseline", "stopping"):
             self.lab.stop()
             notes.append("the Lab's run was stopped so that it does not compete for the CPU")
+        elif self.lab.mode == "loading" and self.lab.controller.gpu_backend:
+            self.lab.stop()       # cancels the load: two copies on the GPU may not fit
+            notes.append("the Lab's load was cancelled so that the tune's copy fits on the GPU; the Lab loads "
+                         "its pair again when you start it there")
         elif self.lab.mode == "loading":
             notes.append("the Lab is still loading its pair; that may slow the tune's first measurements")
 
@@ -316,7 +320,7 @@ class TunePage(QWidget):
             controller.stateChanged.disconnect(gone)
 
         def gone(state: str, _message: str) -> None:
-            if state in (CRASHED, ERROR, "stopped"):
+            if state in (CRASHED, "stopped"):     # the Lab's worker is gone, and its copy with it
                 freed()
         controller.unloaded.connect(freed)
         controller.stateChanged.connect(gone)

@@ -35,7 +35,7 @@ from engine.client import EngineClient, EngineError
 from engine.settings import LoadSettings, SamplingSettings
 from engine.tuner import TuneCancelled, Tuner
 
-LAB_FREE_TIMEOUT_S = 60.0   # a Lab generation ends within a cycle of its cancel; loading cannot be cancelled
+LAB_FREE_TIMEOUT_S = 60.0   # a Lab generation ends within a cycle of its cancel, a load at its next progress report
 
 
 class TuneRunner(QThread):
