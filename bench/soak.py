@@ -51,6 +51,7 @@ def main() -> int:
     ap.add_argument("--knob-every", type=float, default=3.0, help="seconds between knob changes")
     ap.add_argument("--restart-every", type=float, default=120.0, help="seconds between engine restarts")
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds before the first memory reading")
+    ap.add_argument("--report-every", type=float, default=300.0, help="seconds between memory readings")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: llama.cpp's default)")
     a = ap.parse_args()
@@ -110,11 +111,19 @@ def main() -> int:
     pump(a.warmup)
     gui0, worker0 = rss_mib(os.getpid()), rss_mib(w.controller.pid)
     print(f"after warm-up: GUI {gui0:.1f} MiB, worker {worker0:.1f} MiB", flush=True)
-    t_end = time.monotonic() + a.minutes * 60
+    t_start = time.monotonic()
+    t_end = t_start + a.minutes * 60
     next_restart = time.monotonic() + a.restart_every
+    next_reading = t_start + a.report_every
     restarts = knob_changes = 0
     while time.monotonic() < t_end:
         pump(a.knob_every)
+        if time.monotonic() >= next_reading:
+            # the path, not only the ends: a leak climbs steadily, a cache that fills levels off
+            next_reading += a.report_every
+            print(f"  {(time.monotonic() - t_start) / 60:5.1f} min: GUI {rss_mib(os.getpid()):.1f} MiB, "
+                  f"worker {rss_mib(w.controller.pid):.1f} MiB, History rows {w.history.table.rowCount()}",
+                  flush=True)
         if time.monotonic() >= next_restart:
             next_restart = time.monotonic() + a.restart_every
             deliberate["restart"] = True
