@@ -48,7 +48,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     from engine.cli import _settings
     from engine.export import export_llama_server
     from engine.export_engines import engine_export
-    from engine.shell_quote import bash_join, join, pwsh_warnings
+    from engine.shell_quote import bash_join, pwsh_warnings
 
     load, spec, sampling = _settings(a)
     if a.format in ENGINE_FORMATS:
@@ -62,7 +62,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     if a.hf_target or a.hf_draft or a.tensor_parallel_size != 1:
         _warn(["--hf-target, --hf-draft and --tensor-parallel-size apply to --format vllm and sglang only"])
     exported = export_llama_server(load, spec, sampling, a.server)
-    line = join(exported.argv, a.format)   # refuses what the shell cannot carry, before any output
+    line = exported.line(a.format)   # refuses what the shell cannot carry, before any output
     print(f"spectune: note: written in the {exported.dialect} flag dialect, read from {exported.argv[0]} --help",
           file=sys.stderr)
     _warn(exported.warnings + (pwsh_warnings(exported.argv) if a.format == "pwsh" else []))

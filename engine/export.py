@@ -171,6 +171,15 @@ class ServerExport:
     argv: list[str]
     dialect: str
     warnings: list[str] = field(default_factory=list)
+    # the bundled llama-server finds its shared libraries only through the loader path: (variable, dirs)
+    loader_path: tuple[str, list[str]] | None = None
+
+    def line(self, shell: str) -> str:
+        """The command line for a terminal, the loader path included when the binary needs one."""
+        from engine.shell_quote import join_with_path
+
+        var, dirs = self.loader_path or (None, None)
+        return join_with_path(self.argv, shell, var, dirs)
 
 
 def export_llama_server(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None,
@@ -185,7 +194,21 @@ def export_llama_server(load: LoadSettings, spec: SpecSettings, sampling: Sampli
     dialect = detect_dialect(server_help if server_help is not None else read_help(path))
     argv = server_argv(load, spec, sampling, server if server is not None else path, dialect)
     return ServerExport(argv, dialect.name, export_warnings(load, spec, dialect, gpus=gpus,
-                                                            ram_available=ram_available))
+                                                            ram_available=ram_available),
+                        _bundled_loader_path(path))
+
+
+def _bundled_loader_path(path: Path) -> tuple[str, list[str]] | None:
+    """The loader path the bundled llama-server needs when run from a terminal; None for any other binary."""
+    from engine.llama_install import LlamaInstallError, find_install
+
+    try:
+        install = find_install()
+    except LlamaInstallError:
+        return None
+    if Path(path).resolve().parent != Path(install.bin_dir).resolve():
+        return None
+    return install.loader_path()
 
 
 def export_warnings(load: LoadSettings, spec: SpecSettings, dialect: ServerDialect = CURRENT, *,

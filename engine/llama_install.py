@@ -58,12 +58,18 @@ class LlamaInstall:
     def tool(self, name: str) -> Path:
         return self.bin_dir / f"{name}{EXE_SUFFIX}"
 
+    def loader_path(self) -> tuple[str, list[str]]:
+        """The loader variable and the directories a bundled tool needs on it (the wheel's tools find
+        their shared libraries only there: they carry no rpath)."""
+        var = {"win32": "PATH", "darwin": "DYLD_LIBRARY_PATH"}.get(sys.platform, "LD_LIBRARY_PATH")
+        dirs = [self.lib_dir] + ([self.bin_dir] if sys.platform == "win32" else [])
+        return var, [str(d) for d in dirs]
+
     def loader_env(self) -> dict[str, str]:
         """Environment for running a bundled tool: its shared libraries on the loader path."""
         env = dict(os.environ)
-        var = {"win32": "PATH", "darwin": "DYLD_LIBRARY_PATH"}.get(sys.platform, "LD_LIBRARY_PATH")
-        dirs = [self.lib_dir] + ([self.bin_dir] if sys.platform == "win32" else [])
-        parts = [str(d) for d in dirs] + ([env[var]] if env.get(var) else [])
+        var, dirs = self.loader_path()
+        parts = dirs + ([env[var]] if env.get(var) else [])
         env[var] = os.pathsep.join(parts)
         return env
 

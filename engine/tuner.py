@@ -7,8 +7,9 @@
    plus the n-gram methods and their combination with draft-simple (measured
    once on the first prompt, as their draft lengths do not follow a K).
 3. Successive halving over the workload's prompts: the best half by measured
-   tokens/s goes on to twice as many prompts, until one is left, the budget is
-   spent, or the leader is ahead by a clear margin.
+   tokens/s goes on to twice as many prompts, until two are left, the budget is
+   spent, or the leader is ahead by a clear margin. Two still within that margin
+   run every prompt again, head to head, alternating.
 The result is a table (predicted, measured, error) and the best setting with its
 measured speedup over the baseline on the prompts the best ran. Seeded: the prompt
 order and the tie-breaks are reproducible.
@@ -112,6 +113,7 @@ class Tuner:
         self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.should_stop = should_stop or (lambda: False)
         self.runs = 0
+        self.close_call = False   # the last two were settled by a head-to-head round
         self._baseline: dict[str, tuple[int, float]] = {}   # prompt -> (tokens after the first, wall ms)
 
     def _check_stop(self) -> None:
@@ -148,6 +150,25 @@ class Tuner:
         tokens = sum(self._baseline[p][0] for p in prompts)
         wall = sum(self._baseline[p][1] for p in prompts)
         return tokens * 1000.0 / wall if wall else 0.0
+
+    def _rank(self, pool: list[Candidate]) -> None:
+        pool.sort(key=lambda c: (-c.measured_tps, self.rng.random()))
+        for cand in pool:
+            self.progress(f"  {cand.label:<40} measured {cand.measured_tps:8.1f} tok/s"
+                          + (f"  predicted {cand.predicted_tps:8.1f}" if cand.predicted_tps else ""))
+
+    def _close_call(self, finalists: list[Candidate]) -> None:
+        """The last two are within CLEAR_MARGIN: on a machine whose speed drifts 10-20 % between runs,
+        what each measured in its own rounds does not settle it. Both run every prompt once more,
+        alternating prompt by prompt, so that drift and each method's warm-up (an n-gram pool fills
+        as a setting keeps running) fall on both alike."""
+        a, b = finalists
+        self.progress(f"close call between {a.label} and {b.label}: both run all {len(self.prompts)} "
+                      "prompt(s) again, alternating ...")
+        for i, prompt in enumerate(self.prompts):
+            for cand in (finalists if i % 2 == 0 else finalists[::-1]):
+                self._evaluate(cand, [prompt])
+        self.close_call = True
 
     def measure_costs(self) -> PairCosts:
         self._check_stop()
@@ -193,7 +214,8 @@ class Tuner:
         candidates.append(Candidate(SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2,
                                                  ngram_mod_n_max=16)))
 
-        # successive halving: everyone on the first prompts, then the better half on twice as many
+        # successive halving: everyone on the first prompts, then the better half on twice as many,
+        # down to the last two
         pool, n_prompts, used = list(candidates), 1, 0
         while True:
             batch = self.prompts[used:used + n_prompts] or self.prompts[:n_prompts]
@@ -201,16 +223,16 @@ class Tuner:
             for cand in pool:
                 self._evaluate(cand, batch)
             used += len(batch)
-            pool.sort(key=lambda c: (-c.measured_tps, self.rng.random()))
-            for cand in pool:
-                self.progress(f"  {cand.label:<40} measured {cand.measured_tps:8.1f} tok/s"
-                              + (f"  predicted {cand.predicted_tps:8.1f}" if cand.predicted_tps else ""))
+            self._rank(pool)
             out_of_time = time.monotonic() - t0 > self.budget_s
             clear = len(pool) > 1 and pool[0].measured_tps > CLEAR_MARGIN * pool[1].measured_tps
-            if len(pool) == 1 or out_of_time or clear or used >= len(self.prompts):
+            if len(pool) <= 2 or out_of_time or clear or used >= len(self.prompts):
                 break
-            pool = pool[: max(1, len(pool) // 2)]
+            pool = pool[: max(2, len(pool) // 2)]
             n_prompts *= 2
+        if len(pool) > 1 and not clear and not out_of_time:
+            self._close_call(pool[:2])
+            self._rank(pool)
         best = pool[0]
         # the speedup compares like with like: the baseline on exactly the prompts the best ran
         missing = len({p for p in best.prompts_run if p not in self._baseline})

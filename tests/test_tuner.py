@@ -6,7 +6,7 @@ import time
 import pytest
 
 from engine.client import EngineClient
-from engine.settings import LoadSettings
+from engine.settings import LoadSettings, SpecSettings
 from engine.tuner import TuneCancelled, Tuner
 
 from .conftest import PROMPTS
@@ -97,3 +97,26 @@ def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
             tuner.run()
         assert stop.is_set() and tuner.runs == 1
         assert time.monotonic() - t0 < 8, "a 3000-token generation takes far longer than a cancel"
+
+
+def test_a_close_call_is_settled_head_to_head_on_every_prompt(pair):
+    from engine.tuner import Candidate
+
+    target, draft = pair
+    load = LoadSettings(target, draft, ctx=1024, threads=1)
+    with EngineClient() as client:
+        client.start()
+        client.load(load)
+        lines = []
+        tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, progress=lines.append)
+        order = []
+        run = tuner._run
+        tuner._run = lambda spec, prompt, baseline=False: order.append(spec.spec_type) or run(spec, prompt, baseline)
+        a = Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8))
+        b = Candidate(SpecSettings("draft-simple", draft_n_max=2))
+        tuner._close_call([a, b])
+    n = len(PROMPTS)
+    assert a.prompts_run == b.prompts_run == tuner.prompts and len(a.measured) == len(b.measured) == n
+    # alternating which goes first, so neither always runs on the other's warm-up
+    assert order[:4] == ["ngram-simple", "draft-simple", "draft-simple", "ngram-simple"]
+    assert tuner.close_call and tuner.runs == 2 * n and "close call" in lines[0]

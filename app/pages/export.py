@@ -50,7 +50,6 @@ class ExportPage(QWidget):
     def refresh(self) -> None:
         from engine.export import ExportError, export_llama_server
         from engine.server_dialect import DialectError
-        from engine.shell_quote import join
 
         c = self.lab.controls
         try:
@@ -60,6 +59,6 @@ class ExportPage(QWidget):
             self.command.setPlainText("")
             self.warnings.setText(f"Nothing to export: {exc}")
             return
-        self.command.setPlainText(join(exported.argv, self.shell.currentText()))
+        self.command.setPlainText(exported.line(self.shell.currentText()))
         notes = [f"dialect: {exported.dialect}"] + exported.warnings
         self.warnings.setText("<br>".join(f"• {n}" for n in notes))
