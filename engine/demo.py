@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 from engine.client import EngineClient
-from engine.export import bash_command, llama_server_argv
+from engine.export import bundled_loader_path, llama_server_argv
 from engine.llama_install import cache_dir, server_path
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.shell_quote import join_with_path
 from engine.synthetic import ModelShape, PairSpec, write_pair
 
 DEMO_PAIR = PairSpec(shape=ModelShape(n_embd=384, n_layer=6, n_head=6, n_head_kv=2, n_ff=1024), draft_layers=1,
@@ -129,9 +130,11 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
     best_spec = SpecSettings(**best["spec"])
     try:
         server = str(server_path())
+        loader = bundled_loader_path(Path(server))   # the bundled binary needs its library folder
     except RuntimeError:
-        server = "llama-server"
-    command = bash_command(llama_server_argv(load, best_spec, sampling, server))
+        server, loader = "llama-server", None
+    argv = llama_server_argv(load, best_spec, sampling, server)
+    command = join_with_path(argv, "bash", *(loader or (None, None)))
     if json_output:
         print(json.dumps({"target": str(target), "draft": str(draft), "prompts": len(prompts),
                           "max_tokens": max_tokens, "baseline_tokens_per_s": round(base["tokens_per_s"], 3),

@@ -16,7 +16,6 @@ from pathlib import Path
 from engine.server_dialect import (CURRENT, CURRENT_NGRAM_PREFIX, NGRAM_FAMILY, ServerDialect, ServerHelp,
                                    detect_dialect, read_help, resolve_server)
 from engine.settings import DRAFT_MODEL_TYPES, LoadSettings, SamplingSettings, SpecSettings
-from engine.shell_quote import bash_join
 
 _SPEC_DEFAULTS = SpecSettings()   # the pinned llama.cpp's defaults
 RANDOM_SEED = SamplingSettings().seed
@@ -160,10 +159,6 @@ def llama_server_argv(load: LoadSettings, spec: SpecSettings, sampling: Sampling
     return server_argv(load, spec, sampling, server, CURRENT, host=host, port=port, extra=extra)
 
 
-def bash_command(argv: list[str]) -> str:
-    return bash_join(argv)
-
-
 # -- the export of one binary, with its pitfalls ---------------------------------------------
 
 @dataclass
@@ -195,10 +190,10 @@ def export_llama_server(load: LoadSettings, spec: SpecSettings, sampling: Sampli
     argv = server_argv(load, spec, sampling, server if server is not None else path, dialect)
     return ServerExport(argv, dialect.name, export_warnings(load, spec, dialect, gpus=gpus,
                                                             ram_available=ram_available),
-                        _bundled_loader_path(path))
+                        bundled_loader_path(path))
 
 
-def _bundled_loader_path(path: Path) -> tuple[str, list[str]] | None:
+def bundled_loader_path(path: Path) -> tuple[str, list[str]] | None:
     """The loader path the bundled llama-server needs when run from a terminal; None for any other binary."""
     from engine.llama_install import LlamaInstallError, find_install
 
