@@ -126,11 +126,12 @@ class LiveSession:
             ra / rd if rd else np.nan, self.accepted / self.drafted if self.drafted else np.nan,
             1.0 + ra / n if n else np.nan, (ra + n) / (rd + n) if n else np.nan,
         ])
-        if self.markers and len(self.ring) == self.capacity and self.markers[0].t < self.ring.oldest(0):
-            # the ring has dropped the cycles these markers pointed at: drop the markers too, so an
+        if self.markers and len(self.ring) == self.capacity:
+            # the ring has dropped the cycles older markers pointed at: drop those markers too, so an
             # hours-long session with a knob moved every few seconds keeps a bounded list
             oldest = self.ring.oldest(0)
-            self.markers = [m for m in self.markers if m.t >= oldest]
+            if self.markers[0].t < oldest:
+                self.markers = [m for m in self.markers if m.t >= oldest]
         # the first `accepted` tokens of a speculative cycle came from the draft
         for i, piece in enumerate(pieces):
             self._pending_text.append((piece, drafted > 0 and i < accepted))

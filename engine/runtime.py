@@ -14,8 +14,8 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
 from engine.native_build import ensure_built
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings

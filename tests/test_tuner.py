@@ -12,16 +12,22 @@ from engine.tuner import TuneCancelled, Tuner
 from .conftest import PROMPTS
 
 
-def test_tuner_reports_a_measured_best_with_predictions(pair):
-    target, draft = pair
-    load = LoadSettings(target, draft, ctx=1024, threads=1)
+@pytest.fixture
+def loaded(pair):
+    """A worker with the synthetic pair loaded, one thread: (client, its LoadSettings)."""
+    load = LoadSettings(pair[0], pair[1], ctx=1024, threads=1)
     with EngineClient() as client:
         client.start()
         client.load(load)
-        lines = []
-        tuner = Tuner(client, load, list(PROMPTS), max_tokens=24, budget_s=600, seed=3, k_max=6,
-                      progress=lines.append)
-        result = tuner.run()
+        yield client, load
+
+
+def test_tuner_reports_a_measured_best_with_predictions(loaded):
+    client, load = loaded
+    lines = []
+    tuner = Tuner(client, load, list(PROMPTS), max_tokens=24, budget_s=600, seed=3, k_max=6,
+                  progress=lines.append)
+    result = tuner.run()
     out = result.to_dict()
     assert out["baseline_tps"] > 0 and out["best"]["measured_tps"] > 0
     assert out["speedup"] == round(result.best.measured_tps / result.baseline_tps, 4)
@@ -61,20 +67,16 @@ def test_a_stop_before_the_first_request_touches_no_engine():
     assert tuner.runs == 0
 
 
-def test_stop_between_runs_leaves_the_engine_usable(pair):
-    target, draft = pair
-    load = LoadSettings(target, draft, ctx=1024, threads=1)
-    with EngineClient() as client:
-        client.start()
-        client.load(load)
-        tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, k_max=4, progress=lambda m: None,
-                      should_stop=lambda: tuner.runs >= 3)
-        with pytest.raises(TuneCancelled):
-            tuner.run()
-        assert tuner.runs == 3
-        # nothing is left running in the worker: the next request is served at once
-        events = list(client.generate(PROMPTS[0], 4, spec={"spec_type": "draft-simple", "draft_n_max": 2}))
-        assert events[-1]["event"] == "done"
+def test_stop_between_runs_leaves_the_engine_usable(loaded):
+    client, load = loaded
+    tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, k_max=4, progress=lambda m: None,
+                  should_stop=lambda: tuner.runs >= 3)
+    with pytest.raises(TuneCancelled):
+        tuner.run()
+    assert tuner.runs == 3
+    # nothing is left running in the worker: the next request is served at once
+    events = list(client.generate(PROMPTS[0], 4, spec={"spec_type": "draft-simple", "draft_n_max": 2}))
+    assert events[-1]["event"] == "done"
 
 
 def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
@@ -99,22 +101,18 @@ def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
         assert time.monotonic() - t0 < 8, "a 3000-token generation takes far longer than a cancel"
 
 
-def test_a_close_call_is_settled_head_to_head_on_every_prompt(pair):
+def test_a_close_call_is_settled_head_to_head_on_every_prompt(loaded):
     from engine.tuner import Candidate
 
-    target, draft = pair
-    load = LoadSettings(target, draft, ctx=1024, threads=1)
-    with EngineClient() as client:
-        client.start()
-        client.load(load)
-        lines = []
-        tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, progress=lines.append)
-        order = []
-        run = tuner._run
-        tuner._run = lambda spec, prompt, baseline=False: order.append(spec.spec_type) or run(spec, prompt, baseline)
-        a = Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8))
-        b = Candidate(SpecSettings("draft-simple", draft_n_max=2))
-        tuner._close_call([a, b])
+    client, load = loaded
+    lines = []
+    tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, progress=lines.append)
+    order = []
+    run = tuner._run
+    tuner._run = lambda spec, prompt, baseline=False: order.append(spec.spec_type) or run(spec, prompt, baseline)
+    a = Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8))
+    b = Candidate(SpecSettings("draft-simple", draft_n_max=2))
+    tuner._close_call([a, b])
     n = len(PROMPTS)
     assert a.prompts_run == b.prompts_run == tuner.prompts and len(a.measured) == len(b.measured) == n
     # alternating which goes first, so neither always runs on the other's warm-up
