@@ -5,11 +5,13 @@
 One invocation writes a synthetic pair with real-looking proportions, starts
 llama-server once per setting (127.0.0.1, random port and key), loads specrt
 in this process and behind the engine worker, and then alternates: server,
+server streamed (as `spectune validate` asks it: "timings_per_token"),
 specrt in process, specrt through the worker, for every round and prompt, so
-drift of the machine hits all three alike. It prints, per setting, the median
+drift of the machine hits all alike. It prints, per setting, the median
 tokens/s of each, the ratios to the server, whether the draft/accept counts
 agree, and the share of specrt's cycle time spent outside drafting and
-verifying (its own overhead). Goal: ratio >= 0.97, outside share <= 3%.
+verifying (its own overhead). Goal: ratio >= 0.97, outside share <= 3%. The
+streamed column says what streaming costs the server itself.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from engine.server_runner import LlamaServer, server_summary  # noqa: E402
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
 from engine.stats import RunStats  # noqa: E402
 from engine.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
+from engine.validate import server_completion  # noqa: E402
 
 PROMPTS = (
     "def the value of the data is",
@@ -93,7 +96,7 @@ def main() -> int:
     out(f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens, temperature 0, alternating runs, "
         f"threads {a.threads or 'default'}")
     out()
-    header = (f"{'setting':<26} {'server tok/s':>12} {'specrt tok/s':>12} {'ratio':>6} {'worker tok/s':>12} "
+    header = (f"{'setting':<26} {'server tok/s':>12} {'streamed':>9} {'ratio':>6} {'specrt tok/s':>12} {'ratio':>6} {'worker tok/s':>12} "
               f"{'ratio':>6} {'counts':>7} {'outside':>8} {'loop ovh':>8}")
     out(header)
     engine = Engine(load)
@@ -103,7 +106,7 @@ def main() -> int:
         client.load(load)
         for spec in SETTINGS:
             argv = llama_server_argv(load, spec, sampling, server, extra=["--fit", "off"])
-            srv_tps, lab_tps, wrk_tps = [], [], []
+            srv_tps, str_tps, lab_tps, wrk_tps = [], [], [], []
             counts_ok = True
             other = cycle = wall = 0.0
             with LlamaServer(argv) as srv:
@@ -113,27 +116,30 @@ def main() -> int:
                 for _ in range(a.rounds):
                     for prompt in PROMPTS:
                         s = server_summary(srv.complete(prompt, a.tokens))
+                        streamed = server_completion(srv, prompt, a.tokens)
                         lab = run_in_process(engine, spec, sampling, prompt, a.tokens)
                         wrk = generate(client, prompt, a.tokens, spec, sampling, baseline=not spec.types)
                         srv_tps.append(s["tokens_per_s"])
+                        str_tps.append(streamed["tokens_per_s"])
                         lab_tps.append(lab["tokens_per_s"])
                         wrk_tps.append(wrk["tokens_per_s"])
                         counts_ok &= (lab["drafted"], lab["accepted"]) == (s["drafted"], s["accepted"])
                         other += lab["other_ms"]
                         cycle += lab["cycle_ms"]
                         wall += lab["wall_ms"]
-            ms, ml, mw = (statistics.median(x) for x in (srv_tps, lab_tps, wrk_tps))
+            ms, mst, ml, mw = (statistics.median(x) for x in (srv_tps, str_tps, lab_tps, wrk_tps))
             outside = other / cycle if cycle else 0.0
             loop_overhead = (wall - cycle) / wall if wall else 0.0
             worst_ratio = min(worst_ratio, ml / ms)
             worst_outside = max(worst_outside, outside)
             label = spec.spec_type + (f" K={spec.draft_n_max}" if "draft-simple" in spec.types else "")
-            out(f"{label:<26} {ms:12.1f} {ml:12.1f} {ml / ms:6.3f} {mw:12.1f} {mw / ms:6.3f} "
+            out(f"{label:<26} {ms:12.1f} {mst:9.1f} {mst / ms:6.3f} {ml:12.1f} {ml / ms:6.3f} {mw:12.1f} {mw / ms:6.3f} "
                 f"{'same' if counts_ok else 'DIFFER':>7} {100 * outside:7.2f}% {100 * loop_overhead:7.2f}%")
     engine.close()
     out()
     out("ratio = specrt tok/s / llama-server tok/s (medians; both count tokens after the first over the time after "
         "the prompt)")
+    out("streamed = llama-server's own tok/s when the same request is streamed with timings_per_token")
     out("outside = specrt cycle time outside drafting and verifying; loop ovh = Python step-loop time outside specrt")
     out(f"worst ratio {worst_ratio:.3f} (goal >= 0.97), worst outside share {100 * worst_outside:.2f}% (goal <= 3%)")
     if a.save:

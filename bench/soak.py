@@ -45,6 +45,43 @@ def rss_mib(pid: int | None) -> float:
     return 0.0
 
 
+def memory_detail(pid: int) -> str:
+    """Anonymous against file-backed resident memory, and on glibc the heap's bytes in use: a heap
+    that holds freed memory it cannot return (fragmentation) grows RSS without anything leaking."""
+    fields = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("RssAnon", "RssFile", "RssShmem"):
+                fields[key] = int(rest.split()[0]) / 1024.0
+    except OSError:
+        return ""
+    text = ", ".join(f"{k[3:].lower()} {v:.1f}" for k, v in fields.items())
+    if pid == os.getpid():
+        heap = malloc_in_use_mib()
+        if heap is not None:
+            text += f", malloc in use {heap[0]:.1f} of {heap[1]:.1f}"
+    return f" ({text})" if text else ""
+
+
+def malloc_in_use_mib() -> tuple[float, float] | None:
+    """(in use, obtained from the system) by glibc's malloc in this process, or None elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                          "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = MallInfo2
+    m = fn()
+    return (m.uordblks + m.hblkhd) / 2**20, (m.arena + m.hblkhd) / 2**20
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0)
@@ -110,7 +147,7 @@ def main() -> int:
     wait(lambda: w.lab.live.cycles > 0, 300)
     pump(a.warmup)
     gui0, worker0 = rss_mib(os.getpid()), rss_mib(w.controller.pid)
-    print(f"after warm-up: GUI {gui0:.1f} MiB, worker {worker0:.1f} MiB", flush=True)
+    print(f"after warm-up: GUI {gui0:.1f} MiB{memory_detail(os.getpid())}, worker {worker0:.1f} MiB", flush=True)
     t_start = time.monotonic()
     t_end = t_start + a.minutes * 60
     next_restart = time.monotonic() + a.restart_every
@@ -121,9 +158,9 @@ def main() -> int:
         if time.monotonic() >= next_reading:
             # the path, not only the ends: a leak climbs steadily, a cache that fills levels off
             next_reading += a.report_every
-            print(f"  {(time.monotonic() - t_start) / 60:5.1f} min: GUI {rss_mib(os.getpid()):.1f} MiB, "
-                  f"worker {rss_mib(w.controller.pid):.1f} MiB, History rows {w.history.table.rowCount()}",
-                  flush=True)
+            print(f"  {(time.monotonic() - t_start) / 60:5.1f} min: GUI {rss_mib(os.getpid()):.1f} MiB"
+                  f"{memory_detail(os.getpid())}, worker {rss_mib(w.controller.pid):.1f} MiB, "
+                  f"History rows {w.history.table.rowCount()}", flush=True)
         if time.monotonic() >= next_restart:
             next_restart = time.monotonic() + a.restart_every
             deliberate["restart"] = True

@@ -78,7 +78,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
     load, spec, sampling = _settings(a)
     prompts = load_prompts(a.workload_prompts, a.prompt)
-    report = validate(load, spec, sampling, prompts, a.max_tokens, passes=a.passes)
+    report = validate(load, spec, sampling, prompts, a.max_tokens, passes=a.passes, sequential=a.sequential)
     _warn(report["warnings"])
     if not a.no_history:
         # a validation row is indexed by what the server did: that is what was validated
@@ -168,7 +168,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--workload", "--workload-prompts", dest="workload_prompts", metavar="SET", help="a workload set: a JSON file or a shipped set name")
     v.add_argument("--max-tokens", type=int, default=128)
     v.add_argument("--passes", type=int, default=1,
-                   help="run server then lab this many times in turn and compare each side's median speed (default 1)")
+                   help="run every prompt on both this many times and compare the median speeds (default 1)")
+    v.add_argument("--sequential", action="store_true",
+                   help="run all of llama-server's prompts, stop it, then the lab's, even when the pair fits "
+                        "twice in RAM (the default there is prompt by prompt, taking turns)")
     v.add_argument("--json", action="store_true", help="print one JSON object: lab, server, agree, ratio, ...")
     v.add_argument("--no-history", action="store_true", help="do not store the result in the history")
     v.set_defaults(func=_guarded(cmd_validate))

@@ -23,7 +23,9 @@ from engine.llama_install import find_install, server_path
 
 
 class ServerError(RuntimeError):
-    pass
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code   # the server's exit status when it died while starting
 
 
 def free_port() -> int:
@@ -65,7 +67,7 @@ class LlamaServer:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise ServerError(f"llama-server exited with status {self._proc.returncode} while starting:\n"
-                                  + "\n".join(self.log.splitlines()[-15:]))
+                                  + "\n".join(self.log.splitlines()[-15:]), exit_code=self._proc.returncode)
             try:
                 status, _ = self._request("GET", "/health", None, timeout=2.0)
                 if status == 200:

@@ -5,20 +5,30 @@ an argv list, on 127.0.0.1, a free port and a random API key
 (engine.server_runner.LlamaServer). Each prompt goes through POST /completion,
 streamed with "timings_per_token", and the last chunk's timings give
 draft_n / draft_n_accepted and the speed; /props gives the build and /metrics the
-spec-decode counters. Then the server stops and the lab (the engine worker)
-runs the same prompts on the same models and settings.
+spec-decode counters. The lab (the engine worker) runs the same prompts on the
+same models and settings.
+
+How the two take turns depends on where the pair lives:
+- **side by side** (the lab's pair holds no GPU memory and RAM has room for a
+  second copy of its buffers): both stay loaded and run each prompt in turn,
+  alternating which goes first. A machine whose speed drifts by the minute (a
+  shared or throttling one drifts by 20 % here) then weighs on both sides alike.
+- **one after the other** (a pair on the GPU, or RAM too short): llama-server
+  on every prompt, stopped, then the lab; a pair that fits once need not fit twice.
 
 At temperature 0 both sample greedily with llama.cpp's own code, so the drafted
 and accepted counts must be identical prompt by prompt: ``agree``. Speeds are
 each engine's own measure (the lab: tokens after the first over the cycles'
 wall time; llama-server: predicted_n over predicted_ms), and ``ratio`` is
-server / lab.
+server / lab: with several passes, the median of the passes' ratios.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import signal
 import statistics
 import time
 import urllib.error
@@ -27,6 +37,8 @@ from pathlib import Path
 
 from engine.client import EngineClient
 from engine.export import export_llama_server
+from engine.fit import held_bytes
+from engine.hardware import ram
 from engine.llama_install import server_path
 from engine.server_runner import LlamaServer, ServerError, server_summary
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
@@ -62,16 +74,19 @@ def _post_stream(srv: LlamaServer, body: dict) -> list[dict]:
     req = urllib.request.Request(srv.base_url + "/completion", data=json.dumps(body).encode(), method="POST")
     req.add_header("Authorization", f"Bearer {srv.api_key}")
     req.add_header("Content-Type", "application/json")
-    chunks = []
     try:
         with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
-            for raw in resp:
-                line = raw.decode("utf-8", errors="replace").strip()
-                if line.startswith("data: ") and line != "data: [DONE]":
-                    chunks.append(json.loads(line[len("data: "):]))
+            # read the whole stream, parse it afterwards: JSON work per chunk while the server
+            # generates would take CPU from it on a small machine, and its timings stop at its last token
+            raw = resp.read()
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:500]
         raise ServerError(f"llama-server answered {exc.code} to POST /completion: {detail}") from exc
+    chunks = []
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("data: ") and line != "data: [DONE]":
+            chunks.append(json.loads(line[len("data: "):]))
     return chunks
 
 
@@ -153,70 +168,151 @@ def _counts(run: dict) -> tuple[int, int]:
     return run["drafted"], run["accepted"]
 
 
-def _serve_then_lab(argv: list[str], load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
-                    prompts: list[str], max_tokens: int, startup_timeout: float) -> dict:
-    """One pass: llama-server on every prompt, stopped, then the lab on the same prompts.
+def _with_metrics(argv: list[str]) -> list[str]:
+    return argv + ([] if "--metrics" in argv else ["--metrics"])
 
-    One after the other, never both at once: a pair that fits once on the GPU
-    need not fit twice."""
-    with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
-        build_info = (srv.props() or {}).get("build_info")
-        server_runs = [server_completion(srv, prompt, max_tokens) for prompt in prompts]
-        metrics = read_metrics(srv)
 
+def _offloads(hello: dict, load: LoadSettings) -> bool:
+    """The worker has a GPU device and the load puts layers on it."""
+    has_gpu = any(not str(d.get("name", "")).upper().startswith("CPU") for d in hello.get("devices", []))
+    return has_gpu and (load.ngl != 0 or (load.draft is not None and load.ngl_draft != 0))
+
+
+def _fits_beside(loaded: dict) -> bool:
+    """Can llama-server hold its own copy while the lab keeps this one? Not when the lab's pair holds
+    GPU memory; in RAM, when twice what the lab holds outside the mapped files is available (the
+    files' pages are shared between the two processes)."""
+    vram, in_ram = held_bytes(loaded.get("memory"))
+    if vram:
+        return False
+    available = ram()[1]
+    return available is not None and 2 * in_ram < available
+
+
+def _one_after_the_other(argv: list[str], load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
+                         prompts: list[str], max_tokens: int, passes: int, startup_timeout: float) -> dict:
+    """Each pass: llama-server on every prompt, stopped, then the lab on the same prompts."""
     from engine.cli import generate   # the run command's own generation loop
 
-    with EngineClient() as client:
-        client.start()
-        client.load(load)
-        lab_runs = [generate(client, prompt, max_tokens, spec, sampling) for prompt in prompts]
-    return {"server_runs": server_runs, "lab_runs": lab_runs, "build_info": build_info, "metrics": metrics}
+    done: dict = {"passes": []}
+    for i in range(passes):
+        with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
+            if i == 0:
+                done["build_info"] = (srv.props() or {}).get("build_info")
+            server_runs = [server_completion(srv, prompt, max_tokens) for prompt in prompts]
+            if i == 0:
+                done["metrics"], done["metrics_runs"] = read_metrics(srv), server_runs
+        with EngineClient() as client:
+            client.start()
+            client.load(load)
+            lab_runs = [generate(client, prompt, max_tokens, spec, sampling) for prompt in prompts]
+        done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
+    return done
+
+
+def _side_by_side(argv: list[str], client: EngineClient, spec: SpecSettings, sampling: SamplingSettings,
+                  prompts: list[str], max_tokens: int, passes: int, startup_timeout: float) -> dict:
+    """Both loaded; every prompt runs on one then the other, and the one that goes first alternates
+    prompt by prompt and pass by pass."""
+    from engine.cli import generate
+
+    done: dict = {"passes": []}
+    with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
+        done["build_info"] = (srv.props() or {}).get("build_info")
+        for i in range(passes):
+            server_runs, lab_runs = [], []
+            for j, prompt in enumerate(prompts):
+                order = ("server", "lab") if (i + j) % 2 == 0 else ("lab", "server")
+                for side in order:
+                    if side == "server":
+                        server_runs.append(server_completion(srv, prompt, max_tokens))
+                    else:
+                        lab_runs.append(generate(client, prompt, max_tokens, spec, sampling))
+            done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
+        done["metrics"] = read_metrics(srv)
+        done["metrics_runs"] = [r for d in done["passes"] for r in d["server_runs"]]
+    return done
 
 
 def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, prompts: list[str],
-             max_tokens: int, *, passes: int = 1, startup_timeout: float = 180.0) -> dict:
-    """Serve the exported command, then the lab, on the same prompts; both summaries side by side.
+             max_tokens: int, *, passes: int = 1, startup_timeout: float = 180.0,
+             sequential: bool = False) -> dict:
+    """Serve the exported command and run the lab on the same prompts; both summaries side by side.
 
-    With ``passes`` > 1 the pair of runs is repeated (server, lab, server, lab, ...)
-    and each side's speed is the median over the passes (for two, their mean): a machine whose speed drifts between
-    runs (a busy or throttling one) then weighs on both sides alike. Counts and
-    texts come from the first pass; at temperature 0 every pass must agree."""
+    Both stay loaded and take turns prompt by prompt when the pair fits twice outside the GPU;
+    otherwise, or with ``sequential``, all of llama-server's prompts run before the lab's.
+
+    With ``passes`` > 1 everything is repeated; each side's speed is its median over the passes
+    and ``ratio`` the median of the passes' server / lab ratios. Counts and texts come
+    from the first pass; at temperature 0 every pass must agree."""
     if max_tokens < 1:
         raise ValidateError(f"--max-tokens must be 1 or more, got {max_tokens}")
     if passes < 1:
         raise ValidateError(f"--passes must be 1 or more, got {passes}")
+    notices: list[str] = []
     exported = export_llama_server(load, spec, sampling, server_path())
-    argv = exported.argv + ([] if "--metrics" in exported.argv else ["--metrics"])
-    done = [_serve_then_lab(argv, load, spec, sampling, prompts, max_tokens, startup_timeout) for _ in range(passes)]
-    lab_runs, server_runs = done[0]["lab_runs"], done[0]["server_runs"]
-    metrics = done[0]["metrics"]
+    done = None
+    if not sequential:
+        with EngineClient() as client:
+            if not _offloads(client.start(), load):
+                loaded = client.load(load)
+                if loaded.get("repack") is False and load.repack:
+                    # the lab's engine died of SIGILL with repacking on (AMX the system does not enable):
+                    # the server's copy would too, so the command validated is the one with -nr
+                    notices.append(loaded["notice"] + "; the validated command has -nr")
+                    load = dataclasses.replace(load, repack=False)
+                    exported = export_llama_server(load, spec, sampling, server_path())
+                if _fits_beside(loaded):
+                    done = _side_by_side(_with_metrics(exported.argv), client, spec, sampling, prompts, max_tokens,
+                                         passes, startup_timeout)
+                    mode = "side by side"
+    if done is None:
+        try:
+            done = _one_after_the_other(_with_metrics(exported.argv), load, spec, sampling, prompts, max_tokens,
+                                        passes, startup_timeout)
+        except ServerError as exc:
+            if exc.exit_code == -signal.SIGILL and load.repack:
+                raise ValidateError(f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "
+                                    "instructions (AMX) the system does not enable for CPU weight repacking. "
+                                    "Validate again with --no-repack (llama-server's -nr).") from exc
+            raise
+        mode = "one after the other"
+    first = done["passes"][0]
+    lab_runs, server_runs = first["lab_runs"], first["server_runs"]
+    metrics = done["metrics"]
 
     lab = _lab_totals(lab_runs)
     server = _server_totals(server_runs)
-    by_pass = [{"lab_tps": _lab_totals(d["lab_runs"])["tokens_per_s"],
-                "server_tps": _server_totals(d["server_runs"])["tokens_per_s"]} for d in done]
+    by_pass = []
+    for d in done["passes"]:
+        lab_tps, server_tps = _lab_totals(d["lab_runs"])["tokens_per_s"], _server_totals(d["server_runs"])["tokens_per_s"]
+        by_pass.append({"lab_tps": lab_tps, "server_tps": server_tps,
+                        "ratio": round(server_tps / lab_tps, 4) if lab_tps else None})
+    ratio = round(server["tokens_per_s"] / lab["tokens_per_s"], 4) if lab["tokens_per_s"] else None
     if passes > 1:
         lab["tokens_per_s"] = statistics.median(p["lab_tps"] for p in by_pass)
         server["tokens_per_s"] = statistics.median(p["server_tps"] for p in by_pass)
-    server["build_info"] = done[0]["build_info"]
+        ratios = [p["ratio"] for p in by_pass if p["ratio"] is not None]
+        ratio = round(statistics.median(ratios), 4) if ratios else None
+    server["build_info"] = done["build_info"]
     server["metrics"] = metrics
     per_prompt = [{"prompt": prompt,
                    "lab": {k: r[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
                    "server": {k: s[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
                    "same_text": r["text"] == s["text"]}
                   for prompt, r, s in zip(prompts, lab_runs, server_runs)]
-    # only greedy sampling makes the two runs the same computation, in every pass
-    agree = (all(_counts(lr) == _counts(first) and _counts(sr) == _counts(first)
-                 for d in done for lr, sr, first in zip(d["lab_runs"], d["server_runs"], lab_runs))
+    # only greedy sampling makes the two runs the same computation, in every pass; a pass may
+    # differ from the one before (an n-gram pool that outlives a request learns from it on both sides)
+    agree = (all(_counts(lr) == _counts(sr) for d in done["passes"] for lr, sr in zip(d["lab_runs"], d["server_runs"]))
              if sampling.temp == 0 else None)
     metrics_agree = None
     if metrics and "spec_decode_num_draft_tokens_total" in metrics:
-        metrics_agree = (metrics["spec_decode_num_draft_tokens_total"] == server["drafted"]
-                         and metrics.get("spec_decode_num_accepted_tokens_total") == server["accepted"])
-    return {"lab": lab, "server": server, "agree": agree,
-            "ratio": round(server["tokens_per_s"] / lab["tokens_per_s"], 4) if lab["tokens_per_s"] else None,
+        counted = _server_totals(done["metrics_runs"])   # every request this server answered
+        metrics_agree = (metrics["spec_decode_num_draft_tokens_total"] == counted["drafted"]
+                         and metrics.get("spec_decode_num_accepted_tokens_total") == counted["accepted"])
+    return {"lab": lab, "server": server, "agree": agree, "ratio": ratio, "mode": mode,
             "metrics_agree": metrics_agree, "per_prompt": per_prompt, "argv": exported.argv,
-            "dialect": exported.dialect, "warnings": exported.warnings, "temperature": sampling.temp,
+            "dialect": exported.dialect, "warnings": notices + exported.warnings, "temperature": sampling.temp,
             "max_tokens": max_tokens, "passes": by_pass}
 
 
@@ -237,10 +333,10 @@ def format_report(report: dict) -> str:
                                   else "NO, the drafted/accepted counts differ (see --json per_prompt)"))
     if report["ratio"] is not None:
         passes = report.get("passes") or []
-        each = (f" (median of {len(passes)} alternating passes: "
-                + ", ".join(f"{p['server_tps'] / p['lab_tps']:.3f}" for p in passes if p["lab_tps"]) + ")"
+        each = (f" (median of {len(passes)} passes: "
+                + ", ".join(f"{p['ratio']:.3f}" for p in passes if p["ratio"] is not None) + ")"
                 if len(passes) > 1 else "")
-        lines.append(f"llama-server / lab speed: {report['ratio']:.3f}{each}")
+        lines.append(f"llama-server / lab speed: {report['ratio']:.3f}{each}; run {report['mode']}")
     if server.get("build_info"):
         lines.append(f"llama-server build: {server['build_info']}")
     if report.get("metrics_agree") is not None:

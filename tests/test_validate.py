@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.demo_models import demo_pair
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.validate import ValidateError, format_report, load_prompts, parse_metrics, validate
+from engine.validate import (ValidateError, _fits_beside, _offloads, format_report, load_prompts, parse_metrics,
+                             validate)
 
 from .conftest import PROMPTS
 
@@ -41,18 +43,61 @@ def test_validate_agrees_with_the_lab_at_temperature_0(pair):
     assert "agree: yes" in text and "llama-server build:" in text
 
 
-def test_validate_alternates_passes_and_compares_median_speeds(pair):
+def test_validate_repeats_passes_side_by_side_and_compares_medians(pair):
     target, draft = pair
     report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=3),
-                      SamplingSettings(temp=0.0), [PROMPTS[1]], 32, passes=3)
+                      SamplingSettings(temp=0.0), list(PROMPTS[1:3]), 32, passes=3)
     passes = report["passes"]
+    assert report["mode"] == "side by side"     # a small pair on a CPU build fits twice in RAM
     assert len(passes) == 3 and all(p["lab_tps"] > 0 and p["server_tps"] > 0 for p in passes)
     assert report["agree"] is True     # every pass drafted and accepted the same as the first
     assert report["lab"]["tokens_per_s"] == sorted(p["lab_tps"] for p in passes)[1]
     assert report["server"]["tokens_per_s"] == sorted(p["server_tps"] for p in passes)[1]
-    assert "median of 3 alternating passes" in format_report(report)
+    assert report["ratio"] == sorted(p["ratio"] for p in passes)[1]
+    # one server answered all three passes, and its counters say so
+    assert report["metrics_agree"] is True
+    assert report["server"]["metrics"]["spec_decode_num_draft_tokens_total"] == 3 * report["server"]["drafted"]
+    text = format_report(report)
+    assert "median of 3 passes" in text and "run side by side" in text
     with pytest.raises(ValidateError, match="--passes"):
         validate(LoadSettings(target, draft), SpecSettings("draft-simple"), SamplingSettings(), ["x"], 8, passes=0)
+
+
+def test_an_ngram_pool_that_learns_across_passes_learns_alike_on_both_sides():
+    # ngram-mod's pool outlives a request in llama-server and in the lab: the second pass drafts
+    # from what the first taught it, on both sides the same (the demo pair repeats itself enough to draft)
+    target, _ = demo_pair("q8_0")
+    prompt = load_prompts("code-completion")[0]
+    report = validate(LoadSettings(target, ctx=1024, threads=1), SpecSettings("ngram-mod"),
+                      SamplingSettings(temp=0.0), [prompt, prompt], 64, passes=2)
+    assert report["mode"] == "side by side" and report["agree"] is True
+    assert report["server"]["drafted"] > 0
+    # the second pass drafted on its first prompt too: the server's pool outlived the first pass
+    assert report["server"]["metrics"]["spec_decode_num_draft_tokens_total"] > 2 * report["server"]["drafted"]
+
+
+def test_validate_one_after_the_other_agrees_too(pair):
+    # the way a pair on the GPU is validated: the server stopped before the lab loads
+    target, draft = pair
+    report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=3),
+                      SamplingSettings(temp=0.0), [PROMPTS[1]], 32, passes=2, sequential=True)
+    assert report["mode"] == "one after the other" and len(report["passes"]) == 2
+    assert report["agree"] is True and report["metrics_agree"] is True
+    assert report["server"]["metrics"]["spec_decode_num_draft_tokens_total"] == report["server"]["drafted"]
+
+
+def test_only_a_pair_outside_the_gpu_with_room_in_ram_runs_side_by_side():
+    small = [{"buffer_type": "CPU_REPACK", "model_bytes": 1 << 20, "context_bytes": 0, "compute_bytes": 0},
+             {"buffer_type": "CPU_Mapped", "model_bytes": 1 << 40}]   # mapped pages are shared
+    assert _fits_beside({"memory": small})
+    assert not _fits_beside({"memory": small + [{"buffer_type": "CUDA0", "model_bytes": 1 << 20}]})
+    huge = [{"buffer_type": "CPU", "context_bytes": 1 << 50}]
+    assert not _fits_beside({"memory": huge})
+    cpu_only, with_gpu = {"devices": [{"name": "CPU"}]}, {"devices": [{"name": "CPU"}, {"name": "CUDA0"}]}
+    assert not _offloads(cpu_only, LoadSettings("t.gguf"))
+    assert _offloads(with_gpu, LoadSettings("t.gguf"))
+    assert not _offloads(with_gpu, LoadSettings("t.gguf", ngl=0))
+    assert _offloads(with_gpu, LoadSettings("t.gguf", "d.gguf", ngl=0, ngl_draft=-1))
 
 
 def test_validate_above_temperature_0_does_not_claim_agreement(pair):

@@ -17,6 +17,7 @@ class TokenText(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None, max_blocks: int = 5000, max_chars: int = 20000):
         super().__init__(parent)
         self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)   # a read-only log: an undo stack would only keep every insert alive
         self.setMaximumBlockCount(max_blocks)
         self.setPlaceholderText("generated text appears here; green = tokens proposed by the draft and "
                                 "accepted by the target")
