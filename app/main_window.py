@@ -49,6 +49,7 @@ class MainWindow(QMainWindow):
         self.export = ExportPage(self.lab)
         self.history = HistoryPage(self.lab)
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
+        self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
         self.pages: dict[str, QWidget] = dict(zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune,
                                                               self.export, self.history)))
@@ -166,6 +167,7 @@ class MainWindow(QMainWindow):
         self.lab.chart_timer.stop()
         self.lab.text_timer.stop()
         self.tune.shutdown()   # a running tune: its thread ends and its own worker process goes
+        self.export.shutdown()   # a running validation: its server and worker stop
         self.controller.shutdown()
         super().closeEvent(event)
 

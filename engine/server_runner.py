@@ -83,6 +83,12 @@ class LlamaServer:
         for raw in self._proc.stdout:
             self._log.append(raw.decode(errors="replace"))
 
+    def terminate(self) -> None:
+        """Ask the server to exit now, from any thread; a request under way then fails. stop() reaps it."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+
     def stop(self) -> None:
         proc = self._proc
         if proc is None:

@@ -30,12 +30,14 @@ import json
 import re
 import signal
 import statistics
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
-from engine.client import EngineClient
+from engine.client import EngineClient, EngineError
 from engine.export import export_llama_server
 from engine.fit import held_bytes
 from engine.hardware import ram
@@ -49,6 +51,63 @@ _METRIC_LINE = re.compile(r'^llamacpp:(\w+)(?:\{position="(\d+)"\})?\s+(\S+)$')
 
 class ValidateError(RuntimeError):
     """Validation could not run; the message says why."""
+
+
+class ValidateCancelled(ValidateError):
+    """The caller asked validation to stop (between two runs)."""
+
+
+class StopSwitch:
+    """Stops a validation from another thread: before its next step, and the run under way at once
+    (its llama-server is terminated, its lab generation cancelled)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._server: LlamaServer | None = None
+        self._client: EngineClient | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+        with self._lock:
+            server, client = self._server, self._client
+        if client is not None:
+            try:
+                client.cancel()
+            except EngineError:
+                pass            # the worker has gone already
+        if server is not None:
+            server.terminate()
+
+    def hold(self, server: LlamaServer | None = None, client: EngineClient | None = None) -> None:
+        """What a stop must interrupt now (None: nothing of that kind)."""
+        with self._lock:
+            self._server, self._client = server, client
+        if self.is_set():
+            self.set()
+
+
+class _Steps:
+    """Counts the runs, tells the caller where validation is, and stops between runs when asked."""
+
+    def __init__(self, total: int, report: Callable[[int, int, str], None] | None, stop: StopSwitch | None):
+        self.total, self.done, self.report, self.stop = total, 0, report, stop
+
+    def say(self, what: str) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise ValidateCancelled("validation cancelled")
+        if self.report is not None:
+            self.report(self.done, self.total, what)
+
+    def ran(self) -> None:
+        self.done += 1
+
+    def hold(self, server: LlamaServer | None = None, client: EngineClient | None = None) -> None:
+        if self.stop is not None:
+            self.stop.hold(server, client)
 
 
 def load_prompts(workload: str | Path | None = None, prompts: list[str] | None = None) -> list[str]:
@@ -189,35 +248,56 @@ def _fits_beside(loaded: dict) -> bool:
     return available is not None and 2 * in_ram < available
 
 
+def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[str], go: Callable[[], dict]) -> dict:
+    of_passes = f", pass {i + 1} of {passes}" if passes > 1 else ""
+    steps.say(f"{side}: prompt {j + 1} of {len(prompts)}{of_passes}")
+    out = go()
+    steps.ran()
+    return out
+
+
 def _one_after_the_other(argv: list[str], load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
-                         prompts: list[str], max_tokens: int, passes: int, startup_timeout: float) -> dict:
+                         prompts: list[str], max_tokens: int, passes: int, startup_timeout: float,
+                         steps: _Steps) -> dict:
     """Each pass: llama-server on every prompt, stopped, then the lab on the same prompts."""
     from engine.cli import generate   # the run command's own generation loop
 
     done: dict = {"passes": []}
     for i in range(passes):
+        steps.say("starting llama-server")
         with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
+            steps.hold(server=srv)
             if i == 0:
                 done["build_info"] = (srv.props() or {}).get("build_info")
-            server_runs = [server_completion(srv, prompt, max_tokens) for prompt in prompts]
+            server_runs = [_run("llama-server", steps, i, passes, j, prompts,
+                                lambda p=prompt: server_completion(srv, p, max_tokens))
+                           for j, prompt in enumerate(prompts)]
             if i == 0:
                 done["metrics"], done["metrics_runs"] = read_metrics(srv), server_runs
+            steps.hold()
+        steps.say("loading the pair in the lab")
         with EngineClient() as client:
+            steps.hold(client=client)
             client.start()
             client.load(load)
-            lab_runs = [generate(client, prompt, max_tokens, spec, sampling) for prompt in prompts]
+            lab_runs = [_run("lab", steps, i, passes, j, prompts,
+                             lambda p=prompt: generate(client, p, max_tokens, spec, sampling))
+                        for j, prompt in enumerate(prompts)]
+            steps.hold()
         done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
     return done
 
 
 def _side_by_side(argv: list[str], client: EngineClient, spec: SpecSettings, sampling: SamplingSettings,
-                  prompts: list[str], max_tokens: int, passes: int, startup_timeout: float) -> dict:
+                  prompts: list[str], max_tokens: int, passes: int, startup_timeout: float, steps: _Steps) -> dict:
     """Both loaded; every prompt runs on one then the other, and the one that goes first alternates
     prompt by prompt and pass by pass."""
     from engine.cli import generate
 
     done: dict = {"passes": []}
+    steps.say("starting llama-server")
     with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
+        steps.hold(server=srv, client=client)
         done["build_info"] = (srv.props() or {}).get("build_info")
         for i in range(passes):
             server_runs, lab_runs = [], []
@@ -225,18 +305,22 @@ def _side_by_side(argv: list[str], client: EngineClient, spec: SpecSettings, sam
                 order = ("server", "lab") if (i + j) % 2 == 0 else ("lab", "server")
                 for side in order:
                     if side == "server":
-                        server_runs.append(server_completion(srv, prompt, max_tokens))
+                        server_runs.append(_run("llama-server", steps, i, passes, j, prompts,
+                                                lambda: server_completion(srv, prompt, max_tokens)))
                     else:
-                        lab_runs.append(generate(client, prompt, max_tokens, spec, sampling))
+                        lab_runs.append(_run("lab", steps, i, passes, j, prompts,
+                                             lambda: generate(client, prompt, max_tokens, spec, sampling)))
             done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
         done["metrics"] = read_metrics(srv)
         done["metrics_runs"] = [r for d in done["passes"] for r in d["server_runs"]]
+        steps.hold(client=client)
     return done
 
 
 def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, prompts: list[str],
              max_tokens: int, *, passes: int = 1, startup_timeout: float = 180.0,
-             sequential: bool = False) -> dict:
+             sequential: bool = False, progress: Callable[[int, int, str], None] | None = None,
+             stop: StopSwitch | None = None) -> dict:
     """Serve the exported command and run the lab on the same prompts; both summaries side by side.
 
     Both stay loaded and take turns prompt by prompt when the pair fits twice outside the GPU;
@@ -244,17 +328,40 @@ def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
 
     With ``passes`` > 1 everything is repeated; each side's speed is its median over the passes
     and ``ratio`` the median of the passes' server / lab ratios. Counts and texts come
-    from the first pass; at temperature 0 every pass must agree."""
+    from the first pass; at temperature 0 every pass must agree.
+
+    ``progress(runs done, runs in all, what now)`` is called before each step. ``stop.set()``
+    (from any thread) ends validation with ValidateCancelled, at once: the run under way is
+    interrupted, and the server and worker are stopped."""
+    try:
+        return _validate(load, spec, sampling, prompts, max_tokens, passes, startup_timeout, sequential,
+                         progress, stop)
+    except ValidateCancelled:
+        raise
+    except Exception as exc:
+        if stop is not None and stop.is_set():
+            # a stop interrupts the run under way: whatever that run raised is the stop
+            raise ValidateCancelled("validation cancelled") from exc
+        raise
+
+
+def _validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, prompts: list[str],
+              max_tokens: int, passes: int, startup_timeout: float, sequential: bool,
+              progress: Callable[[int, int, str], None] | None, stop: StopSwitch | None) -> dict:
     if max_tokens < 1:
         raise ValidateError(f"--max-tokens must be 1 or more, got {max_tokens}")
     if passes < 1:
         raise ValidateError(f"--passes must be 1 or more, got {passes}")
     notices: list[str] = []
     exported = export_llama_server(load, spec, sampling, server_path())
+    steps = _Steps(2 * passes * len(prompts), progress, stop)
     done = None
     if not sequential:
+        steps.say("starting the lab's engine")
         with EngineClient() as client:
+            steps.hold(client=client)
             if not _offloads(client.start(), load):
+                steps.say("loading the pair in the lab")
                 loaded = client.load(load)
                 if loaded.get("repack") is False and load.repack:
                     # the lab's engine died of SIGILL with repacking on (AMX the system does not enable):
@@ -264,12 +371,13 @@ def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
                     exported = export_llama_server(load, spec, sampling, server_path())
                 if _fits_beside(loaded):
                     done = _side_by_side(_with_metrics(exported.argv), client, spec, sampling, prompts, max_tokens,
-                                         passes, startup_timeout)
+                                         passes, startup_timeout, steps)
                     mode = "side by side"
+            steps.hold()
     if done is None:
         try:
             done = _one_after_the_other(_with_metrics(exported.argv), load, spec, sampling, prompts, max_tokens,
-                                        passes, startup_timeout)
+                                        passes, startup_timeout, steps)
         except ServerError as exc:
             if exc.exit_code == -signal.SIGILL and load.repack:
                 raise ValidateError(f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "

@@ -7,13 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from engine.demo_models import demo_pair
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.validate import (ValidateError, _fits_beside, _offloads, format_report, load_prompts, parse_metrics,
+from engine.validate import (StopSwitch, ValidateCancelled, ValidateError, _fits_beside, _offloads, format_report, load_prompts, parse_metrics,
                              validate)
 
 from .conftest import PROMPTS
@@ -175,3 +177,51 @@ def test_metrics_text_is_read_for_the_spec_decode_counters():
                                    "spec_decode_num_accepted_tokens_total": 77,
                                    "spec_decode_num_drafts_total": 40,
                                    "accepted_by_position": [35, 0, 12]}
+
+
+def test_validate_reports_progress_and_stops_between_runs_when_asked(pair):
+    target, draft = pair
+    seen: list[tuple[int, int, str]] = []
+    stop = StopSwitch()
+
+    def progress(done: int, total: int, what: str) -> None:
+        seen.append((done, total, what))
+        if done == 2:
+            stop.set()     # after two runs (one prompt on each side)
+
+    with pytest.raises(ValidateCancelled):
+        validate(LoadSettings(target, draft, ctx=1024), SpecSettings("draft-simple", draft_n_max=3),
+                 SamplingSettings(temp=0.0), list(PROMPTS[:3]), 16, progress=progress, stop=stop)
+    assert seen[0][2] == "starting the lab's engine" and all(total == 6 for _, total, _ in seen)
+    assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen) and seen[-1][0] == 2
+    assert any(what.startswith("llama-server: prompt 1 of 3") for _, _, what in seen)
+    assert not _children_named("llama-server")   # the server it started is gone
+
+
+def _children_named(name: str) -> list[str]:
+    out = subprocess.run(["ps", "-o", "comm=", "--ppid", str(os.getpid())], capture_output=True, text=True).stdout
+    return [line for line in out.split() if name in line]
+
+
+def test_a_stop_interrupts_the_run_under_way(pair):
+    # a long generation on llama-server: the stop must not wait for it to finish
+    target, draft = pair
+    stop, seen = StopSwitch(), []
+    started = threading.Event()
+
+    def progress(done: int, total: int, what: str) -> None:
+        seen.append(done)
+        if what.startswith("llama-server: prompt 1"):
+            started.set()
+
+    def stop_soon() -> None:
+        started.wait(120)
+        time.sleep(0.3)      # the request is in flight by now
+        stop.set()
+    threading.Thread(target=stop_soon, daemon=True).start()
+    with pytest.raises(ValidateCancelled):
+        validate(LoadSettings(target, draft, ctx=4096), SpecSettings("draft-simple", draft_n_max=3),
+                 SamplingSettings(temp=0.0), [PROMPTS[0], PROMPTS[1]], 4000, progress=progress, stop=stop,
+                 sequential=True)
+    assert started.is_set() and max(seen) == 0   # the long run never finished
+    assert not _children_named("llama-server")

@@ -3,20 +3,33 @@ the dialect of the chosen llama-server binary (default: the bundled one),
 quoted for bash, PowerShell or cmd, with the pitfalls spelled out; it follows
 the knobs as they move. vLLM / SGLang commands are on the CLI (spectune export
 --format vllm|sglang), since they need Hugging Face repositories, not GGUF files.
+
+**Validate** checks the command against a real server, as ``spectune validate``
+does: the bundled llama-server runs the exported argv on the Lab's prompts, the
+lab runs them too, and the two are shown side by side (drafted and accepted
+counts must agree at temperature 0; speeds within about 10 %). It runs on a
+QThread (app/pages/validate_runner.py) with progress and Cancel (Esc), and the
+result goes to the history as kind "validate".
 """
 
 from __future__ import annotations
 
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton,
+                               QSpinBox, QVBoxLayout, QWidget)
 
 from app.pages.lab_controls import PathPicker
+from app.pages.validate_runner import ValidateRunner
 from engine.settings import SettingsError
 
 SHELLS = ("bash", "pwsh", "cmd")
+_STRAY_RUNNERS: list[ValidateRunner] = []   # threads still ending when their page went away
 
 
 class ExportPage(QWidget):
+    validationRecorded = Signal(int)   # history entry id of a finished validation
+
     def __init__(self, lab, parent: QWidget | None = None):
         super().__init__(parent)
         self.lab = lab
@@ -30,6 +43,35 @@ class ExportPage(QWidget):
         copy = QPushButton("Copy")
         copy.setToolTip("copy the command to the clipboard")
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()))
+
+        self.runner: ValidateRunner | None = None
+        self.last_report: dict | None = None
+        self.last_error: str | None = None
+        self.validate_button = QPushButton("Validate against llama-server")
+        self.validate_button.setToolTip("run this command in the bundled llama-server and the same settings in the "
+                                        "lab, on the Lab's prompts, and compare counts and speed (Ctrl+Shift+V)")
+        self.validate_button.clicked.connect(self.start_validation)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("stop the validation now (Esc)")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel_validation)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(8, 4096)
+        self.max_tokens.setValue(128)
+        self.max_tokens.setToolTip("tokens generated per prompt, on each side")
+        self.passes = QSpinBox()
+        self.passes.setRange(1, 9)
+        self.passes.setToolTip("repeat everything and compare the medians: steadier speeds on a busy machine")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1)
+        self.progress.hide()
+        self.validate_status = QLabel("Checks the command against a real server on the Lab's prompts.")
+        self.validate_status.setWordWrap(True)
+        self.report = QPlainTextEdit()
+        self.report.setReadOnly(True)
+        self.report.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.report.setPlaceholderText("the validation report: lab and llama-server side by side")
+
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>llama-server command</h3>"))
         row = QHBoxLayout()
@@ -41,6 +83,23 @@ class ExportPage(QWidget):
         col.addWidget(self.command, 1)
         col.addWidget(self.warnings)
         col.addWidget(copy)
+        col.addWidget(QLabel("<h3>Validation</h3>"))
+        row = QHBoxLayout()
+        row.addWidget(self.validate_button)
+        row.addWidget(self.cancel_button)
+        row.addWidget(QLabel("tokens per prompt"))
+        row.addWidget(self.max_tokens)
+        row.addWidget(QLabel("passes"))
+        row.addWidget(self.passes)
+        row.addStretch(1)
+        col.addLayout(row)
+        col.addWidget(self.progress)
+        col.addWidget(self.validate_status)
+        col.addWidget(self.report, 1)
+        ctx = Qt.ShortcutContext.WidgetWithChildrenShortcut
+        QShortcut(QKeySequence("Ctrl+Shift+V"), self, activated=self.start_validation, context=ctx)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, activated=self.cancel_validation, context=ctx)
+
         self.shell.currentTextChanged.connect(self.refresh)
         self.server.changed.connect(self.refresh)
         lab.controls.knobsChanged.connect(self.refresh)
@@ -62,3 +121,128 @@ class ExportPage(QWidget):
         self.command.setPlainText(exported.line(self.shell.currentText()))
         notes = [f"dialect: {exported.dialect}"] + exported.warnings
         self.warnings.setText("<br>".join(f"• {n}" for n in notes))
+
+    # -- validation ---------------------------------------------------------------------------------
+    @property
+    def validating(self) -> bool:
+        return self.runner is not None
+
+    def start_validation(self) -> bool:
+        """Validate the Lab's current settings; False (with the reason shown) when it cannot start."""
+        if self.runner is not None:
+            return False
+        c = self.lab.controls
+        try:
+            load = c.load_settings()
+            spec = c.spec_settings().validate(has_draft=load.draft is not None)
+            sampling = c.sampling_settings().validate()
+            prompts = self.lab.collect_prompts()
+        except (SettingsError, ValueError, OSError) as exc:   # WorkloadError is a ValueError
+            self._say(f"Cannot validate: {exc}", error=True)
+            return False
+        problem = self.lab.explain_before_loading(load)
+        if problem:
+            self._say(f"Cannot validate: {problem}", error=True)
+            return False
+        notes = []
+        if self.server.path() is not None:
+            notes.append("validation runs the bundled llama-server, not the binary chosen above")
+        if self.lab.mode in ("running", "baseline", "stopping"):
+            self.lab.stop()
+            notes.append("the Lab's run was stopped so that it does not compete for the machine")
+        self.last_report, self.last_error = None, None
+        self.report.setPlainText("")
+        self._run_settings = (load, spec, sampling)
+        self.runner = ValidateRunner(load, spec, sampling, prompts, self.max_tokens.value(), self.passes.value(),
+                                     parent=self)
+        if self.lab.free_pair_for(self.runner.lab_freed):
+            notes.append("the Lab's copy of the pair was freed so that the server's copy fits on the GPU; the Lab "
+                         "loads it again when you start it there")
+        self.runner.progress.connect(self._on_progress)
+        self.runner.succeeded.connect(self._on_succeeded)
+        self.runner.failed.connect(self._on_failed)
+        self.runner.cancelled.connect(self._on_cancelled)
+        self.runner.finished.connect(self._on_thread_finished)
+        self._set_running(True)
+        self._say(f"Validating on {len(prompts)} prompt(s) of {c.workload.currentText()}"
+                  + "".join(f"; {n}" for n in notes) + ".")
+        self.runner.start()
+        return True
+
+    def cancel_validation(self) -> None:
+        if self.runner is None:
+            return
+        self.cancel_button.setEnabled(False)
+        self._say("Cancelling: stopping llama-server and the lab's engine ...")
+        self.runner.request_stop()
+
+    def shutdown(self, timeout_ms: int = 15000) -> None:
+        """The window is closing: stop a validation and wait for its thread (its processes stop with it)."""
+        runner = self.runner
+        if runner is None:
+            return
+        runner.request_stop()
+        if not runner.wait(timeout_ms):
+            runner.setParent(None)          # never destroy a running QThread: Qt would abort the process
+            _STRAY_RUNNERS.append(runner)
+        self.runner = None
+
+    def _set_running(self, running: bool) -> None:
+        self.validate_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setRange(0, 0)    # busy until the first count arrives
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.validate_status.setText(f"<span style='color:#c62828'>{text}</span>" if error else text)
+
+    def _on_progress(self, done: int, total: int, what: str) -> None:
+        if total:
+            self.progress.setRange(0, total)
+            self.progress.setValue(done)
+            self.progress.setFormat(f"{done} of {total} runs")
+        self._say(f"Validating: {what} ...")
+
+    def _on_succeeded(self, report: dict) -> None:
+        from engine.validate import format_report
+
+        self.last_report = report
+        text = format_report(report)
+        if report.get("warnings"):
+            text += "\n\nwarnings:\n" + "\n".join(f"- {w}" for w in report["warnings"])
+        self.report.setPlainText(text)
+        verdict = ("counts agree" if report["agree"] else "COUNTS DIFFER" if report["agree"] is False
+                   else "counts not compared above temperature 0")
+        ratio = f", llama-server at {report['ratio']:.2f}x the lab's speed" if report.get("ratio") else ""
+        saved = self._record(report)
+        self._say(f"Validated: {verdict}{ratio}" + (", saved to the history." if saved else "."),
+                  error=report["agree"] is False)
+
+    def _record(self, report: dict) -> bool:
+        """As ``spectune validate`` does: indexed by what the server did."""
+        from engine.history import HistoryError, record_summary
+
+        load, spec, sampling = self._run_settings
+        results = {"tokens_per_s": report["server"]["tokens_per_s"],
+                   "acceptance_rate": report["server"]["acceptance_rate"], **report}
+        try:
+            entry = record_summary("validate", load, spec, sampling, results,
+                                   llama_build=report["server"].get("build_info"))
+        except (HistoryError, OSError, ValueError) as exc:
+            self.report.appendPlainText(f"\nnot saved to the history: {exc}")
+            return False
+        self.validationRecorded.emit(entry)
+        return True
+
+    def _on_failed(self, message: str) -> None:
+        self.last_error = message
+        self.report.setPlainText(message)
+        self._say("Validation failed: " + message.splitlines()[0], error=True)
+
+    def _on_cancelled(self) -> None:
+        self._say("Validation cancelled; llama-server and the lab's engine were stopped.")
+
+    def _on_thread_finished(self) -> None:
+        self.runner = None
+        self._set_running(False)

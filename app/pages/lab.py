@@ -11,6 +11,8 @@ the text from a 4 Hz one; neither repaints per event.
 
 from __future__ import annotations
 
+import threading
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
@@ -149,7 +151,7 @@ class LabPage(QWidget):
         idx = combo.findText(current)
         combo.setCurrentIndex(idx if idx >= 0 else 0)
 
-    def _collect_prompts(self) -> list[str]:
+    def collect_prompts(self) -> list[str]:
         name = self.controls.workload.currentText()
         if name == CUSTOM_PROMPT:
             text = self.controls.prompt.toPlainText()
@@ -256,7 +258,7 @@ class LabPage(QWidget):
         if self.mode not in ("idle",):
             return
         try:
-            self._prompts = self._collect_prompts()
+            self._prompts = self.collect_prompts()
             spec, sampling = self.controls.spec_settings(), self.controls.sampling_settings().validate()
             spec.validate(has_draft=bool(self.controls.draft.path()))
         except (SettingsError, ValueError) as exc:
@@ -294,7 +296,7 @@ class LabPage(QWidget):
         if self.mode != "idle":
             return
         try:
-            self._prompts = self._collect_prompts()[:1]
+            self._prompts = self.collect_prompts()[:1]
         except (SettingsError, ValueError) as exc:
             self.banner.show_message(str(exc), "warning")
             return
@@ -355,6 +357,30 @@ class LabPage(QWidget):
             self.start()
         elif action == "baseline":
             self.baseline()
+
+    def free_pair_for(self, freed: threading.Event) -> bool:
+        """Another job (a tune, a validation) is about to load its own copy of the pair. On a GPU two
+        copies may not fit: the Lab's engine frees its copy and ``freed`` is set once it has (or once
+        the Lab's engine has gone); True when that is under way. On the CPU the copies share the
+        mapped files, so the Lab keeps its pair and needs no reload afterwards."""
+        controller = self.controller
+        if not controller.uses_gpu or not controller.unload():
+            return False
+        freed.clear()
+
+        def done(*_args) -> None:
+            if freed.is_set():
+                return
+            freed.set()
+            controller.unloaded.disconnect(done)
+            controller.stateChanged.disconnect(gone)
+
+        def gone(state: str, _message: str) -> None:
+            if state in (CRASHED, "stopped"):     # the Lab's worker is gone, and its copy with it
+                done()
+        controller.unloaded.connect(done)
+        controller.stateChanged.connect(gone)
+        return True
 
     def _on_unloaded(self) -> None:
         self.controls.badges.setText("not loaded: the pair was freed for a tune's own copy; Start or Load "

@@ -26,7 +26,6 @@ from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
-from app.engine_controller import CRASHED
 from app.pages.lab import Banner
 from app.pages.tune_runner import TuneRunner
 from app.widgets.tune_charts import TuneCharts
@@ -303,28 +302,7 @@ class TunePage(QWidget):
         self._show_progress()
 
     def _free_lab_copy(self) -> bool:
-        """On a GPU two copies of the pair may not fit: have the Lab's engine free its copy and let the
-        runner load once it has (or the Lab's engine has gone). On the CPU the copies share the
-        mapped files, so the Lab keeps its pair and needs no reload afterwards."""
-        controller, runner = self.lab.controller, self.runner
-        if runner is None or not controller.uses_gpu or not controller.unload():
-            return False
-        event = runner.lab_freed
-        event.clear()
-
-        def freed(*_args) -> None:
-            if event.is_set():
-                return
-            event.set()
-            controller.unloaded.disconnect(freed)
-            controller.stateChanged.disconnect(gone)
-
-        def gone(state: str, _message: str) -> None:
-            if state in (CRASHED, "stopped"):     # the Lab's worker is gone, and its copy with it
-                freed()
-        controller.unloaded.connect(freed)
-        controller.stateChanged.connect(gone)
-        return True
+        return self.runner is not None and self.lab.free_pair_for(self.runner.lab_freed)
 
     def cancel(self) -> None:
         if self.mode != "running" or self.runner is None:

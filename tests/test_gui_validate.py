@@ -1,0 +1,102 @@
+"""Validation from the Export page under the offscreen platform: the real bundled
+llama-server and a real engine worker on the synthetic pair."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from engine.history import History  # noqa: E402
+
+from .test_gui_tune import WAIT, make_window, set_pair  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))   # a history of its own
+    w = make_window(qtbot, tmp_path, monkeypatch)
+    yield w
+    w.close()
+
+
+def _servers() -> list[str]:
+    out = subprocess.run(["ps", "-o", "comm=", "--ppid", str(os.getpid())], capture_output=True, text=True).stdout
+    return [name for name in out.split() if "llama-server" in name]
+
+
+def test_validation_shows_lab_and_server_side_by_side_and_saves_it(qtbot, window, pair):
+    set_pair(window, pair, k=3)
+    window.lab.controls.max_tokens.setValue(24)
+    window.show_page("Export")
+    page = window.export
+    page.max_tokens.setValue(24)
+    steps: list[tuple[int, int]] = []
+    page.max_tokens.setFocus()     # page shortcuts work where the focus is on the page
+    with qtbot.waitSignal(page.validationRecorded, timeout=WAIT) as recorded:
+        qtbot.keyClick(page.max_tokens, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier
+                       | Qt.KeyboardModifier.ShiftModifier)
+        assert page.validating and not page.validate_button.isEnabled() and page.progress.isVisible()
+        page.runner.progress.connect(lambda done, total, _what: steps.append((done, total)))
+    qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
+    report = page.last_report
+    assert report is not None, page.last_error
+    assert report["agree"] is True and report["mode"] == "side by side"
+    assert report["lab"]["drafted"] == report["server"]["drafted"] > 0
+    assert steps and all(total == 2 for _, total in steps)   # one prompt: one run on each side
+    text = page.report.toPlainText()
+    assert "agree: yes" in text and "llama-server / lab speed" in text
+    assert "counts agree" in page.validate_status.text() and "saved to the history" in page.validate_status.text()
+    assert page.validate_button.isEnabled() and not page.progress.isVisible()
+    with History() as h:
+        entry = h.get(recorded.args[0])
+    assert entry.kind == "validate" and entry.results["agree"] is True
+    assert window.history.table.rowCount() == 1      # the History page was told
+
+
+def test_cancel_stops_the_server_and_the_page_stays_usable(qtbot, window, pair):
+    set_pair(window, pair, k=3)
+    window.show_page("Export")
+    page = window.export
+    page.max_tokens.setValue(4000)       # long enough that only a cancel ends it soon
+    assert page.start_validation()
+    qtbot.waitUntil(lambda: page.progress.maximum() == 2, timeout=WAIT)   # runs are under way
+    qtbot.wait(300)
+    page.command.setFocus()
+    with qtbot.waitSignal(page.runner.cancelled, timeout=WAIT):
+        qtbot.keyClick(page.command, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
+    assert page.last_report is None and "cancelled" in page.validate_status.text()
+    assert not _servers()
+    assert page.validate_button.isEnabled()
+
+
+def test_settings_that_cannot_run_are_explained_without_starting(qtbot, window, incompatible_pair):
+    window.show_page("Export")
+    page = window.export
+    assert not page.start_validation()                      # no models chosen yet
+    assert "Cannot validate" in page.validate_status.text() and not page.validating
+    set_pair(window, incompatible_pair)
+    assert not page.start_validation()
+    assert "Cannot validate" in page.validate_status.text() and "vocab" in page.validate_status.text().lower()
+    assert not page.validating
+
+
+def test_closing_the_window_mid_validation_stops_everything(qtbot, tmp_path, monkeypatch, pair):
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))
+    w = make_window(qtbot, tmp_path, monkeypatch, name="close.ini")
+    set_pair(w, pair, k=3)
+    w.export.max_tokens.setValue(4000)
+    assert w.export.start_validation()
+    qtbot.waitUntil(lambda: w.export.progress.maximum() == 2, timeout=WAIT)
+    runner = w.export.runner
+    w.close()
+    assert not runner.isRunning() and w.export.runner is None
+    assert not _servers()
