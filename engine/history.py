@@ -18,6 +18,7 @@ step above it in order, each in one transaction.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -128,10 +129,16 @@ def fingerprint(path: str | Path) -> dict:
     """
     p = Path(path)
     st = p.stat()
-    with open(p, "rb") as fh:
-        head = fh.read(FINGERPRINT_BYTES)
     return {"path": str(p), "size": st.st_size, "mtime": st.st_mtime,
-            "sha256_first_mib": hashlib.sha256(head).hexdigest()}
+            "sha256_first_mib": _head_sha256(str(p), st.st_size, st.st_mtime_ns)}
+
+
+@functools.lru_cache(maxsize=64)
+def _head_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """Keyed by size and mtime too: the Lab records a run every second or so, each with the same
+    two files, and a rewritten file gets a new key."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read(FINGERPRINT_BYTES)).hexdigest()
 
 
 def hardware(extra: dict | None = None) -> dict:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from app.widgets.live_charts import BAR_EVERY, LiveCharts
+from app.widgets.live_charts import BAR_EVERY, MAX_POINTS, LiveCharts
 from engine.live import LiveSession
 from tests.test_live import cyc
 
@@ -77,3 +77,23 @@ def test_marker_lines_leave_with_their_cycles(qtbot):
     assert [m.label for m, _ in charts._marker_items] == [m.label for m in session.markers]
     charts.clear()
     assert not [i for i in charts.p_tps.items if type(i).__name__ == "InfiniteLine"]
+
+
+def test_a_full_ring_is_drawn_thinned_and_a_slow_cycle_still_shows(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.show()
+    clock = iter(np.arange(0, 1000, 0.01)).__next__
+    session = LiveSession(clock=clock)
+    feed(session, 1500)
+    slow = cyc(1500, 4, 2)
+    slow["verify_ms"] = 40.0                    # one cycle far slower than the rest
+    session.add_cycle(slow)
+    feed(session, 1500, start=1501)
+    snap = session.snapshot()
+    charts.refresh(snap)
+    xs, ys = charts.c_verify.getData()
+    assert len(xs) <= MAX_POINTS < len(snap.series["t"])
+    assert xs[-1] == snap.series["t"][-1]        # the newest cycle is always drawn
+    assert ys.max() == 40.0 and np.count_nonzero(ys == 40.0) == 1
+    assert len(charts.c_tps.getData()[0]) == len(xs) == len(charts.c_roll.getData()[0])

@@ -31,6 +31,24 @@ PEN_CUM = pg.mkPen("#6a1b9a", width=1)
 PEN_LEN = pg.mkPen("#ef6c00", width=1)
 PEN_MARK = pg.mkPen("#9e9e9e", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
 BAR_EVERY = 6      # frames per bar-chart update: ~4 Hz at the page's 25 Hz
+# The session keeps up to 2048 cycles; a plot is about 1000 px wide. Drawing every cycle
+# cost a third of the GUI's CPU (path building and raster work for 9 curves, 25 times a second)
+# for detail a screen cannot show. Past this many points a curve is thinned in whole bins.
+MAX_POINTS = 600
+
+
+def thin(t: np.ndarray, step: int) -> np.ndarray:
+    """Every step-th time, ending on the newest: the bins' right edges."""
+    return t[len(t) - 1 - (len(t) - 1) // step * step::step] if step > 1 else t
+
+
+def thin_peaks(y: np.ndarray, step: int) -> np.ndarray:
+    """The largest value of each bin (aligned with thin()), so a slow cycle still shows as a spike."""
+    if step <= 1:
+        return y
+    n = (len(y) - 1) // step * step + 1         # the oldest point stands alone, the rest in whole bins
+    head, body = y[:len(y) - n + 1], y[len(y) - n + 1:]
+    return np.concatenate([head[-1:], body.reshape(-1, step).max(axis=1)])
 
 
 class LiveCharts(QWidget):
@@ -49,8 +67,7 @@ class LiveCharts(QWidget):
         self.p_hist = self.view.addPlot(row=2, col=1, title="accepted length (steps)")
         self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
         for p in (self.p_tps, self.p_acc, self.p_time):
-            p.setDownsampling(auto=True, mode="peak")
-            p.setClipToView(True)
+            # no downsampling or clipping by pyqtgraph: every point is in view and refresh() thins them
             # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
             p.setLabel("bottom", "s")
             p.addLegend(offset=(5, 5))
@@ -110,7 +127,9 @@ class LiveCharts(QWidget):
             tps = s["tps"]
             if len(tps) >= 8:
                 tps = np.convolve(tps, np.ones(8) / 8, mode="same")
-            self.c_tps.setData(t, tps)
+            step = -(-len(t) // MAX_POINTS)
+            tt = thin(t, step)
+            self.c_tps.setData(tt, thin(tps, step), skipFiniteCheck=True)
             if snap.baseline_tps:
                 self.c_base.setData([t[0], t[-1]], [snap.baseline_tps] * 2)
             if self.ceiling_tps:
@@ -118,13 +137,13 @@ class LiveCharts(QWidget):
                     self.c_ceiling.opts["name"] = "bandwidth ceiling"
                     self.p_tps.legend.addItem(self.c_ceiling, "bandwidth ceiling")
                 self.c_ceiling.setData([t[0], t[-1]], [self.ceiling_tps] * 2)
-            self.c_roll.setData(t, s["rolling_acceptance"], connect="finite")
-            self.c_cum.setData(t, s["cumulative_acceptance"], connect="finite")
+            self.c_roll.setData(tt, thin(s["rolling_acceptance"], step), connect="finite")
+            self.c_cum.setData(tt, thin(s["cumulative_acceptance"], step), connect="finite")
             # accepted length counts the bonus token: drafted + 1 is the best a step can do
-            self.c_len.setData(t, s["length_share"], connect="finite")
-            self.c_draft.setData(t, s["draft_ms"])
-            self.c_verify.setData(t, s["verify_ms"])
-            self.c_other.setData(t, s["other_ms"])
+            self.c_len.setData(tt, thin(s["length_share"], step), connect="finite")
+            self.c_draft.setData(tt, thin_peaks(s["draft_ms"], step), skipFiniteCheck=True)
+            self.c_verify.setData(tt, thin_peaks(s["verify_ms"], step), skipFiniteCheck=True)
+            self.c_other.setData(tt, thin_peaks(s["other_ms"], step), skipFiniteCheck=True)
             self._follow_data(t, tps, s, snap.baseline_tps)
         if bars or self.frames_painted % BAR_EVERY == 0 or not self._bar_sizes[0]:
             self._refresh_bars(snap)
