@@ -21,7 +21,8 @@ from types import ModuleType
 from engine.cli_errors import guarded
 from engine.compat import check_pair
 from engine.gguf_inspect import GGUFInspectError, format_report as format_model, inspect_gguf
-from engine.hardware import cpu_features, format_report as format_hardware, probe
+from engine.fit import verdict_of
+from engine.hardware import cpu_features, format_report as format_hardware, probe, ram
 from engine.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size, plan_memory
 
 EXIT_INCOMPATIBLE = 1
@@ -67,10 +68,19 @@ def cmd_plan(a: argparse.Namespace) -> int:
         raise PlanError(f"--ctx must be 0 (the trained context) or more, got {a.ctx}")
     target = inspect_gguf(a.target)
     draft = inspect_gguf(a.draft) if a.draft else None
+    gpus = _budgets(a)
     plan = plan_memory(target, a.ctx, draft=draft, n_gpu_layers=a.ngl, n_gpu_layers_draft=a.ngl_draft,
                        cache_type_k=a.cache_type_k, cache_type_v=a.cache_type_v,
-                       gpus=_budgets(a), cpu_features=cpu_features())
-    print(json.dumps(plan.to_dict()) if a.json else format_plan(plan))
+                       gpus=gpus, cpu_features=cpu_features())
+    # the verdict the GUI shows before loading: VRAM per GPU, or RAM where no GPU is planned
+    fit = verdict_of(plan, gpus, None if gpus else ram()[1])
+    if a.json:
+        print(json.dumps({**plan.to_dict(), "fit": {"fits": fit.fits, "where": fit.where,
+                                                    "needed_bytes": fit.needed_bytes,
+                                                    "available_bytes": fit.available_bytes}}))
+    else:
+        print(format_plan(plan))
+        print(fit.explanation(plan.n_ctx))
     return 0
 
 

@@ -82,13 +82,16 @@ def check_fit(target: ModelInfo, ctx: int, *, draft: ModelInfo | None = None, n_
     features = report.cpu.features if report else ()
     plan = plan_memory(target, ctx, draft=draft, n_gpu_layers=n_gpu_layers if gpus else 0,
                        n_gpu_layers_draft=n_gpu_layers if gpus else 0, gpus=gpus, cpu_features=features)
+    free = report.cpu.ram_available_bytes if report else None
+    return verdict_of(plan, gpus, None if free is None else free + held_ram)
+
+
+def verdict_of(plan: MemoryPlan, gpus: list[GpuBudget], ram_available: int | None) -> FitVerdict:
+    """A plan's verdict: against the GPUs' free VRAM when it has GPUs, else against the available RAM."""
     totals = plan.to_dict()["totals"]
     if gpus:
         by_device = totals["by_device"]
         short = [g.name for g in gpus if by_device.get(g.name, 0) > g.free_bytes]
         return FitVerdict(plan.fits, "VRAM", totals["vram_bytes"], sum(g.free_bytes for g in gpus), plan, short)
-    free = report.cpu.ram_available_bytes if report else None
-    if free is not None:
-        free += held_ram
-    fits = None if free is None else totals["all_bytes"] <= free
-    return FitVerdict(fits, "RAM", totals["all_bytes"], free, plan, [])
+    fits = None if ram_available is None else totals["all_bytes"] <= ram_available
+    return FitVerdict(fits, "RAM", totals["all_bytes"], ram_available, plan, [])

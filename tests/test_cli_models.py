@@ -120,9 +120,18 @@ def test_plan(capsys, pair):
     # no --vram: the GPUs NVML reports; with none, a CPU-only plan
     rc, out, _ = run(["plan", "--target", str(target), "--ctx", "512", "--json"], capsys,
                      FakeNVML(init_error=NVML_ERROR_LIBRARY_NOT_FOUND))
-    assert rc == 0 and json.loads(out)["fits"] is None
+    plan = json.loads(out)
+    assert rc == 0 and plan["fits"] is None
+    # ... which gets the Lab's verdict against the available RAM
+    assert plan["fit"]["where"] == "RAM" and plan["fit"]["needed_bytes"] == plan["totals"]["all_bytes"]
+    assert plan["fit"]["fits"] is (plan["fit"]["needed_bytes"] <= plan["fit"]["available_bytes"])
     rc, out, _ = run(["plan", "--target", str(target), "--ctx", "512", "--json"], capsys, FakeNVML([h100()]))
-    assert json.loads(out)["gpus"][0]["free_bytes"] == 80 * 2**30 - 512 * 2**20
+    plan = json.loads(out)
+    assert plan["gpus"][0]["free_bytes"] == 80 * 2**30 - 512 * 2**20
+    assert plan["fit"] == {"fits": True, "where": "VRAM", "needed_bytes": plan["totals"]["vram_bytes"],
+                           "available_bytes": 80 * 2**30 - 512 * 2**20}
+    rc, out, _ = run(["plan", "--target", str(target), "--ctx", "512", "--vram", "1M"], capsys)
+    assert "This pair does not fit on CUDA0" in out and "smaller context than 512" in out
 
 
 def test_plan_errors(capsys, pair, tmp_path):
