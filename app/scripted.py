@@ -1,6 +1,6 @@
 """A short scripted session on the demo pair, for --selftest, --demo and
 --screenshot: load the pair, measure a baseline, run with speculation, move K
-once while it runs, stop, and (optionally) run a short auto-tune and save a
+once while it runs, stop, and (optionally) run a short auto-tune and a validation, and save a
 PNG of every page."""
 
 from __future__ import annotations
@@ -103,9 +103,23 @@ class ScriptedSession:
         def tuned() -> bool:
             if tune.mode != "idle":
                 return False
-            self._shoot(0)
+            self._validate()
             return True
         self._poll(tuned, interval=200)
+
+    def _validate(self) -> None:
+        """A short validation so the Export page's picture shows a report (or its error)."""
+        export = self.w.export
+        export.max_tokens.setValue(64)
+        self.w.show_page("Export")
+        export.start_validation()
+
+        def validated() -> bool:
+            if export.validating:
+                return False
+            self._shoot(0)
+            return True
+        self._poll(validated, interval=200)
 
     def _shoot(self, i: int) -> None:
         if i >= len(PAGE_NAMES):

@@ -95,7 +95,7 @@ class ExportPage(QWidget):
         col.addLayout(row)
         col.addWidget(self.progress)
         col.addWidget(self.validate_status)
-        col.addWidget(self.report, 1)
+        col.addWidget(self.report, 2)   # the report has more lines than the command
         ctx = Qt.ShortcutContext.WidgetWithChildrenShortcut
         QShortcut(QKeySequence("Ctrl+Shift+V"), self, activated=self.start_validation, context=ctx)
         QShortcut(QKeySequence(Qt.Key.Key_Escape), self, activated=self.cancel_validation, context=ctx)
