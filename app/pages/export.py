@@ -155,17 +155,16 @@ class ExportPage(QWidget):
         self._run_settings = (load, spec, sampling)
         self.runner = ValidateRunner(load, spec, sampling, prompts, self.max_tokens.value(), self.passes.value(),
                                      parent=self)
-        if self.lab.free_pair_for(self.runner.lab_freed):
-            notes.append("the Lab's copy of the pair was freed so that the server's copy fits on the GPU; the Lab "
-                         "loads it again when you start it there")
-        self.runner.progress.connect(self._on_progress)
-        self.runner.succeeded.connect(self._on_succeeded)
-        self.runner.failed.connect(self._on_failed)
-        self.runner.cancelled.connect(self._on_cancelled)
-        self.runner.finished.connect(self._on_thread_finished)
+        notes.append(self.lab.free_pair_for(self.runner.lab_freed, "llama-server's"))
+        runner = self.runner
+        runner.progress.connect(self._on_progress)
+        runner.succeeded.connect(self._on_succeeded)
+        runner.failed.connect(self._on_failed)
+        runner.cancelled.connect(self._on_cancelled)
+        runner.finished.connect(self._on_thread_finished)
         self._set_running(True)
         self._say(f"Validating on {len(prompts)} prompt(s) of {c.workload.currentText()}"
-                  + "".join(f"; {n}" for n in notes) + ".")
+                  + "".join(f"; {n}" for n in notes if n) + ".")
         self.runner.start()
         return True
 

@@ -358,14 +358,15 @@ class LabPage(QWidget):
         elif action == "baseline":
             self.baseline()
 
-    def free_pair_for(self, freed: threading.Event) -> bool:
+    def free_pair_for(self, freed: threading.Event, whose: str) -> str | None:
         """Another job (a tune, a validation) is about to load its own copy of the pair. On a GPU two
         copies may not fit: the Lab's engine frees its copy and ``freed`` is set once it has (or once
-        the Lab's engine has gone); True when that is under way. On the CPU the copies share the
-        mapped files, so the Lab keeps its pair and needs no reload afterwards."""
+        the Lab's engine has gone); when that is under way, returns a note for the user saying so
+        (``whose``: whose copy needs the room). On the CPU the copies share the mapped files, so the
+        Lab keeps its pair and needs no reload afterwards."""
         controller = self.controller
         if not controller.uses_gpu or not controller.unload():
-            return False
+            return None
         freed.clear()
 
         def done(*_args) -> None:
@@ -380,7 +381,8 @@ class LabPage(QWidget):
                 done()
         controller.unloaded.connect(done)
         controller.stateChanged.connect(gone)
-        return True
+        return (f"the Lab's copy of the pair was freed so that {whose} copy fits on the GPU; the Lab loads it "
+                "again when you start it there")
 
     def _on_unloaded(self) -> None:
         self.controls.badges.setText("not loaded: the pair was freed for a tune's own copy; Start or Load "

@@ -281,9 +281,9 @@ class TunePage(QWidget):
         self._run_load, self._run_sampling = load, sampling
         self.runner = TuneRunner(load, prompts, self.max_tokens.value(), sampling, float(self.budget.value()),
                                  self.seed.value(), self.k_max.value(), parent=self)
-        if self._free_lab_copy():
-            notes.append("the Lab's copy of the pair was freed so that the tune's copy fits on the GPU; the Lab "
-                         "loads it again when you start it there")
+        freed_note = self.lab.free_pair_for(self.runner.lab_freed, "the tune's")
+        if freed_note:
+            notes.append(freed_note)
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_succeeded)
         self.runner.failed.connect(self._on_failed)
@@ -300,9 +300,6 @@ class TunePage(QWidget):
         self.runner.start()
         self.progress_timer.start()
         self._show_progress()
-
-    def _free_lab_copy(self) -> bool:
-        return self.runner is not None and self.lab.free_pair_for(self.runner.lab_freed)
 
     def cancel(self) -> None:
         if self.mode != "running" or self.runner is None:
