@@ -100,3 +100,30 @@ def test_closing_the_window_mid_validation_stops_everything(qtbot, tmp_path, mon
     w.close()
     assert not runner.isRunning() and w.export.runner is None
     assert not _servers()
+
+
+def test_on_a_gpu_the_labs_copy_is_freed_before_validation_starts(qtbot, window, pair, monkeypatch):
+    """No GPU here, so the controller's GPU test is the stand-in; the unload, the wait, the worker
+    processes and the server are real."""
+    from app.engine_controller import EngineController
+
+    monkeypatch.setattr(EngineController, "uses_gpu", property(lambda self: self.loaded_info is not None))
+    set_pair(window, pair, k=3)
+    lab, controller = window.lab, window.controller
+    lab.controls.max_tokens.setValue(100_000)
+    with qtbot.waitSignal(controller.hello, timeout=WAIT):
+        controller.start()
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 3, timeout=WAIT)
+    events: list[str] = []
+    controller.unloaded.connect(lambda: events.append("lab unloaded"))
+    page = window.export
+    page.max_tokens.setValue(16)
+    assert page.start_validation()
+    page.runner.progress.connect(lambda _d, _t, what: events.append(what) if not events[-1:] == [what] else None)
+    assert "freed" in page.validate_status.text()
+    qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
+    assert page.last_report is not None and page.last_report["agree"] is True, page.last_error
+    assert events[:3] == ["waiting for the Lab to free its copy of the pair (it is on the GPU)", "lab unloaded",
+                          "starting the lab's engine"], events
+    assert controller.loaded_info is None
