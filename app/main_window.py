@@ -102,10 +102,16 @@ class MainWindow(QMainWindow):
         view = self.menuBar().addMenu("&View")
         for i, name in enumerate(PAGE_NAMES):
             view.addAction(QAction(name, self, shortcut=QKeySequence(f"Ctrl+{i + 1}"),
-                                   triggered=lambda checked=False, i=i: self.nav.setCurrentRow(i)))
+                                   triggered=lambda checked=False, name=name: self.go_to(name)))
 
     def show_page(self, name: str) -> None:
         self.nav.setCurrentRow(PAGE_NAMES.index(name))
+
+    def go_to(self, name: str) -> None:
+        """Show a page from the keyboard and give it the focus, so its own shortcuts (Esc, Ctrl+Return, ...)
+        work at once; a click in the page list keeps the focus there for the arrow keys."""
+        self.show_page(name)
+        self.pages[name].setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def save_charts(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save charts", str(Path.home() / "spectune-charts.png"),

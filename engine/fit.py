@@ -6,7 +6,7 @@ out-of-memory error). With GPUs the plan's bytes per
 device are compared with each GPU's free VRAM (NVML); without, the whole plan
 with the available RAM. ``held`` is memory the caller frees before loading:
 the memory report of the Lab's own loaded pair (the worker's ``loaded`` event),
-which NVML and the RAM figure count as used. ``gpu_backend=False`` (a CPU build
+which NVML and the RAM figure count as used; each GPU gets back what sat on it. ``gpu_backend=False`` (a CPU build
 of the engine on a machine with a GPU) plans everything in RAM.
 """
 
@@ -55,30 +55,38 @@ class FitVerdict:
 _GPU_BUFFER = re.compile(r"^(?!CPU)[A-Za-z]+\d+$")   # CUDA0, Vulkan1, ROCm0; not CPU, CUDA_Host or AMX
 
 
-def held_bytes(memory_items: list[dict] | None) -> tuple[int, int]:
-    """(on GPUs, in RAM) from a worker's memory report. Mapped model files are page cache, which the
-    available-RAM figure already counts as free, so they are not added back."""
-    vram = ram = 0
+def held_by_device(memory_items: list[dict] | None) -> tuple[dict[str, int], int]:
+    """({GPU buffer name: bytes}, bytes in RAM) from a worker's memory report. Mapped model files are
+    page cache, which the available-RAM figure already counts as free, so they are not added back."""
+    vram: dict[str, int] = {}
+    ram = 0
     for item in memory_items or ():
         n = item.get("model_bytes", 0) + item.get("context_bytes", 0) + item.get("compute_bytes", 0)
         buffer_type = str(item.get("buffer_type", ""))
         if _GPU_BUFFER.match(buffer_type):
-            vram += n
+            vram[buffer_type] = vram.get(buffer_type, 0) + n
         elif buffer_type != "CPU_Mapped":
             ram += n
     return vram, ram
+
+
+def held_bytes(memory_items: list[dict] | None) -> tuple[int, int]:
+    """(on GPUs, in RAM) from a worker's memory report, as held_by_device sorts it."""
+    vram, ram = held_by_device(memory_items)
+    return sum(vram.values()), ram
 
 
 def check_fit(target: ModelInfo, ctx: int, *, draft: ModelInfo | None = None, n_gpu_layers: int = -1,
               report: HardwareReport | None = None, held: list[dict] | None = None,
               gpu_backend: bool | None = True) -> FitVerdict:
     """The plan for this pair against the report's free memory (PlanError when it cannot be planned)."""
-    held_vram, held_ram = held_bytes(held)
-    gpus = [GpuBudget(g.llama_name, g.memory_free_bytes) for g in (report.gpus if report else [])
+    held_vram, held_ram = held_by_device(held)
+    gpus = [GpuBudget(g.llama_name, g.memory_free_bytes + held_vram.pop(g.llama_name, 0))
+            for g in (report.gpus if report else [])
             if g.memory_free_bytes is not None] if gpu_backend is not False else []
     if gpus and held_vram:
-        # counted on the first GPU, where llama.cpp puts a single-GPU load
-        gpus[0] = GpuBudget(gpus[0].name, gpus[0].free_bytes + held_vram)
+        # buffers on a device NVML does not name alike (another backend's numbering): the first GPU
+        gpus[0] = GpuBudget(gpus[0].name, gpus[0].free_bytes + sum(held_vram.values()))
     features = report.cpu.features if report else ()
     plan = plan_memory(target, ctx, draft=draft, n_gpu_layers=n_gpu_layers if gpus else 0,
                        n_gpu_layers_draft=n_gpu_layers if gpus else 0, gpus=gpus, cpu_features=features)

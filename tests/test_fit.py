@@ -47,6 +47,12 @@ def test_two_gpus_name_the_one_that_overflows(pair):
     assert verdict.plan.layers["target"]["by_device"].get("CUDA0", 0) >= 1
     assert verdict.fits is False and verdict.short_devices == ["CUDA0"]
     assert verdict.available_bytes == 2**20 + report.gpus[1].memory_free_bytes
+    # the Lab's pair held 1 GiB on each GPU: each gets its own back, not the first GPU both
+    held = [{"buffer_type": name, "model_bytes": 2**30} for name in ("CUDA0", "CUDA1")]
+    freed = check_fit(target, 2048, draft=draft, report=report, held=held)
+    budgets = {g["name"]: g["free_bytes"] for g in freed.plan.to_dict()["gpus"]}
+    assert budgets == {"CUDA0": 2**20 + 2**30, "CUDA1": report.gpus[1].memory_free_bytes + 2**30}
+    assert freed.fits is True
 
 
 def test_without_a_gpu_the_plan_is_held_against_ram(pair):

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from engine.history import History  # noqa: E402
 
@@ -79,10 +80,15 @@ def test_cancel_stops_the_server_and_the_page_stays_usable(qtbot, window, pair):
 
 
 def test_settings_that_cannot_run_are_explained_without_starting(qtbot, window, incompatible_pair):
-    window.show_page("Export")
     page = window.export
-    assert not page.start_validation()                      # no models chosen yet
-    assert "Cannot validate" in page.validate_status.text() and not page.validating
+    # from the keyboard: Ctrl+5 shows the Export page with the focus in it, Ctrl+Shift+V validates
+    window.nav.setFocus()
+    qtbot.keyClick(window.nav, Qt.Key.Key_5, Qt.KeyboardModifier.ControlModifier)
+    assert window.stack.currentWidget() is page
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_V,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert "Cannot validate: choose a target model" in page.validate_status.text()   # no models chosen yet
+    assert not page.validating
     set_pair(window, incompatible_pair)
     assert not page.start_validation()
     assert "Cannot validate" in page.validate_status.text() and "vocab" in page.validate_status.text().lower()
