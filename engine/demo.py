@@ -15,10 +15,9 @@ import sys
 from pathlib import Path
 
 from engine.client import EngineClient
-from engine.export import bundled_loader_path, llama_server_argv
+from engine.export import ServerExport, bundled_loader_path, llama_server_argv
 from engine.llama_install import cache_dir, server_path
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.shell_quote import join_with_path
 from engine.synthetic import ModelShape, PairSpec, write_pair
 
 DEMO_PAIR = PairSpec(shape=ModelShape(n_embd=384, n_layer=6, n_head=6, n_head_kv=2, n_ff=1024), draft_layers=1,
@@ -133,8 +132,8 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
         loader = bundled_loader_path(Path(server))   # the bundled binary needs its library folder
     except RuntimeError:
         server, loader = "llama-server", None
-    argv = llama_server_argv(load, best_spec, sampling, server)
-    command = join_with_path(argv, "bash", *(loader or (None, None)))
+    command = ServerExport(llama_server_argv(load, best_spec, sampling, server), "current",
+                           loader_path=loader).line("bash")
     if json_output:
         print(json.dumps({"target": str(target), "draft": str(draft), "prompts": len(prompts),
                           "max_tokens": max_tokens, "baseline_tokens_per_s": round(base["tokens_per_s"], 3),
