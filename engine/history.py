@@ -195,6 +195,10 @@ class History:
             raise HistoryError(f"cannot open the history at {self.path}: {exc}") from exc
         try:
             self.journal_mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if self.journal_mode == "wal":
+                # the Lab records a run every second or so from the GUI thread: no fsync per commit. A
+                # crash of the app loses nothing committed; a power cut may lose the last few runs.
+                self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             migrate(self._db)
         except sqlite3.Error as exc:
