@@ -145,8 +145,9 @@ class EngineController(QObject):
     @property
     def uses_gpu(self) -> bool:
         """The loaded pair has layers on a GPU: the worker has a non-CPU device and the load offloads."""
-        return bool(self.gpu_backend and self.loaded_info is not None and self.load_settings is not None
-                    and self.load_settings.ngl != 0)
+        load = self.load_settings
+        return bool(self.gpu_backend and self.loaded_info is not None and load is not None
+                    and (load.ngl != 0 or (load.draft is not None and load.ngl_draft != 0)))
 
     # -- events -----------------------------------------------------------
     def _on_worker_event(self, ev: dict) -> None:

@@ -50,6 +50,11 @@ class MainWindow(QMainWindow):
         self.history = HistoryPage(self.lab)
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
+        # a tune and a validation each measure speed with an engine of their own: one at a time
+        self.tune.busy_elsewhere = lambda: "a validation is running on the Export page" if self.export.validating \
+            else None
+        self.export.busy_elsewhere = lambda: "a tune is running on the Tune page" if self.tune.mode != "idle" \
+            else None
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
         self.pages: dict[str, QWidget] = dict(zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune,
                                                               self.export, self.history)))

@@ -94,6 +94,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=180.0,
                     help="least seconds of warm-up; it also lasts until the History page is full and the engine "
                          "has restarted once (default 180)")
+    ap.add_argument("--warmup-max", type=float, default=900.0,
+                    help="most seconds of warm-up, whether or not the History page is full (default 900)")
     ap.add_argument("--report-every", type=float, default=300.0, help="seconds between memory readings")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: llama.cpp's default)")
@@ -194,7 +196,7 @@ def main() -> int:
     first_reading_at = t_warm + min(a.warmup, 20.0)
     early = None
     while (time.monotonic() - t_warm < a.warmup or counts["restarts"] < 1
-           or w.history.table.rowCount() < w.history.limit):
+           or w.history.table.rowCount() < w.history.limit) and time.monotonic() - t_warm < a.warmup_max:
         step()
         if early is None and time.monotonic() >= first_reading_at:
             early = reading(f"{time.monotonic() - t_warm:5.0f} s in (early)")

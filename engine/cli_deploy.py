@@ -11,6 +11,7 @@ command is the last line of standard output; warnings go to standard error.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import sys
@@ -84,6 +85,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
         # a validation row is indexed by what the server did: that is what was validated
         results = {"tokens_per_s": report["server"]["tokens_per_s"],
                    "acceptance_rate": report["server"]["acceptance_rate"], **report}
+        load = dataclasses.replace(load, repack=report["repack"])   # -nr after a SIGILL fallback
         report["history_id"] = record_summary("validate", load, spec, sampling, results,
                                               llama_build=report["server"].get("build_info"))
     print(json.dumps(report) if a.json else format_report(report))

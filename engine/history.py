@@ -130,13 +130,13 @@ def fingerprint(path: str | Path) -> dict:
     p = Path(path)
     st = p.stat()
     return {"path": str(p), "size": st.st_size, "mtime": st.st_mtime,
-            "sha256_first_mib": _head_sha256(str(p), st.st_size, st.st_mtime_ns)}
+            "sha256_first_mib": _head_sha256(str(p), st.st_size, st.st_mtime_ns, st.st_ino)}
 
 
 @functools.lru_cache(maxsize=64)
-def _head_sha256(path: str, size: int, mtime_ns: int) -> str:
-    """Keyed by size and mtime too: the Lab records a run every second or so, each with the same
-    two files, and a rewritten file gets a new key."""
+def _head_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    """Keyed by size, mtime and inode too: the Lab records a run every second or so, each with the
+    same two files, and a rewritten or replaced file gets a new key."""
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read(FINGERPRINT_BYTES)).hexdigest()
 

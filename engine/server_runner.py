@@ -49,6 +49,7 @@ class LlamaServer:
         self.startup_timeout = startup_timeout
         self._log: collections.deque[str] = collections.deque(maxlen=log_lines)
         self._proc: subprocess.Popen | None = None
+        self._aborted = False   # terminate() was called: a start under way gives up
 
     @property
     def base_url(self) -> str:
@@ -59,12 +60,17 @@ class LlamaServer:
         return "".join(self._log)
 
     def start(self) -> "LlamaServer":
+        if self._aborted:
+            raise ServerError("llama-server was stopped before it started")
         env = find_install().loader_env()
         self._proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, env=env)
         threading.Thread(target=self._pump, daemon=True).start()
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
+            if self._aborted:
+                self.stop()
+                raise ServerError("llama-server was stopped while starting")
             if self._proc.poll() is not None:
                 raise ServerError(f"llama-server exited with status {self._proc.returncode} while starting:\n"
                                   + "\n".join(self.log.splitlines()[-15:]), exit_code=self._proc.returncode)
@@ -84,7 +90,9 @@ class LlamaServer:
             self._log.append(raw.decode(errors="replace"))
 
     def terminate(self) -> None:
-        """Ask the server to exit now, from any thread; a request under way then fails. stop() reaps it."""
+        """Ask the server to exit now, from any thread: a start under way gives up, a request under way
+        fails. stop() reaps it."""
+        self._aborted = True
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()

@@ -77,8 +77,8 @@ class StopSwitch:
         if client is not None:
             try:
                 client.cancel()
-            except EngineError:
-                pass            # the worker has gone already
+            except (EngineError, OSError, ValueError):
+                pass            # the worker has gone already, or its pipe closed just now
         if server is not None:
             server.terminate()
 
@@ -96,14 +96,21 @@ class _Steps:
     def __init__(self, total: int, report: Callable[[int, int, str], None] | None, stop: StopSwitch | None):
         self.total, self.done, self.report, self.stop = total, 0, report, stop
 
-    def say(self, what: str) -> None:
+    def check(self) -> None:
         if self.stop is not None and self.stop.is_set():
             raise ValidateCancelled("validation cancelled")
+
+    def say(self, what: str) -> None:
+        self.check()
         if self.report is not None:
             self.report(self.done, self.total, what)
 
     def ran(self) -> None:
         self.done += 1
+
+    def finished(self) -> None:
+        if self.report is not None:
+            self.report(self.total, self.total, "done")
 
     def hold(self, server: LlamaServer | None = None, client: EngineClient | None = None) -> None:
         if self.stop is not None:
@@ -256,17 +263,31 @@ def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[st
     return out
 
 
+def _lab_run(client: EngineClient, prompt: str, max_tokens: int, spec: SpecSettings, sampling: SamplingSettings,
+             steps: _Steps) -> dict:
+    """The run command's generation, cancelled at its first event when a stop came just before it was
+    sent (the worker ignores a cancel while it is idle)."""
+    from engine.cli import generate   # the run command's own generation loop
+
+    cancelled = []
+
+    def check(_ev: dict) -> None:
+        if not cancelled and steps.stop is not None and steps.stop.is_set():
+            cancelled.append(True)
+            client.cancel()
+    return generate(client, prompt, max_tokens, spec, sampling, on_event=check)
+
+
 def _one_after_the_other(argv: list[str], load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
                          prompts: list[str], max_tokens: int, passes: int, startup_timeout: float,
                          steps: _Steps) -> dict:
     """Each pass: llama-server on every prompt, stopped, then the lab on the same prompts."""
-    from engine.cli import generate   # the run command's own generation loop
-
     done: dict = {"passes": []}
     for i in range(passes):
         steps.say("starting llama-server")
-        with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
-            steps.hold(server=srv)
+        srv = LlamaServer(argv, startup_timeout=startup_timeout)
+        steps.hold(server=srv)          # before it starts: a stop may come while it loads
+        with srv:
             if i == 0:
                 done["build_info"] = (srv.props() or {}).get("build_info")
             server_runs = [_run("llama-server", steps, i, passes, j, prompts,
@@ -275,13 +296,14 @@ def _one_after_the_other(argv: list[str], load: LoadSettings, spec: SpecSettings
             if i == 0:
                 done["metrics"], done["metrics_runs"] = read_metrics(srv), server_runs
             steps.hold()
-        steps.say("loading the pair in the lab")
+        steps.say("starting the lab's engine")
         with EngineClient() as client:
             steps.hold(client=client)
             client.start()
+            steps.say("loading the pair in the lab")
             client.load(load)
             lab_runs = [_run("lab", steps, i, passes, j, prompts,
-                             lambda p=prompt: generate(client, p, max_tokens, spec, sampling))
+                             lambda p=prompt: _lab_run(client, p, max_tokens, spec, sampling, steps))
                         for j, prompt in enumerate(prompts)]
             steps.hold()
         done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
@@ -292,12 +314,11 @@ def _side_by_side(argv: list[str], client: EngineClient, spec: SpecSettings, sam
                   prompts: list[str], max_tokens: int, passes: int, startup_timeout: float, steps: _Steps) -> dict:
     """Both loaded; every prompt runs on one then the other, and the one that goes first alternates
     prompt by prompt and pass by pass."""
-    from engine.cli import generate
-
     done: dict = {"passes": []}
     steps.say("starting llama-server")
-    with LlamaServer(argv, startup_timeout=startup_timeout) as srv:
-        steps.hold(server=srv, client=client)
+    srv = LlamaServer(argv, startup_timeout=startup_timeout)
+    steps.hold(server=srv, client=client)   # before it starts: a stop may come while it loads
+    with srv:
         done["build_info"] = (srv.props() or {}).get("build_info")
         for i in range(passes):
             server_runs, lab_runs = [], []
@@ -309,7 +330,7 @@ def _side_by_side(argv: list[str], client: EngineClient, spec: SpecSettings, sam
                                                 lambda: server_completion(srv, prompt, max_tokens)))
                     else:
                         lab_runs.append(_run("lab", steps, i, passes, j, prompts,
-                                             lambda: generate(client, prompt, max_tokens, spec, sampling)))
+                                             lambda: _lab_run(client, prompt, max_tokens, spec, sampling, steps)))
             done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
         done["metrics"] = read_metrics(srv)
         done["metrics_runs"] = [r for d in done["passes"] for r in d["server_runs"]]
@@ -360,7 +381,9 @@ def _validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings
         steps.say("starting the lab's engine")
         with EngineClient() as client:
             steps.hold(client=client)
-            if not _offloads(client.start(), load):
+            hello = client.start()
+            steps.check()   # a stop while the engine started must not load the pair
+            if not _offloads(hello, load):
                 steps.say("loading the pair in the lab")
                 loaded = client.load(load)
                 if loaded.get("repack") is False and load.repack:
@@ -382,7 +405,8 @@ def _validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings
             if exc.exit_code == -signal.SIGILL and load.repack:
                 raise ValidateError(f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "
                                     "instructions (AMX) the system does not enable for CPU weight repacking. "
-                                    "Validate again with --no-repack (llama-server's -nr).") from exc
+                                    "Validate again with repacking off (--no-repack; the Lab's repack box; "
+                                    "llama-server's -nr).") from exc
             raise
         mode = "one after the other"
     first = done["passes"][0]
@@ -418,7 +442,8 @@ def _validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings
         counted = _server_totals(done["metrics_runs"])   # every request this server answered
         metrics_agree = (metrics["spec_decode_num_draft_tokens_total"] == counted["drafted"]
                          and metrics.get("spec_decode_num_accepted_tokens_total") == counted["accepted"])
-    return {"lab": lab, "server": server, "agree": agree, "ratio": ratio, "mode": mode,
+    steps.finished()
+    return {"lab": lab, "server": server, "agree": agree, "ratio": ratio, "mode": mode, "repack": load.repack,
             "metrics_agree": metrics_agree, "per_prompt": per_prompt, "argv": exported.argv,
             "dialect": exported.dialect, "warnings": notices + exported.warnings, "temperature": sampling.temp,
             "max_tokens": max_tokens, "passes": by_pass}

@@ -208,8 +208,10 @@ def test_the_gpu_test_needs_a_gpu_device_offloaded_layers_and_a_loaded_pair(pair
     c.hello_info = {"devices": [{"name": "CPU", "description": "x"}, {"name": "CUDA0", "description": "H200"}]}
     c.load_settings, c.loaded_info = LoadSettings(pair[0], pair[1], ngl=-1), {"event": "loaded"}
     assert c.uses_gpu
-    c.load_settings = LoadSettings(pair[0], pair[1], ngl=0)
+    c.load_settings = LoadSettings(pair[0], pair[1], ngl=0, ngl_draft=0)
     assert not c.uses_gpu                             # everything on the CPU
+    c.load_settings = LoadSettings(pair[0], pair[1], ngl=0, ngl_draft=-1)
+    assert c.uses_gpu                                 # the draft is on the GPU
     c.load_settings, c.loaded_info = LoadSettings(pair[0], pair[1], ngl=-1), None
     assert not c.uses_gpu and not c.unload()          # nothing loaded: nothing to free
     c.hello_info, c.loaded_info = {"devices": [{"name": "CPU", "description": "x"}]}, {"event": "loaded"}

@@ -133,3 +133,19 @@ def test_on_a_gpu_the_labs_copy_is_freed_before_validation_starts(qtbot, window,
     assert events[:3] == ["waiting for the Lab to free its copy of the pair (it is on the GPU)", "lab unloaded",
                           "starting the lab's engine"], events
     assert controller.loaded_info is None
+
+
+def test_a_tune_and_a_validation_do_not_run_at_once(qtbot, window, pair):
+    set_pair(window, pair, k=3)
+    tune, export = window.tune, window.export
+    export.max_tokens.setValue(4000)
+    assert export.start_validation()
+    tune.start()
+    assert tune.mode == "idle" and "a validation is running" in tune.banner.label.text()
+    export.cancel_validation()
+    qtbot.waitUntil(lambda: not export.validating, timeout=WAIT)
+    tune.mode = "running"          # the other way round, without the minute a real tune takes
+    try:
+        assert not export.start_validation() and "a tune is running" in export.validate_status.text()
+    finally:
+        tune.mode = "idle"

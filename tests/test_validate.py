@@ -225,3 +225,22 @@ def test_a_stop_interrupts_the_run_under_way(pair):
                  sequential=True)
     assert started.is_set() and max(seen) == 0   # the long run never finished
     assert not _children_named("llama-server")
+
+
+def test_a_server_stopped_before_or_while_starting_gives_up(pair):
+    from engine.llama_install import server_path
+    from engine.server_runner import LlamaServer, ServerError
+
+    argv = [str(server_path()), "-m", str(pair[0]), "-c", "512", "-np", "1"]
+    srv = LlamaServer(argv)
+    srv.terminate()                      # a stop that came first: nothing is started
+    with pytest.raises(ServerError, match="stopped before it started"):
+        srv.start()
+    srv = LlamaServer(argv)
+    threading.Timer(0.05, srv.terminate).start()
+    try:
+        with srv:
+            pass                         # the server won the race: it stops at the end of the block
+    except ServerError as exc:
+        assert "stopped while starting" in str(exc) or "while starting" in str(exc)
+    assert not _children_named("llama-server")

@@ -14,6 +14,9 @@ result goes to the history as kind "validate".
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton,
@@ -45,6 +48,8 @@ class ExportPage(QWidget):
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()))
 
         self.runner: ValidateRunner | None = None
+        # another job that must not run beside a validation (the main window says which): a reason, or None
+        self.busy_elsewhere: Callable[[], str | None] = lambda: None
         self.last_report: dict | None = None
         self.last_error: str | None = None
         self.validate_button = QPushButton("Validate against llama-server")
@@ -131,6 +136,10 @@ class ExportPage(QWidget):
         """Validate the Lab's current settings; False (with the reason shown) when it cannot start."""
         if self.runner is not None:
             return False
+        busy = self.busy_elsewhere()
+        if busy:
+            self._say(f"Not now: {busy}; the two would compete for the machine.", error=True)
+            return False
         c = self.lab.controls
         try:
             load = c.load_settings()
@@ -150,6 +159,10 @@ class ExportPage(QWidget):
         if self.lab.mode in ("running", "baseline", "stopping"):
             self.lab.stop()
             notes.append("the Lab's run was stopped so that it does not compete for the machine")
+        elif self.lab.mode == "loading" and self.lab.controller.gpu_backend:
+            self.lab.stop()       # cancels the load: two copies on the GPU may not fit
+            notes.append("the Lab's load was cancelled so that llama-server's copy fits on the GPU; the Lab loads "
+                         "its pair again when you start it there")
         self.last_report, self.last_error = None, None
         self.report.setPlainText("")
         self._run_settings = (load, spec, sampling)
@@ -223,6 +236,7 @@ class ExportPage(QWidget):
         from engine.history import HistoryError, record_summary
 
         load, spec, sampling = self._run_settings
+        load = dataclasses.replace(load, repack=report.get("repack", load.repack))   # -nr after a SIGILL fallback
         results = {"tokens_per_s": report["server"]["tokens_per_s"],
                    "acceptance_rate": report["server"]["acceptance_rate"], **report}
         try:

@@ -19,6 +19,7 @@ Keys (when the page has focus): Ctrl+Return start, Esc cancel.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -59,6 +60,8 @@ class TunePage(QWidget):
         self.lab = lab
         self.mode = "idle"          # idle | running | stopping
         self.runner: TuneRunner | None = None
+        # another job that must not run beside a tune (the main window says which): a reason, or None
+        self.busy_elsewhere: Callable[[], str | None] = lambda: None
         self.result: TuneResult | None = None
         self.last_error: tuple[str, str] | None = None
         self._started_at = 0.0
@@ -247,6 +250,10 @@ class TunePage(QWidget):
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> None:
         if self.mode != "idle":
+            return
+        busy = self.busy_elsewhere()
+        if busy:
+            self.banner.show_message(f"Not now: {busy}; the two would compete for the machine.", "warning")
             return
         c = self.lab.controls
         try:

@@ -55,9 +55,13 @@ class ValidateRunner(QThread):
             if not self.lab_freed.is_set():
                 self.progress.emit(0, 0, "waiting for the Lab to free its copy of the pair (it is on the GPU)")
                 t_end = time.monotonic() + self.lab_free_timeout_s
-                while not self.lab_freed.wait(0.05) and time.monotonic() < t_end:
+                while not self.lab_freed.wait(0.05):
                     if self.stop.is_set():
                         raise ValidateCancelled("validation cancelled")
+                    if time.monotonic() > t_end:
+                        self.progress.emit(0, 0, f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; "
+                                                 "validating anyway")
+                        break
             report = validate(self.load, self.spec, self.sampling, self.prompts, self.max_tokens,
                               passes=self.passes, progress=self.progress.emit, stop=self.stop)
         except ValidateCancelled:
