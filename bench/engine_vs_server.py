@@ -139,7 +139,8 @@ def main() -> int:
     out()
     out("ratio = specrt tok/s / llama-server tok/s (medians; both count tokens after the first over the time after "
         "the prompt)")
-    out("streamed = llama-server's own tok/s when the same request is streamed with timings_per_token")
+    out("streamed = llama-server's own tok/s when the same request is streamed with timings_per_token; the ratio "
+        "beside it is streamed / not streamed")
     out("outside = specrt cycle time outside drafting and verifying; loop ovh = Python step-loop time outside specrt")
     out(f"worst ratio {worst_ratio:.3f} (goal >= 0.97), worst outside share {100 * worst_outside:.2f}% (goal <= 3%)")
     if a.save:
