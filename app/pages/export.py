@@ -156,13 +156,7 @@ class ExportPage(QWidget):
         notes = []
         if self.server.path() is not None:
             notes.append("validation runs the bundled llama-server, not the binary chosen above")
-        if self.lab.mode in ("running", "baseline", "stopping"):
-            self.lab.stop()
-            notes.append("the Lab's run was stopped so that it does not compete for the machine")
-        elif self.lab.mode == "loading" and self.lab.controller.gpu_backend:
-            self.lab.stop()       # cancels the load: two copies on the GPU may not fit
-            notes.append("the Lab's load was cancelled so that llama-server's copy fits on the GPU; the Lab loads "
-                         "its pair again when you start it there")
+        notes.append(self.lab.make_way_for("validation", "llama-server's"))
         self.last_report, self.last_error = None, None
         self.report.setPlainText("")
         self._run_settings = (load, spec, sampling)

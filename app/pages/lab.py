@@ -358,6 +358,21 @@ class LabPage(QWidget):
         elif action == "baseline":
             self.baseline()
 
+    def make_way_for(self, job: str, whose: str) -> str | None:
+        """Another job (a tune, a validation) is about to measure with an engine of its own: a running Lab
+        run is stopped (it would compete for the machine), and a load under way on the GPU is cancelled
+        (two copies may not fit). Returns a note for the user, or None."""
+        if self.mode in ("running", "baseline", "stopping"):
+            self.stop()
+            return "the Lab's run was stopped so that it does not compete for the machine"
+        if self.mode == "loading" and self.controller.gpu_backend:
+            self.stop()       # cancels the load
+            return (f"the Lab's load was cancelled so that {whose} copy fits on the GPU; the Lab loads its pair "
+                    "again when you start it there")
+        if self.mode == "loading":
+            return f"the Lab is still loading its pair; that may slow the {job}'s first measurements"
+        return None
+
     def free_pair_for(self, freed: threading.Event, whose: str) -> str | None:
         """Another job (a tune, a validation) is about to load its own copy of the pair. On a GPU two
         copies may not fit: the Lab's engine frees its copy and ``freed`` is set once it has (or once

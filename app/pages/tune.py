@@ -268,16 +268,7 @@ class TunePage(QWidget):
             self.banner.show_message(problem, "error")
             return
         self.banner.hide()
-        notes = []
-        if self.lab.mode in ("running", "baseline", "stopping"):
-            self.lab.stop()
-            notes.append("the Lab's run was stopped so that it does not compete for the CPU")
-        elif self.lab.mode == "loading" and self.lab.controller.gpu_backend:
-            self.lab.stop()       # cancels the load: two copies on the GPU may not fit
-            notes.append("the Lab's load was cancelled so that the tune's copy fits on the GPU; the Lab loads "
-                         "its pair again when you start it there")
-        elif self.lab.mode == "loading":
-            notes.append("the Lab is still loading its pair; that may slow the tune's first measurements")
+        notes = [note for note in (self.lab.make_way_for("tune", "the tune's"),) if note]
 
         self.result = None
         self.table.clear_rows()
