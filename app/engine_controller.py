@@ -28,6 +28,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from engine import protocol
 from engine.client import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineClient, EngineError
 from engine.settings import LoadSettings, to_dict
 
@@ -138,16 +139,13 @@ class EngineController(QObject):
     @property
     def gpu_backend(self) -> bool | None:
         """The engine has a GPU device (a CUDA build on a machine with a GPU); None before its hello."""
-        if self.hello_info is None:
-            return None
-        return any(not str(d.get("name", "")).upper().startswith("CPU") for d in self.hello_info.get("devices", []))
+        return None if self.hello_info is None else protocol.has_gpu_device(self.hello_info)
 
     @property
     def uses_gpu(self) -> bool:
         """The loaded pair has layers on a GPU: the worker has a non-CPU device and the load offloads."""
-        load = self.load_settings
-        return bool(self.gpu_backend and self.loaded_info is not None and load is not None
-                    and (load.ngl != 0 or (load.draft is not None and load.ngl_draft != 0)))
+        return bool(self.gpu_backend and self.loaded_info is not None and self.load_settings is not None
+                    and self.load_settings.offloads)
 
     # -- events -----------------------------------------------------------
     def _on_worker_event(self, ev: dict) -> None:

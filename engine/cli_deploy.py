@@ -11,14 +11,13 @@ command is the last line of standard output; warnings go to standard error.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import sys
 from pathlib import Path
 
 from engine.cli_errors import guarded
-from engine.history import KINDS, History, compare, flatten, record_summary
+from engine.history import KINDS, History, compare, flatten
 
 SHELL_FORMATS = ("bash", "pwsh", "cmd")
 ENGINE_FORMATS = ("vllm", "sglang")
@@ -75,19 +74,14 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 def cmd_validate(a: argparse.Namespace) -> int:
     from engine.cli import _settings
-    from engine.validate import format_report, load_prompts, validate
+    from engine.validate import format_report, load_prompts, record_validation, validate
 
     load, spec, sampling = _settings(a)
     prompts = load_prompts(a.workload_prompts, a.prompt)
     report = validate(load, spec, sampling, prompts, a.max_tokens, passes=a.passes, sequential=a.sequential)
     _warn(report["warnings"])
     if not a.no_history:
-        # a validation row is indexed by what the server did: that is what was validated
-        results = {"tokens_per_s": report["server"]["tokens_per_s"],
-                   "acceptance_rate": report["server"]["acceptance_rate"], **report}
-        load = dataclasses.replace(load, repack=report["repack"])   # -nr after a SIGILL fallback
-        report["history_id"] = record_summary("validate", load, spec, sampling, results,
-                                              llama_build=report["server"].get("build_info"))
+        report["history_id"] = record_validation(report, load, spec, sampling)
     print(json.dumps(report) if a.json else format_report(report))
     return 0
 

@@ -41,6 +41,11 @@ class ProtocolError(ValueError):
     pass
 
 
+def has_gpu_device(hello: dict[str, Any]) -> bool:
+    """The worker's hello lists a device other than the CPU (a GPU build on a machine with a GPU)."""
+    return any(not str(d.get("name", "")).upper().startswith("CPU") for d in hello.get("devices", []))
+
+
 def encode(msg: dict[str, Any]) -> bytes:
     return (json.dumps(msg, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 

@@ -55,6 +55,11 @@ class LoadSettings:
     # virtual machines report AMX without enabling it: loading then dies of SIGILL.
     repack: bool = True
 
+    @property
+    def offloads(self) -> bool:
+        """Layers of the target, or of the draft, go to a GPU (when the engine has one)."""
+        return self.ngl != 0 or (self.draft is not None and self.ngl_draft != 0)
+
     def validate(self) -> "LoadSettings":
         if not Path(self.target).is_file():
             raise SettingsError(f"target model not found: {self.target}")

@@ -42,6 +42,7 @@ from engine.export import export_llama_server
 from engine.fit import held_bytes
 from engine.hardware import ram
 from engine.llama_install import server_path
+from engine.protocol import has_gpu_device
 from engine.server_runner import LlamaServer, ServerError, server_summary
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings
 
@@ -54,7 +55,7 @@ class ValidateError(RuntimeError):
 
 
 class ValidateCancelled(ValidateError):
-    """The caller asked validation to stop (between two runs)."""
+    """The caller asked validation to stop (StopSwitch.set)."""
 
 
 class StopSwitch:
@@ -240,8 +241,7 @@ def _with_metrics(argv: list[str]) -> list[str]:
 
 def _offloads(hello: dict, load: LoadSettings) -> bool:
     """The worker has a GPU device and the load puts layers on it."""
-    has_gpu = any(not str(d.get("name", "")).upper().startswith("CPU") for d in hello.get("devices", []))
-    return has_gpu and (load.ngl != 0 or (load.draft is not None and load.ngl_draft != 0))
+    return has_gpu_device(hello) and load.offloads
 
 
 def _fits_beside(loaded: dict) -> bool:
@@ -348,8 +348,8 @@ def validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings,
     otherwise, or with ``sequential``, all of llama-server's prompts run before the lab's.
 
     With ``passes`` > 1 everything is repeated; each side's speed is its median over the passes
-    and ``ratio`` the median of the passes' server / lab ratios. Counts and texts come
-    from the first pass; at temperature 0 every pass must agree.
+    and ``ratio`` the median of the passes' server / lab ratios. Counts and texts shown come
+    from the first pass; at temperature 0 server and lab must agree prompt by prompt in every pass.
 
     ``progress(runs done, runs in all, what now)`` is called before each step. ``stop.set()``
     (from any thread) ends validation with ValidateCancelled, at once: the run under way is
@@ -447,6 +447,18 @@ def _validate(load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings
             "metrics_agree": metrics_agree, "per_prompt": per_prompt, "argv": exported.argv,
             "dialect": exported.dialect, "warnings": notices + exported.warnings, "temperature": sampling.temp,
             "max_tokens": max_tokens, "passes": by_pass}
+
+
+def record_validation(report: dict, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings) -> int:
+    """Store a validation in the history; returns its entry id (HistoryError when it cannot be written).
+    The row is indexed by what the server did, since that is what was validated, and carries -nr when
+    validation fell back to it."""
+    from engine.history import record_summary
+
+    results = {"tokens_per_s": report["server"]["tokens_per_s"],
+               "acceptance_rate": report["server"]["acceptance_rate"], **report}
+    return record_summary("validate", dataclasses.replace(load, repack=report.get("repack", load.repack)), spec,
+                          sampling, results, llama_build=report["server"].get("build_info"))
 
 
 def format_report(report: dict) -> str:

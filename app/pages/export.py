@@ -14,7 +14,6 @@ result goes to the history as kind "validate".
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
@@ -226,16 +225,12 @@ class ExportPage(QWidget):
                   error=report["agree"] is False)
 
     def _record(self, report: dict) -> bool:
-        """As ``spectune validate`` does: indexed by what the server did."""
-        from engine.history import HistoryError, record_summary
+        """As ``spectune validate`` does."""
+        from engine.history import HistoryError
+        from engine.validate import record_validation
 
-        load, spec, sampling = self._run_settings
-        load = dataclasses.replace(load, repack=report.get("repack", load.repack))   # -nr after a SIGILL fallback
-        results = {"tokens_per_s": report["server"]["tokens_per_s"],
-                   "acceptance_rate": report["server"]["acceptance_rate"], **report}
         try:
-            entry = record_summary("validate", load, spec, sampling, results,
-                                   llama_build=report["server"].get("build_info"))
+            entry = record_validation(report, *self._run_settings)
         except (HistoryError, OSError, ValueError) as exc:
             self.report.appendPlainText(f"\nnot saved to the history: {exc}")
             return False
