@@ -20,6 +20,7 @@ from app.pages.models import ModelsPage
 from app.gui_gc import collect_in_gui_thread
 from app.pages.tune import TunePage
 from app.settings_store import settings_path
+from app.widgets.page_shortcuts import enable_page_shortcuts
 
 STATE_COLOURS = {STARTING: "#f9a825", READY: "#2e7d32", LOADING: "#f9a825", RUNNING: "#1565c0",
                  ERROR: "#c62828", CRASHED: "#c62828", "stopped": "#757575"}
@@ -50,11 +51,10 @@ class MainWindow(QMainWindow):
         self.history = HistoryPage(self.lab)
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
-        # a tune and a validation each measure speed with an engine of their own: one at a time
-        self.tune.busy_elsewhere = lambda: "a validation is running on the Export page" if self.export.validating \
-            else None
-        self.export.busy_elsewhere = lambda: "a tune is running on the Tune page" if self.tune.mode != "idle" \
-            else None
+        # a tune and a validation each measure speed with an engine of their own: one job at a time, and the
+        # Lab waits for either
+        for page in (self.lab, self.tune, self.export):
+            page.busy_elsewhere = lambda page=page: self._job_running_besides(page)
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
         self.pages: dict[str, QWidget] = dict(zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune,
                                                               self.export, self.history)))
@@ -65,6 +65,8 @@ class MainWindow(QMainWindow):
         for page in self.pages.values():
             self.stack.addWidget(page)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.stack.currentChanged.connect(lambda i: enable_page_shortcuts(self.pages.values(), self.stack.widget(i)))
+        enable_page_shortcuts(self.pages.values(), self.stack.currentWidget())
         central = QWidget()
         row = QHBoxLayout(central)
         row.setContentsMargins(4, 4, 4, 4)
@@ -109,12 +111,19 @@ class MainWindow(QMainWindow):
             view.addAction(QAction(name, self, shortcut=QKeySequence(f"Ctrl+{i + 1}"),
                                    triggered=lambda checked=False, name=name: self.go_to(name)))
 
+    def _job_running_besides(self, asking: QWidget) -> str | None:
+        if asking is not self.tune and self.tune.mode != "idle":
+            return "a tune is running on the Tune page"
+        if asking is not self.export and self.export.validating:
+            return "a validation is running on the Export page"
+        return None
+
     def show_page(self, name: str) -> None:
         self.nav.setCurrentRow(PAGE_NAMES.index(name))
 
     def go_to(self, name: str) -> None:
-        """Show a page from the keyboard and give it the focus, so its own shortcuts (Esc, Ctrl+Return, ...)
-        work at once; a click in the page list keeps the focus there for the arrow keys."""
+        """Show a page from the keyboard and give it the focus (its own shortcuts work wherever the focus is,
+        see page_shortcuts; a click in the page list keeps the focus there for the arrow keys)."""
         self.show_page(name)
         self.pages[name].setFocus(Qt.FocusReason.ShortcutFocusReason)
 

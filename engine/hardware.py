@@ -19,7 +19,7 @@ import ctypes
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 from typing import Any, Callable
 
@@ -305,6 +305,14 @@ def cpu_features(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
         # PF_AVX2_INSTRUCTIONS_AVAILABLE = 40, PF_AVX512F_INSTRUCTIONS_AVAILABLE = 41
         return [name for name, code in (("avx2", 40), ("avx512", 41)) if present(code)]
     return []
+
+
+def refresh_ram(report: HardwareReport) -> HardwareReport:
+    """The report with its RAM figures re-read and the rest kept: what a CPU-only machine polls, since
+    its fit verdicts and the status bar count free RAM (one read of /proc/meminfo, no GPU probe)."""
+    total, available, source = ram()
+    return replace(report, cpu=replace(report.cpu, ram_total_bytes=total, ram_available_bytes=available,
+                                       source=source))
 
 
 def cpu_info() -> CpuInfo:

@@ -34,6 +34,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+TERMINATE_GRACE_S = 3.0
+
+
+def _kill_if_alive(proc: subprocess.Popen, grace_s: float) -> None:
+    """Give a terminated server ``grace_s`` to exit, then kill it (returns as soon as it has gone)."""
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 class LlamaServer:
     """``with LlamaServer(argv_without_host_port) as srv: srv.complete(...)``."""
 
@@ -89,13 +100,20 @@ class LlamaServer:
         for raw in self._proc.stdout:
             self._log.append(raw.decode(errors="replace"))
 
-    def terminate(self) -> None:
+    def terminate(self, grace_s: float = TERMINATE_GRACE_S) -> None:
         """Ask the server to exit now, from any thread: a start under way gives up, a request under way
-        fails. stop() reaps it."""
+        fails. stop() reaps it.
+
+        SIGTERM alone is not enough: llama-server ends its task loop, then waits for its HTTP threads,
+        and one streaming to a client that keeps reading can wait for ever (seen here: a validation
+        cancelled mid-generation hung until the server was signalled again). What is still alive after
+        ``grace_s`` is killed."""
         self._aborted = True
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()
+            threading.Thread(target=_kill_if_alive, args=(proc, grace_s), name="llama-server-killer",
+                             daemon=True).start()
 
     def stop(self) -> None:
         proc = self._proc

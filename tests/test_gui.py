@@ -100,7 +100,8 @@ def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
     # the ring holds the speculative cycles in order; cycle index i sits at i - 1 (the prompt cycle is not in it)
     assert set(k[: first - 1]) == {6} and set(k[first - 1:]) == {2}
     assert lab.live.markers and lab.live.markers[0].label == "K 6→2"
-    assert len(lab.charts._marker_items) == 1
+    # the chart timer draws the marker at its next tick
+    qtbot.waitUntil(lambda: len(lab.charts._marker_items) == 1, timeout=WAIT)
 
 
 def test_killed_engine_shows_crash_and_restarts(qtbot, window, pair):
@@ -165,7 +166,10 @@ def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
     monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
     w = MainWindow(settings=QSettings(str(tmp_path / "e.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(w)
+    w.show()
+    w.show_page("Lab")
     set_pair(w, pair, k=5)
+    w.show_page("Export")      # changes made while it was hidden show when it does
     cmd = w.export.command.toPlainText()
     assert "--spec-type draft-simple" in cmd and "--spec-draft-n-max 5" in cmd and str(pair[1]) in cmd
     w.lab.controls.k.setValue(3)
@@ -209,6 +213,15 @@ def test_hardware_page_with_two_gpus_and_without(qtbot, tmp_path, monkeypatch):
     assert not page.gpu_boxes and "No NVIDIA GPU" in page.status.text()
     assert "CPU only" in page.vram_summary()
     assert probe(FakeNVML([])).status == "no_gpu"
+    # without a GPU and out of view, the page still re-reads the free RAM the status bar and the fit use
+    from dataclasses import replace
+
+    from engine.hardware import ram
+    w.show_page("Lab")
+    page.report = replace(page.report, cpu=replace(page.report.cpu, ram_available_bytes=1))
+    page._poll()
+    assert abs(page.report.cpu.ram_available_bytes - ram()[1]) < 2**30 and "RAM free 0.0 GiB" not in page.vram_summary()
+    assert not page.gpu_boxes and page.report.status != "ok"
 
 
 def test_models_page_checks_the_pair_before_loading(qtbot, tmp_path, monkeypatch, pair, incompatible_pair):

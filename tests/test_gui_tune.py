@@ -147,7 +147,7 @@ def test_cancel_is_prompt_and_the_lab_run_is_stopped_first(qtbot, window, pair):
     assert "Lab's run was stopped" in page.status.text()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
-    # a Lab run started during the tune is stopped again, and the Lab says why
+    # the Lab does not start during the tune, and says why
     lab.start()
     qtbot.waitUntil(lambda: lab.mode == "idle" and not lab.banner.isHidden(), timeout=WAIT)
     assert "tune is running" in lab.banner.label.text()

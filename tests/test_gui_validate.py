@@ -124,9 +124,17 @@ def test_on_a_gpu_the_labs_copy_is_freed_before_validation_starts(qtbot, window,
     events: list[str] = []
     controller.unloaded.connect(lambda: events.append("lab unloaded"))
     page = window.export
+    # the page's progress slot is wrapped before the runner exists (the runner says "waiting" at once); as a
+    # method of the page it stays a queued slot, so it runs in the GUI thread in order with "lab unloaded"
+    shown = type(page)._on_progress
+
+    def on_progress(self, done, total, what):
+        if events[-1:] != [what]:
+            events.append(what)
+        shown(self, done, total, what)
+    monkeypatch.setattr(type(page), "_on_progress", on_progress)
     page.max_tokens.setValue(16)
     assert page.start_validation()
-    page.runner.progress.connect(lambda _d, _t, what: events.append(what) if not events[-1:] == [what] else None)
     assert "freed" in page.validate_status.text()
     qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
     assert page.last_report is not None and page.last_report["agree"] is True, page.last_error
@@ -142,6 +150,17 @@ def test_a_tune_and_a_validation_do_not_run_at_once(qtbot, window, pair):
     assert export.start_validation()
     tune.start()
     assert tune.mode == "idle" and "a validation is running" in tune.banner.label.text()
+    # nor does the Lab load or run beside it, from the keyboard either, with the focus left in the page list
+    lab = window.lab
+    window.show_page("Lab")
+    window.nav.setFocus()
+    tune.banner.hide()
+    qtbot.keyClick(window.nav, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert lab.mode == "idle" and window.controller.loaded_info is None
+    assert tune.banner.isHidden(), "only the page in view answers Ctrl+Return"
+    assert "a validation is running on the Export page" in lab.banner.label.text()
+    lab.banner.hide()
+    assert not lab.load() and "a validation is running" in lab.banner.label.text()
     export.cancel_validation()
     qtbot.waitUntil(lambda: not export.validating, timeout=WAIT)
     tune.mode = "running"          # the other way round, without the minute a real tune takes

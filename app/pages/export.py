@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
 from app.pages.lab_controls import PathPicker
 from app.pages.validate_runner import ValidateRunner
+from app.widgets.page_shortcuts import add_page_shortcuts
 from engine.settings import SettingsError
 
 SHELLS = ("bash", "pwsh", "cmd")
@@ -100,20 +101,33 @@ class ExportPage(QWidget):
         col.addWidget(self.progress)
         col.addWidget(self.validate_status)
         col.addWidget(self.report, 2)   # the report has more lines than the command
-        ctx = Qt.ShortcutContext.WidgetWithChildrenShortcut
-        QShortcut(QKeySequence("Ctrl+Shift+V"), self, activated=self.start_validation, context=ctx)
-        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, activated=self.cancel_validation, context=ctx)
+        add_page_shortcuts(self, (("Ctrl+Shift+V", self.start_validation), (Qt.Key.Key_Escape, self.cancel_validation)))
 
         self.shell.currentTextChanged.connect(self.refresh)
         self.server.changed.connect(self.refresh)
-        lab.controls.knobsChanged.connect(self.refresh)
-        lab.controls.modelsChanged.connect(self.refresh)
+        # the Lab's knobs move many times a second while it runs; the command is rebuilt (its dialect, memory
+        # warnings and all) only while it is on screen, and on showing when something changed meanwhile
+        lab.controls.knobsChanged.connect(self._lab_changed)
+        lab.controls.modelsChanged.connect(self._lab_changed)
+        self._stale = False
         self.refresh()
+
+    def _lab_changed(self) -> None:
+        if self.isVisible():
+            self.refresh()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:
+        if self._stale:
+            self.refresh()
+        super().showEvent(event)
 
     def refresh(self) -> None:
         from engine.export import ExportError, export_llama_server
         from engine.server_dialect import DialectError
 
+        self._stale = False
         c = self.lab.controls
         try:
             load = c.load_settings()

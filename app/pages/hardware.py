@@ -9,10 +9,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from engine.hardware import GpuInfo, HardwareReport, probe, refresh
+from app.widgets.page_shortcuts import add_page_shortcuts
+from engine.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
 
 GIB = 2 ** 30
 
@@ -77,7 +77,7 @@ class HardwarePage(QWidget):
         self.gpu_boxes: list[GpuBox] = []
         again = QPushButton("Refresh (F5)")
         again.clicked.connect(self.reprobe)
-        QShortcut(QKeySequence("F5"), self, activated=self.reprobe)
+        add_page_shortcuts(self, (("F5", self.reprobe),))
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>Hardware</h3>"))
         col.addWidget(self.status)
@@ -102,9 +102,14 @@ class HardwarePage(QWidget):
         self._show()
 
     def _poll(self) -> None:
+        """GPUs are re-read every tick (the status bar shows their VRAM); without one, the page in view
+        probes again (a driver may have come), and out of view only the free RAM is re-read, which the
+        status bar and the Lab's fit verdicts use."""
         if self.isVisible() or self.report.status == "ok":
             self.report = refresh(self.report, self._nvml)
-            self._show()
+        else:
+            self.report = refresh_ram(self.report)
+        self._show()
 
     def _show(self) -> None:
         r = self.report

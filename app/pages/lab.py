@@ -14,13 +14,13 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
                                QWidget)
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineController
 from app.pages.lab_controls import CUSTOM_PROMPT, LabControls
 from app.widgets.live_charts import LiveCharts
+from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.token_text import TokenText
 from engine.live import LiveSession
 from engine.settings import LoadSettings, SettingsError, to_dict
@@ -81,6 +81,7 @@ class LabPage(QWidget):
         self.hardware_report = None  # () -> engine.hardware.HardwareReport; set by the main window
         self._fit_override: LoadSettings | None = None   # "Load anyway" was chosen for exactly these settings
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
+        self.busy_elsewhere = lambda: None   # () -> "a tune is running ..." or None; set by the main window
 
         self.controls = LabControls()
         scroll = QScrollArea()
@@ -138,9 +139,8 @@ class LabPage(QWidget):
         controller.unloaded.connect(self._on_unloaded)
         c.set_running(False)
 
-        for key, slot in (("Ctrl+Return", self.start), ("Esc", self.stop), ("Ctrl+B", self.baseline),
-                          ("Ctrl+L", self.load)):
-            QShortcut(QKeySequence(key), self, activated=slot, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        add_page_shortcuts(self, (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.stop),
+                                  ("Ctrl+B", self.baseline), ("Ctrl+L", self.load)))
 
     # -- prompts ----------------------------------------------------------
     def set_workloads(self, names: list[str]) -> None:
@@ -163,9 +163,19 @@ class LabPage(QWidget):
         return [p.text for p in load_workload(name).prompts]
 
     # -- actions ----------------------------------------------------------
+    def _refused_while_busy(self) -> bool:
+        """A tune or a validation measures speed with an engine of its own: the Lab waits for it."""
+        busy = self.busy_elsewhere()
+        if busy:
+            self.banner.show_message(f"Not now: {busy}. The Lab waits until it ends, since two engines sharing the "
+                                     "machine would spoil both measurements (and may not both fit).", "warning")
+        return bool(busy)
+
     def load(self) -> bool:
         if self.mode != "idle":
             return False            # a run, a baseline or a load is under way: its end comes first
+        if self._refused_while_busy():
+            return False
         try:
             settings = self.controls.load_settings()
         except SettingsError as exc:
@@ -255,7 +265,7 @@ class LabPage(QWidget):
         return False
 
     def start(self) -> None:
-        if self.mode not in ("idle",):
+        if self.mode not in ("idle",) or self._refused_while_busy():
             return
         try:
             self._prompts = self.collect_prompts()
@@ -293,7 +303,7 @@ class LabPage(QWidget):
             self.controller.cancel()      # llama.cpp stops reading at its next progress report
 
     def baseline(self) -> None:
-        if self.mode != "idle":
+        if self.mode != "idle" or self._refused_while_busy():
             return
         try:
             self._prompts = self.collect_prompts()[:1]

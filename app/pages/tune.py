@@ -23,12 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
 
 from app.pages.lab import Banner
 from app.pages.tune_runner import TuneRunner
+from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
 from engine.settings import SettingsError
@@ -167,9 +168,7 @@ class TunePage(QWidget):
         self.workload.activated.connect(self._workload_activated)
         lab.controls.modelsChanged.connect(self.refresh_lab_summary)
         lab.controls.knobsChanged.connect(self.refresh_lab_summary)
-        lab.controller.runStarted.connect(self._lab_run_started)
-        for key, slot in (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.cancel)):
-            QShortcut(QKeySequence(key), self, activated=slot, context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        add_page_shortcuts(self, (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.cancel)))
 
         self.set_workloads(self._shipped())
         self._set_running(False)
@@ -419,15 +418,6 @@ class TunePage(QWidget):
         self.mode = "idle"
         self._set_running(False)
         self._show_progress()
-
-    def _lab_run_started(self, ev: dict) -> None:
-        # a Lab run started during a tune would skew both; the tune was asked for last, so it wins
-        if self.mode == "idle" or self.lab.mode not in ("running", "baseline"):
-            return
-        self.lab.stop()
-        self.lab.banner.show_message("A tune is running on the Tune page; Lab runs wait until it ends, since "
-                                     "two engines sharing the machine would spoil both measurements.", "warning")
-        self._log("stopped a Lab run that started during the tune")
 
     # -- display ------------------------------------------------------------------------------------
     def _set_running(self, running: bool) -> None:
