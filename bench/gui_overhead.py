@@ -158,7 +158,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: the Lab's default)")
     ap.add_argument("--page", default="Lab", help="the page in view while the Lab runs (default: Lab)")
     a = ap.parse_args()
-    app = QApplication.instance() or QApplication([])   # noqa: F841 - the window needs it
+    _app = QApplication.instance() or QApplication([])   # the window needs one
     target, draft = demo_pair()
     load = LoadSettings(target, draft, ctx=4096, threads=a.threads)
     headless = Headless(load, a.max_tokens)
