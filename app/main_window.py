@@ -20,7 +20,6 @@ from app.pages.models import ModelsPage
 from app.gui_gc import collect_in_gui_thread
 from app.pages.tune import TunePage
 from app.settings_store import settings_path
-from app.widgets.page_shortcuts import enable_page_shortcuts
 
 STATE_COLOURS = {STARTING: "#f9a825", READY: "#2e7d32", LOADING: "#f9a825", RUNNING: "#1565c0",
                  ERROR: "#c62828", CRASHED: "#c62828", "stopped": "#757575"}
@@ -52,7 +51,7 @@ class MainWindow(QMainWindow):
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
         # a tune and a validation each measure speed with an engine of their own: one job at a time, and the
-        # Lab waits for either
+        # Lab does not load or run during either
         for page in (self.lab, self.tune, self.export):
             page.busy_elsewhere = lambda page=page: self._job_running_besides(page)
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
@@ -65,8 +64,6 @@ class MainWindow(QMainWindow):
         for page in self.pages.values():
             self.stack.addWidget(page)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
-        self.stack.currentChanged.connect(lambda i: enable_page_shortcuts(self.pages.values(), self.stack.widget(i)))
-        enable_page_shortcuts(self.pages.values(), self.stack.currentWidget())
         central = QWidget()
         row = QHBoxLayout(central)
         row.setContentsMargins(4, 4, 4, 4)

@@ -18,6 +18,10 @@ stall (goal < 50 ms), measured by a 5 ms probe timer's lateness, and the GUI
 process's CPU use while the Lab runs, as a share of one core. ``--page`` runs
 the Lab with another page in view (its charts unpainted), to tell painting
 from the rest.
+
+Each GUI slice is a fresh Lab run, so its charts hold about a thousand cycles
+by the end rather than a long session's 2048; past 400 cycles both are drawn
+as at most 400 points, so a frame costs about the same.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from PySide6.QtCore import QElapsedTimer, QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from app.main_window import PAGE_NAMES  # noqa: E402
 from engine.client import EngineClient  # noqa: E402
 from engine.demo import demo_pair  # noqa: E402
 from engine.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict  # noqa: E402
@@ -156,9 +161,9 @@ def main() -> int:
     ap.add_argument("--slice", type=float, default=6.0, help="seconds per slice")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: the Lab's default)")
-    ap.add_argument("--page", default="Lab", help="the page in view while the Lab runs (default: Lab)")
+    ap.add_argument("--page", default="Lab", choices=PAGE_NAMES, help="the page in view while the Lab runs")
     a = ap.parse_args()
-    _app = QApplication.instance() or QApplication([])   # the window needs one
+    app = QApplication.instance() or QApplication([])
     target, draft = demo_pair()
     load = LoadSettings(target, draft, ctx=4096, threads=a.threads)
     headless = Headless(load, a.max_tokens)
@@ -183,6 +188,7 @@ def main() -> int:
     finally:
         gui.close()
         headless.close()
+        app.processEvents()
     q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
     print(f"\nheadless {statistics.median(heads):.1f} tok/s, with GUI {statistics.median(guis):.1f} tok/s (medians); "
           f"ratio {statistics.median(ratios):.3f} (median of {len(ratios)} pairs' ratios, quartiles {q1:.3f}-{q3:.3f}; "

@@ -309,7 +309,7 @@ def cpu_features(cpuinfo_path: str = "/proc/cpuinfo") -> list[str]:
 
 def refresh_ram(report: HardwareReport) -> HardwareReport:
     """The report with its RAM figures re-read and the rest kept: what a CPU-only machine polls, since
-    its fit verdicts and the status bar count free RAM (one read of /proc/meminfo, no GPU probe)."""
+    its fit verdicts and the status bar count free RAM (one RAM query, no GPU probe)."""
     total, available, source = ram()
     return replace(report, cpu=replace(report.cpu, ram_total_bytes=total, ram_available_bytes=available,
                                        source=source))

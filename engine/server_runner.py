@@ -104,9 +104,9 @@ class LlamaServer:
         """Ask the server to exit now, from any thread: a start under way gives up, a request under way
         fails. stop() reaps it.
 
-        SIGTERM alone is not enough: llama-server ends its task loop, then waits for its HTTP threads,
-        and one streaming to a client that keeps reading can wait for ever (seen here: a validation
-        cancelled mid-generation hung until the server was signalled again). What is still alive after
+        SIGTERM alone is not enough: while it streams a response to a client that keeps reading,
+        llama-server often stays up (seen here: five servers of six still running 30 s after SIGTERM, and
+        a cancelled validation waiting minutes, until a second signal). What is still alive after
         ``grace_s`` is killed."""
         self._aborted = True
         proc = self._proc

@@ -97,3 +97,28 @@ def test_a_full_ring_is_drawn_thinned_and_a_slow_cycle_still_shows(qtbot):
     assert xs[-1] == snap.series["t"][-1]        # the newest cycle is always drawn
     assert ys.max() == 40.0 and np.count_nonzero(ys == 40.0) == 1
     assert len(charts.c_tps.getData()[0]) == len(xs) == len(charts.c_roll.getData()[0])
+
+
+def test_a_right_click_opens_no_plot_menu(qtbot):
+    """pyqtgraph's menu would offer auto range, log axes, FFT and downsampling: all at odds with the stepped
+    ranges, and written for another kind of curve."""
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtWidgets import QApplication
+
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.resize(900, 700)
+    charts.show()
+    qtbot.waitExposed(charts)
+    session = LiveSession()
+    feed(session, 50)
+    charts.refresh(session.snapshot())
+    view = charts.view
+    for plot in (charts.p_tps, charts.p_acc, charts.p_time, charts.p_pos):
+        centre = view.mapFromScene(plot.vb.sceneBoundingRect().center())
+        qtbot.mouseClick(view.viewport(), Qt.MouseButton.RightButton, pos=QPoint(centre.x(), centre.y()))
+        qtbot.wait(50)
+        menu = QApplication.activePopupWidget()
+        if menu is not None:
+            menu.close()
+        assert menu is None, f"a menu opened over {plot.titleLabel.text}"

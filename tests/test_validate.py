@@ -229,8 +229,8 @@ def test_a_stop_interrupts_the_run_under_way(pair):
                  sequential=True)
     assert started.is_set() and max(seen) == 0   # the long run never finished
     # llama-server often ignores SIGTERM while it streams to a reader; it is killed after a grace period
-    # (server_runner.TERMINATE_GRACE_S), not left to hang the validation until its 4000 tokens are out
-    assert TERMINATE_GRACE_S <= 5 and time.monotonic() - stopped_at[0] < 15
+    # (server_runner.TERMINATE_GRACE_S) rather than left streaming its 4000 tokens, or longer
+    assert time.monotonic() - stopped_at[0] < TERMINATE_GRACE_S + 5
     assert not _children_named("llama-server")
 
 

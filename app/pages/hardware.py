@@ -101,15 +101,19 @@ class HardwarePage(QWidget):
         self.report = probe(self._nvml)
         self._show()
 
+    def showEvent(self, event) -> None:
+        self._show()       # what the polls read while the page was out of view
+        super().showEvent(event)
+
     def _poll(self) -> None:
         """GPUs are re-read every tick (the status bar shows their VRAM); without one, the page in view
         probes again (a driver may have come), and out of view only the free RAM is re-read, which the
         status bar and the Lab's fit verdicts use."""
         if self.isVisible() or self.report.status == "ok":
             self.report = refresh(self.report, self._nvml)
+            self._show()
         else:
-            self.report = refresh_ram(self.report)
-        self._show()
+            self.report = refresh_ram(self.report)     # shown when the page is next in view
 
     def _show(self) -> None:
         r = self.report

@@ -164,26 +164,31 @@ class LabPage(QWidget):
 
     # -- actions ----------------------------------------------------------
     def _refused_while_busy(self) -> bool:
-        """A tune or a validation measures speed with an engine of its own: the Lab waits for it."""
+        """A tune or a validation measures speed with an engine of its own: the Lab refuses to load or run
+        beside it (and says so) until it ends."""
         busy = self.busy_elsewhere()
         if busy:
-            self.banner.show_message(f"Not now: {busy}. The Lab waits until it ends, since two engines sharing the "
-                                     "machine would spoil both measurements (and may not both fit).", "warning")
+            self.banner.show_message(f"Not now: {busy}. Try again when it ends: two engines sharing the machine "
+                                     "would spoil both measurements (and may not both fit).", "warning")
         return bool(busy)
 
     def load(self) -> bool:
         if self.mode != "idle":
             return False            # a run, a baseline or a load is under way: its end comes first
+        # a refused load drops what it was for (a start, a baseline), lest the next load do it unasked
         if self._refused_while_busy():
+            self._pending = None
             return False
         try:
             settings = self.controls.load_settings()
         except SettingsError as exc:
             self.banner.show_message(str(exc), "warning")
+            self._pending = None
             return False
         problem = self.explain_before_loading(settings)
         if problem:
             self.banner.show_message(problem, "error")
+            self._pending = None
             return False
         too_big = self.fit_problem(settings) if settings != self._fit_override else None
         if too_big:

@@ -13,7 +13,7 @@ tokens/s by K, and two ways out: Apply to Lab, and Export (the Lab's knobs set
 to the best setting, then the Export page). Every finished tune goes to the
 history as kind "tune", as ``spectune tune`` does.
 
-Keys (when the page has focus): Ctrl+Return start, Esc cancel.
+Keys (while the page is in view): Ctrl+Return start, Esc cancel.
 """
 
 from __future__ import annotations

@@ -83,6 +83,9 @@ class LiveCharts(QWidget):
         for p in (self.p_tps, self.p_acc, self.p_time, self.p_pos, self.p_hist):
             p.disableAutoRange()
             p.setMouseEnabled(x=False, y=False)
+            # no right-click menu: its view and plot options (auto range, log, FFT, alpha, downsampling) fight
+            # the stepped ranges and assume PlotDataItem curves; File > Save charts (Ctrl+S) saves a PNG
+            p.setMenuEnabled(False)
             for name in ("left", "bottom"):
                 p.getAxis(name).enableAutoSIPrefix(False)   # a changing prefix re-lays out the label
         self.p_acc.setYRange(0, 1.05, padding=0)
