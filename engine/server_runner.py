@@ -121,11 +121,8 @@ class LlamaServer:
             return
         if proc.poll() is None:
             proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
+            _kill_if_alive(proc, 15.0)
+            proc.wait(timeout=15)
         self._proc = None
 
     def __enter__(self) -> "LlamaServer":

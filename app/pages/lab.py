@@ -415,8 +415,8 @@ class LabPage(QWidget):
                 "again when you start it there")
 
     def _on_unloaded(self) -> None:
-        self.controls.badges.setText("not loaded: the pair was freed for the copy of a tune or a validation; Start or Load "
-                                     "loads it again")
+        self.controls.badges.setText("not loaded: the pair was freed for the copy of a tune or a validation; "
+                                     "Start or Load loads it again")
 
     def _on_cycles(self, batch: list) -> None:
         if self.mode not in ("running", "stopping"):

@@ -267,7 +267,7 @@ class TunePage(QWidget):
             self.banner.show_message(problem, "error")
             return
         self.banner.hide()
-        notes = [note for note in (self.lab.make_way_for("tune", "the tune's"),) if note]
+        made_way = self.lab.make_way_for("tune", "the tune's")
 
         self.result = None
         self.table.clear_rows()
@@ -278,9 +278,7 @@ class TunePage(QWidget):
         self._run_load, self._run_sampling = load, sampling
         self.runner = TuneRunner(load, prompts, self.max_tokens.value(), sampling, float(self.budget.value()),
                                  self.seed.value(), self.k_max.value(), parent=self)
-        freed_note = self.lab.free_pair_for(self.runner.lab_freed, "the tune's")
-        if freed_note:
-            notes.append(freed_note)
+        notes = [n for n in (made_way, self.lab.free_pair_for(self.runner.lab_freed, "the tune's")) if n]
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_succeeded)
         self.runner.failed.connect(self._on_failed)
