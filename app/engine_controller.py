@@ -1,6 +1,6 @@
 """The GUI's one handle on the engine worker (the Spyder kernel-handler pattern).
 
-Wraps engine.client.EngineClient in a QObject with documented signals and an
+Wraps engine.runtime.client.EngineClient in a QObject with documented signals and an
 explicit connection state. Worker events arrive on the client's reader thread
 and are re-emitted as Qt signals, which Qt queues into the GUI thread. Nothing
 here blocks the GUI thread: starting the worker (which may first build the
@@ -11,7 +11,7 @@ Signals
   hello(dict)                   the worker's handshake (versions, llama.cpp build, devices)
   loaded(dict)                  a model pair is loaded (memory report, n_ctx, has_draft)
   runStarted(dict)              a generation began (its settings)
-  cycles(list)                  a batch of cycle records (see engine.worker._cycle_event), each with
+  cycles(list)                  a batch of cycle records (see engine.runtime.worker._cycle_event), each with
                                 its "id" and "run"; batches arrive at most every 25 ms
   runFinished(dict)             done or cancelled event (with the run summary)
   settingsApplied(dict)         a mid-run knob change took effect (from_cycle says where)
@@ -28,9 +28,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from engine import protocol
-from engine.client import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineClient, EngineError
-from engine.settings import LoadSettings, to_dict
+from engine.core.settings import LoadSettings, to_dict
+from engine.runtime import protocol
+from engine.runtime.client import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineClient, EngineError
 
 
 class EngineController(QObject):
@@ -43,9 +43,9 @@ class EngineController(QObject):
     runFinished = Signal(object)
     settingsApplied = Signal(object)
     failed = Signal(object)
-    unloaded = Signal()            # the worker freed the pair (unload())
-    loadProgress = Signal(str, float)   # stage ("target" / "draft"), fraction read
-    _event = Signal(object)        # reader thread -> GUI thread
+    unloaded = Signal()  # the worker freed the pair (unload())
+    loadProgress = Signal(str, float)  # stage ("target" / "draft"), fraction read
+    _event = Signal(object)  # reader thread -> GUI thread
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -114,8 +114,9 @@ class EngineController(QObject):
         self._run_counter += 1
         run = self._run_counter
         self.running_run = run
-        self._send("generate", prompt=prompt, max_tokens=max_tokens, baseline=baseline, spec=spec,
-                   sampling=sampling, run=run)
+        self._send(
+            "generate", prompt=prompt, max_tokens=max_tokens, baseline=baseline, spec=spec, sampling=sampling, run=run
+        )
         return run
 
     def update(self, spec: dict | None = None, sampling: dict | None = None) -> None:
@@ -144,12 +145,16 @@ class EngineController(QObject):
     @property
     def uses_gpu(self) -> bool:
         """The loaded pair has layers on a GPU: the worker has a non-CPU device and the load offloads."""
-        return bool(self.gpu_backend and self.loaded_info is not None and self.load_settings is not None
-                    and self.load_settings.offloads)
+        return bool(
+            self.gpu_backend
+            and self.loaded_info is not None
+            and self.load_settings is not None
+            and self.load_settings.offloads
+        )
 
     # -- events -----------------------------------------------------------
     def _on_worker_event(self, ev: dict) -> None:
-        self._event.emit(ev)   # any thread -> queued to the GUI thread
+        self._event.emit(ev)  # any thread -> queued to the GUI thread
 
     @Slot(object)
     def _dispatch(self, ev: dict) -> None:
@@ -163,7 +168,7 @@ class EngineController(QObject):
             self._set_state(ev["state"], ev.get("message") or "")
         elif kind == "hello":
             self.hello_info = ev
-            self._set_state(READY, "")   # the client marks itself ready only after handing us the hello
+            self._set_state(READY, "")  # the client marks itself ready only after handing us the hello
             self.hello.emit(ev)
         elif kind == "load_progress":
             if ev.get("stage") in ("target", "draft"):
@@ -193,7 +198,7 @@ class EngineController(QObject):
                 else:
                     self._set_state(ERROR, ev.get("message") or "loading failed")
             elif ev.get("id") == self._unload_req and ev.get("kind") == "busy":
-                self._unload_when_idle = True      # a run was still ending: unload once it has
+                self._unload_when_idle = True  # a run was still ending: unload once it has
             self.failed.emit(ev)
         elif kind == "crashed":
             self.running_run = None

@@ -30,8 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.selftest or a.screenshot or a.demo:
         from app.scripted import ScriptedSession
 
-        session = ScriptedSession(window, screenshot_dir=a.screenshot, exit_when_done=bool(a.selftest or a.screenshot),
-                                  keep_running=a.demo and not (a.selftest or a.screenshot))
+        session = ScriptedSession(
+            window,
+            screenshot_dir=a.screenshot,
+            exit_when_done=bool(a.selftest or a.screenshot),
+            keep_running=a.demo and not (a.selftest or a.screenshot),
+        )
         session.begin()
     return app.exec()
 

@@ -8,27 +8,41 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QMainWindow, QProgressBar,
-                               QStackedWidget, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QMainWindow,
+    QProgressBar,
+    QStackedWidget,
+    QWidget,
+)
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
+from app.gui_gc import collect_in_gui_thread
 from app.pages.export import ExportPage
 from app.pages.hardware import HardwarePage
 from app.pages.history import HistoryPage
 from app.pages.lab import LabPage
 from app.pages.models import ModelsPage
-from app.gui_gc import collect_in_gui_thread
 from app.pages.tune import TunePage
 from app.settings_store import settings_path
 
-STATE_COLOURS = {STARTING: "#f9a825", READY: "#2e7d32", LOADING: "#f9a825", RUNNING: "#1565c0",
-                 ERROR: "#c62828", CRASHED: "#c62828", "stopped": "#757575"}
+STATE_COLOURS = {
+    STARTING: "#f9a825",
+    READY: "#2e7d32",
+    LOADING: "#f9a825",
+    RUNNING: "#1565c0",
+    ERROR: "#c62828",
+    CRASHED: "#c62828",
+    "stopped": "#757575",
+}
 PAGE_NAMES = ("Hardware", "Models", "Lab", "Tune", "Export", "History")
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, controller: EngineController | None = None, settings: QSettings | None = None,
-                 nvml=None):
+    def __init__(self, controller: EngineController | None = None, settings: QSettings | None = None, nvml=None):
         """nvml: a stand-in for the pynvml module (tests on machines without a GPU)."""
         super().__init__()
         collect_in_gui_thread()
@@ -38,13 +52,14 @@ class MainWindow(QMainWindow):
 
         self.lab = LabPage(self.controller)
         try:
-            from engine.workloads import shipped_names
+            from engine.core.workloads import shipped_names
+
             self.lab.set_workloads(shipped_names())
-        except (ImportError, OSError, ValueError):   # the Lab still works on a custom prompt
+        except (ImportError, OSError, ValueError):  # the Lab still works on a custom prompt
             pass
         self.hardware = HardwarePage(self.controller, nvml=nvml)
         self.models = ModelsPage(self.lab, self.hardware)
-        self.lab.hardware_report = lambda: self.hardware.report   # the Lab explains a pair that will not fit
+        self.lab.hardware_report = lambda: self.hardware.report  # the Lab explains a pair that will not fit
         self.tune = TunePage(self.lab)
         self.export = ExportPage(self.lab)
         self.history = HistoryPage(self.lab)
@@ -55,8 +70,9 @@ class MainWindow(QMainWindow):
         for page in (self.lab, self.tune, self.export):
             page.busy_elsewhere = lambda page=page: self._job_running_besides(page)
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
-        self.pages: dict[str, QWidget] = dict(zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune,
-                                                              self.export, self.history)))
+        self.pages: dict[str, QWidget] = dict(
+            zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune, self.export, self.history))
+        )
         self.nav = QListWidget()
         self.nav.addItems(PAGE_NAMES)
         self.nav.setFixedWidth(110)
@@ -73,7 +89,7 @@ class MainWindow(QMainWindow):
 
         self.state_label = QLabel()
         self.vram_label = QLabel()
-        self.load_bar = QProgressBar()       # shown while llama.cpp reads the weights
+        self.load_bar = QProgressBar()  # shown while llama.cpp reads the weights
         self.load_bar.setRange(0, 1000)
         self.load_bar.setMaximumWidth(260)
         self.load_bar.setToolTip("loading the pair; Esc on the Lab page cancels")
@@ -83,8 +99,9 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.vram_label)
         self.controller.stateChanged.connect(self._show_state)
         self.controller.loadProgress.connect(self._show_load_progress)
-        self.controller.hello.connect(lambda ev: self.statusBar().showMessage(
-            f"engine ready: {ev.get('llama', '')[:80]}", 5000))
+        self.controller.hello.connect(
+            lambda ev: self.statusBar().showMessage(f"engine ready: {ev.get('llama', '')[:80]}", 5000)
+        )
         self._show_state(self.controller.state, self.controller.message)
         self.vram_timer = QTimer(self)
         self.vram_timer.setInterval(2000)
@@ -101,12 +118,19 @@ class MainWindow(QMainWindow):
         quit_ = QAction("Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
         file_menu.addActions([save, quit_])
         engine_menu = self.menuBar().addMenu("&Engine")
-        engine_menu.addAction(QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"),
-                                      triggered=self.controller.restart))
+        engine_menu.addAction(
+            QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"), triggered=self.controller.restart)
+        )
         view = self.menuBar().addMenu("&View")
         for i, name in enumerate(PAGE_NAMES):
-            view.addAction(QAction(name, self, shortcut=QKeySequence(f"Ctrl+{i + 1}"),
-                                   triggered=lambda checked=False, name=name: self.go_to(name)))
+            view.addAction(
+                QAction(
+                    name,
+                    self,
+                    shortcut=QKeySequence(f"Ctrl+{i + 1}"),
+                    triggered=lambda checked=False, name=name: self.go_to(name),
+                )
+            )
 
     def _job_running_besides(self, asking: QWidget) -> str | None:
         if asking is not self.tune and self.tune.mode != "idle":
@@ -125,8 +149,9 @@ class MainWindow(QMainWindow):
         self.pages[name].setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def save_charts(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Save charts", str(Path.home() / "spectune-charts.png"),
-                                              "PNG images (*.png)")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Save charts", str(Path.home() / "spectune-charts.png"), "PNG images (*.png)"
+        )
         if path:
             self.lab.save_charts(path)
             self.statusBar().showMessage(f"saved {path}", 5000)
@@ -160,12 +185,14 @@ class MainWindow(QMainWindow):
             self.resize(1400, 900)
         page = self.settings.value("window/page", "Lab")
         self.show_page(page if page in PAGE_NAMES else "Lab")
-        state = {key.split("/", 1)[1]: self.settings.value(key)
-                 for key in self.settings.allKeys() if key.startswith("lab/")}
+        state = {
+            key.split("/", 1)[1]: self.settings.value(key) for key in self.settings.allKeys() if key.startswith("lab/")
+        }
         if state:
             self.lab.controls.restore_state(state)
-        tune_state = {key.split("/", 1)[1]: self.settings.value(key)
-                      for key in self.settings.allKeys() if key.startswith("tune/")}
+        tune_state = {
+            key.split("/", 1)[1]: self.settings.value(key) for key in self.settings.allKeys() if key.startswith("tune/")
+        }
         if tune_state:
             self.tune.restore_state(tune_state)
 
@@ -183,8 +210,8 @@ class MainWindow(QMainWindow):
         self.vram_timer.stop()
         self.lab.chart_timer.stop()
         self.lab.text_timer.stop()
-        self.tune.shutdown()   # a running tune: its thread ends and its own worker process goes
-        self.export.shutdown()   # a running validation: its server and worker stop
+        self.tune.shutdown()  # a running tune: its thread ends and its own worker process goes
+        self.export.shutdown()  # a running validation: its server and worker stop
         self.controller.shutdown()
         super().closeEvent(event)
 

@@ -15,8 +15,14 @@ from app.main_window import PAGE_NAMES
 
 
 class ScriptedSession:
-    def __init__(self, window, screenshot_dir: str | None = None, exit_when_done: bool = True,
-                 run_seconds: float = 4.0, keep_running: bool = False):
+    def __init__(
+        self,
+        window,
+        screenshot_dir: str | None = None,
+        exit_when_done: bool = True,
+        run_seconds: float = 4.0,
+        keep_running: bool = False,
+    ):
         """keep_running: the interactive demo; after the baseline the run goes on until the user stops it."""
         self.w = window
         self.lab = window.lab
@@ -60,6 +66,7 @@ class ScriptedSession:
             if condition():
                 return
             QTimer.singleShot(interval, check)
+
         QTimer.singleShot(interval, check)
 
     def _baseline_done(self) -> bool:
@@ -105,6 +112,7 @@ class ScriptedSession:
                 return False
             self._validate()
             return True
+
         self._poll(tuned, interval=200)
 
     def _validate(self) -> None:
@@ -119,6 +127,7 @@ class ScriptedSession:
                 return False
             self._shoot(0)
             return True
+
         self._poll(validated, interval=200)
 
     def _shoot(self, i: int) -> None:
@@ -133,6 +142,7 @@ class ScriptedSession:
             self.dir.mkdir(parents=True, exist_ok=True)
             self.w.grab().save(str(self.dir / f"{i + 1}-{name.lower()}.png"))
             self._shoot(i + 1)
+
         QTimer.singleShot(400, grab)
 
     def _finish(self, problem: str | None) -> None:
@@ -140,8 +150,11 @@ class ScriptedSession:
             return
         self._step = "done"
         s = self.lab.live
-        print(f"selftest: {'ok' if problem is None else 'FAILED: ' + problem}; cycles {s.cycles}, tokens {s.tokens}, "
-              f"acceptance {s.accepted}/{s.drafted}, baseline {s.baseline_tps}", file=sys.stderr)
+        print(
+            f"selftest: {'ok' if problem is None else 'FAILED: ' + problem}; cycles {s.cycles}, tokens {s.tokens}, "
+            f"acceptance {s.accepted}/{s.drafted}, baseline {s.baseline_tps}",
+            file=sys.stderr,
+        )
         if self.exit_when_done:
             self.w.close()
             QApplication.instance().exit(0 if problem is None else 1)

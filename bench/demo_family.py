@@ -23,23 +23,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.workloads import shipped_names  # noqa: E402
+from engine.core.workloads import shipped_names  # noqa: E402
 
 NGRAM_MOD = ["--ngram-mod-n-match", "8", "--ngram-mod-n-min", "2", "--ngram-mod-n-max", "16"]
 SETTINGS = {
     "draft-simple K=2": ["--spec-type", "draft-simple", "--draft-n-max", "2"],
     "draft-simple K=4": ["--spec-type", "draft-simple", "--draft-n-max", "4"],
     "draft-simple K=8": ["--spec-type", "draft-simple", "--draft-n-max", "8"],
-    "draft-simple K=4 temp 0.8": ["--spec-type", "draft-simple", "--draft-n-max", "4", "--temp", "0.8",
-                                  "--seed", "42"],
+    "draft-simple K=4 temp 0.8": ["--spec-type", "draft-simple", "--draft-n-max", "4", "--temp", "0.8", "--seed", "42"],
     "ngram-mod": ["--spec-type", "ngram-mod", *NGRAM_MOD],
     "ngram-mod,draft-simple K=4": ["--spec-type", "ngram-mod,draft-simple", "--draft-n-max", "4", *NGRAM_MOD],
 }
 
 
 def run_set(workload: str, args: list[str], a: argparse.Namespace) -> dict:
-    cmd = [sys.executable, "-m", "engine.cli", "run", "--demo", a.quant, "--workload", workload, "--baseline",
-           "--json", "--max-tokens", str(a.max_tokens), "--ctx", "1024", "--threads", str(a.threads), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "run",
+        "--demo",
+        a.quant,
+        "--workload",
+        workload,
+        "--baseline",
+        "--json",
+        "--max-tokens",
+        str(a.max_tokens),
+        "--ctx",
+        "1024",
+        "--threads",
+        str(a.threads),
+        *args,
+    ]
     if a.no_repack:
         cmd.append("--no-repack")
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -60,9 +76,11 @@ def main() -> int:
     a = p.parse_args()
     sets = a.sets.split(",") if a.sets else shipped_names()
     settings = {k: v for k, v in SETTINGS.items() if not a.settings or k in a.settings.split(",")}
-    lines = [f"demo family ({a.quant}), {a.max_tokens} tokens per prompt, threads {a.threads}, "
-             f"{platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}",
-             f"{'set':<16} {'setting':<28} {'accept':>7} {'acc/tok':>7} {'tok/s':>8} {'base':>8} {'speedup':>8}"]
+    lines = [
+        f"demo family ({a.quant}), {a.max_tokens} tokens per prompt, threads {a.threads}, "
+        f"{platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M')}",
+        f"{'set':<16} {'setting':<28} {'accept':>7} {'acc/tok':>7} {'tok/s':>8} {'base':>8} {'speedup':>8}",
+    ]
     print("\n".join(lines), flush=True)
     raw = {}
     for workload in sets:
@@ -71,8 +89,10 @@ def main() -> int:
             raw[f"{workload} | {name}"] = {k: v for k, v in s.items() if k not in ("prompts", "text")}
             # accepted draft tokens per generated token: how much of the text speculation supplied
             per_token = s["accepted"] / max(1, s["tokens_generated"])
-            line = (f"{workload:<16} {name:<28} {s['acceptance_rate']:7.3f} {per_token:7.3f} "
-                    f"{s['tokens_per_s']:8.1f} {s['baseline_tokens_per_s']:8.1f} {s['speedup']:8.3f}")
+            line = (
+                f"{workload:<16} {name:<28} {s['acceptance_rate']:7.3f} {per_token:7.3f} "
+                f"{s['tokens_per_s']:8.1f} {s['baseline_tokens_per_s']:8.1f} {s['speedup']:8.3f}"
+            )
             lines.append(line)
             print(line, flush=True)
     if a.save:

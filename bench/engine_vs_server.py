@@ -26,16 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.cli import generate  # noqa: E402
-from engine.client import EngineClient  # noqa: E402
-from engine.export import llama_server_argv  # noqa: E402
-from engine.llama_install import server_path  # noqa: E402
-from engine.runtime import Engine, build_info  # noqa: E402
-from engine.server_runner import LlamaServer, server_summary  # noqa: E402
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
-from engine.stats import RunStats  # noqa: E402
-from engine.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
-from engine.validate import server_completion  # noqa: E402
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
+from engine.core.stats import RunStats  # noqa: E402
+from engine.deploy.export import llama_server_argv  # noqa: E402
+from engine.llama.install import server_path  # noqa: E402
+from engine.llama.server import LlamaServer, server_summary  # noqa: E402
+from engine.measure.generate import generate  # noqa: E402
+from engine.measure.validate import server_completion  # noqa: E402
+from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
+from engine.runtime.binding import Engine, build_info  # noqa: E402
+from engine.runtime.client import EngineClient  # noqa: E402
 
 PROMPTS = (
     "def the value of the data is",
@@ -48,8 +48,7 @@ SETTINGS = (
 )
 
 
-def run_in_process(engine: Engine, spec: SpecSettings, sampling: SamplingSettings, prompt: str,
-                   n: int) -> dict:
+def run_in_process(engine: Engine, spec: SpecSettings, sampling: SamplingSettings, prompt: str, n: int) -> dict:
     engine.set_spec(spec)
     engine.set_sampling(sampling)
     engine.begin(prompt, n, baseline=not spec.types)
@@ -60,9 +59,20 @@ def run_in_process(engine: Engine, spec: SpecSettings, sampling: SamplingSetting
         wall = (time.perf_counter() - t0) * 1000.0
         if c is None:
             break
-        stats.add(is_prompt=c.is_prompt, n_prompt=c.n_prompt, drafted=c.drafted, accepted=c.accepted,
-                  emitted=c.emitted, draft_ms=c.draft_ms, verify_ms=c.verify_ms, decode_ms=c.decode_ms,
-                  other_ms=c.other_ms, cycle_ms=c.cycle_ms, wall_ms=wall, text=c.text)
+        stats.add(
+            is_prompt=c.is_prompt,
+            n_prompt=c.n_prompt,
+            drafted=c.drafted,
+            accepted=c.accepted,
+            emitted=c.emitted,
+            draft_ms=c.draft_ms,
+            verify_ms=c.verify_ms,
+            decode_ms=c.decode_ms,
+            other_ms=c.other_ms,
+            cycle_ms=c.cycle_ms,
+            wall_ms=wall,
+            text=c.text,
+        )
     return stats.summary()
 
 
@@ -88,16 +98,24 @@ def main() -> int:
     load = LoadSettings(target, draft, ctx=2048, threads=a.threads, threads_batch=a.threads)
     sampling = SamplingSettings(temp=0.0)
     server = server_path()
-    out(f"# engine_vs_server  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  "
-        f"{platform.processor() or platform.system()}")
+    out(
+        f"# engine_vs_server  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  "
+        f"{platform.processor() or platform.system()}"
+    )
     out(f"# {build_info()[:100]}")
-    out(f"# pair: n_embd {a.n_embd}, target {a.n_layer} layers, draft 1 layer, f16; "
-        f"{target.stat().st_size / 2**20:.1f} + {draft.stat().st_size / 2**20:.1f} MiB")
-    out(f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens, temperature 0, alternating runs, "
-        f"threads {a.threads or 'default'}")
+    out(
+        f"# pair: n_embd {a.n_embd}, target {a.n_layer} layers, draft 1 layer, f16; "
+        f"{target.stat().st_size / 2**20:.1f} + {draft.stat().st_size / 2**20:.1f} MiB"
+    )
+    out(
+        f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens, temperature 0, alternating runs, "
+        f"threads {a.threads or 'default'}"
+    )
     out()
-    header = (f"{'setting':<26} {'server tok/s':>12} {'streamed':>9} {'ratio':>6} {'specrt tok/s':>12} {'ratio':>6} {'worker tok/s':>12} "
-              f"{'ratio':>6} {'counts':>7} {'outside':>8} {'loop ovh':>8}")
+    header = (
+        f"{'setting':<26} {'server tok/s':>12} {'streamed':>9} {'ratio':>6} {'specrt tok/s':>12} {'ratio':>6} "
+        f"{'worker tok/s':>12} {'ratio':>6} {'counts':>7} {'outside':>8} {'loop ovh':>8}"
+    )
     out(header)
     engine = Engine(load)
     worst_ratio, worst_outside = 1e9, 0.0
@@ -133,14 +151,21 @@ def main() -> int:
             worst_ratio = min(worst_ratio, ml / ms)
             worst_outside = max(worst_outside, outside)
             label = spec.spec_type + (f" K={spec.draft_n_max}" if "draft-simple" in spec.types else "")
-            out(f"{label:<26} {ms:12.1f} {mst:9.1f} {mst / ms:6.3f} {ml:12.1f} {ml / ms:6.3f} {mw:12.1f} {mw / ms:6.3f} "
-                f"{'same' if counts_ok else 'DIFFER':>7} {100 * outside:7.2f}% {100 * loop_overhead:7.2f}%")
+            out(
+                f"{label:<26} {ms:12.1f} {mst:9.1f} {mst / ms:6.3f} {ml:12.1f} {ml / ms:6.3f} "
+                f"{mw:12.1f} {mw / ms:6.3f} "
+                f"{'same' if counts_ok else 'DIFFER':>7} {100 * outside:7.2f}% {100 * loop_overhead:7.2f}%"
+            )
     engine.close()
     out()
-    out("ratio = specrt tok/s / llama-server tok/s (medians; both count tokens after the first over the time after "
-        "the prompt)")
-    out("streamed = llama-server's own tok/s when the same request is streamed with timings_per_token; the ratio "
-        "beside it is streamed / not streamed")
+    out(
+        "ratio = specrt tok/s / llama-server tok/s (medians; both count tokens after the first over the time after "
+        "the prompt)"
+    )
+    out(
+        "streamed = llama-server's own tok/s when the same request is streamed with timings_per_token; the ratio "
+        "beside it is streamed / not streamed"
+    )
     out("outside = specrt cycle time outside drafting and verifying; loop ovh = Python step-loop time outside specrt")
     out(f"worst ratio {worst_ratio:.3f} (goal >= 0.97), worst outside share {100 * worst_outside:.2f}% (goal <= 3%)")
     if a.save:

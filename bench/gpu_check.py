@@ -8,12 +8,12 @@
 scripts/setup.sh's CUDA arguments and CMAKE_CUDA_ARCHITECTURES=90 (packaging/cuda_build.py),
 installs it into DIR (a folder named site-packages on PYTHONPATH, where find_install() looks), builds
 native/ against it, and meanwhile writes random-weight pairs with the shapes of
-Llama-3.1-8B and Llama-3.2-1B (engine.synthetic.write_pair, f16, its small vocab;
+Llama-3.1-8B and Llama-3.2-1B (engine.models.synthetic.write_pair, f16, its small vocab;
 each draft is the target's first two blocks). Then, per pair, through the engine
 worker as the app uses it: plain decode tokens/s and its share of the memory
 bandwidth limit (target weight bytes x tokens/s / peak bandwidth from
-engine.hardware), speculative tokens/s per method and K, and the lab against
-llama-server on the same settings (engine.server_runner, engine.export), with NVML
+engine.planning.hardware), speculative tokens/s per method and K, and the lab against
+llama-server on the same settings (engine.llama.server, engine.deploy.export), with NVML
 readings (utilisation, power, clocks, memory) for every row. Everything is fitted
 into --budget-s; what does not fit is reported as skipped.
 
@@ -42,11 +42,12 @@ for folder in (REPO, REPO / "packaging"):
 
 from cuda_build import build_cuda_wheel, install_wheel, prepend_env  # noqa: E402  (packaging/cuda_build.py)
 
-CUDA_ARCHITECTURES = "90"        # the H200 (compute capability 9.0); packaging/cuda_arch.py says why not 90a
+CUDA_ARCHITECTURES = "90"  # the H200 (compute capability 9.0); packaging/cuda_arch.py says why not 90a
 GIB = 2**30
 
 
 # -- the plan: shapes, settings, sizes -----------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PairPlan:
@@ -64,41 +65,63 @@ class PairPlan:
 class Plan:
     pairs: tuple[PairPlan, ...]
     tokens: int
-    rounds: int              # lab/server alternations per prompt
+    rounds: int  # lab/server alternations per prompt
     prompts: tuple[str, ...]
     ngl: int
-    threads: int             # 0: llama.cpp's default
-    lab_s: float             # a lab row starts only with this much of the budget left
-    server_s: float          # likewise a server comparison (start, warm-up, rounds)
+    threads: int  # 0: llama.cpp's default
+    lab_s: float  # a lab row starts only with this much of the budget left
+    server_s: float  # likewise a server comparison (start, warm-up, rounds)
 
 
 # Llama-3.1-8B and Llama-3.2-1B from their config.json (hidden, layers, heads, kv heads, intermediate).
 # Acceptance of these random pairs depends on depth and divergence; the values keep it in the 0.4-0.8
 # band that real same-family pairs show (bench/gpu_check.py models --mode cpu prints it for tiny shapes).
 GPU_PLAN = Plan(
-    pairs=(PairPlan("8B", 4096, 32, 32, 8, 14336, draft_layers=2, divergence=0.05),
-           PairPlan("1B", 2048, 16, 32, 8, 8192, draft_layers=2, divergence=0.07)),
-    tokens=128, rounds=3,
+    pairs=(
+        PairPlan("8B", 4096, 32, 32, 8, 14336, draft_layers=2, divergence=0.05),
+        PairPlan("1B", 2048, 16, 32, 8, 8192, draft_layers=2, divergence=0.07),
+    ),
+    tokens=128,
+    rounds=3,
     prompts=("def the value of the data is", "import self return None for value in list"),
-    ngl=99, threads=0, lab_s=15, server_s=45)
+    ngl=99,
+    threads=0,
+    lab_s=15,
+    server_s=45,
+)
 CPU_PLAN = Plan(
-    pairs=(PairPlan("8B-tiny", 256, 32, 8, 2, 768, draft_layers=2, divergence=0.05),
-           PairPlan("1B-tiny", 128, 16, 4, 2, 384, draft_layers=2, divergence=0.07)),
-    tokens=24, rounds=1, prompts=("def the value of the data is",), ngl=0,
+    pairs=(
+        PairPlan("8B-tiny", 256, 32, 8, 2, 768, draft_layers=2, divergence=0.05),
+        PairPlan("1B-tiny", 128, 16, 4, 2, 384, draft_layers=2, divergence=0.07),
+    ),
+    tokens=24,
+    rounds=1,
+    prompts=("def the value of the data is",),
+    ngl=0,
     # one thread: llama.cpp's threads spin while they wait, which on a small shared machine stalls everyone
-    threads=1, lab_s=2, server_s=5)
+    threads=1,
+    lab_s=2,
+    server_s=5,
+)
 PLANS = {"gpu": GPU_PLAN, "cpu": CPU_PLAN}
 
 
 def tasks():
     """(setting, against the server?) in the order they run, most telling first, so that a build that
     eats the budget costs the least important rows."""
-    from engine.settings import SpecSettings
+    from engine.core.settings import SpecSettings
 
     plain, k4 = SpecSettings("none"), SpecSettings("draft-simple", draft_n_max=4)
-    return [(plain, False), (k4, False), (plain, True), (k4, True),
-            (SpecSettings("draft-simple", draft_n_max=2), False), (SpecSettings("draft-simple", draft_n_max=8), False),
-            (SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8), False), (SpecSettings("ngram-mod"), False)]
+    return [
+        (plain, False),
+        (k4, False),
+        (plain, True),
+        (k4, True),
+        (SpecSettings("draft-simple", draft_n_max=2), False),
+        (SpecSettings("draft-simple", draft_n_max=8), False),
+        (SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8), False),
+        (SpecSettings("ngram-mod"), False),
+    ]
 
 
 def label(spec) -> str:
@@ -111,20 +134,32 @@ def label(spec) -> str:
 
 # -- models ---------------------------------------------------------------------------------------
 
+
 def write_models(mode: str, out: Path) -> None:
-    from engine.synthetic import ModelShape, PairSpec, write_pair
+    from engine.models.synthetic import ModelShape, PairSpec, write_pair
 
     for p in PLANS[mode].pairs:
         t0 = time.monotonic()
         shape = ModelShape(n_embd=p.n_embd, n_layer=p.n_layer, n_head=p.n_head, n_head_kv=p.n_head_kv, n_ff=p.n_ff)
-        target, draft = write_pair(out / p.label, PairSpec(shape=shape, draft_layers=p.draft_layers,
-                                                          divergence=p.divergence, dtype="f16",
-                                                          name=f"gpu-check-{p.label}"))
-        print(f"{p.label}: {target.stat().st_size / GIB:.2f} + {draft.stat().st_size / GIB:.2f} GiB in "
-              f"{time.monotonic() - t0:.0f} s", flush=True)
+        target, draft = write_pair(
+            out / p.label,
+            PairSpec(
+                shape=shape,
+                draft_layers=p.draft_layers,
+                divergence=p.divergence,
+                dtype="f16",
+                name=f"gpu-check-{p.label}",
+            ),
+        )
+        print(
+            f"{p.label}: {target.stat().st_size / GIB:.2f} + {draft.stat().st_size / GIB:.2f} GiB in "
+            f"{time.monotonic() - t0:.0f} s",
+            flush=True,
+        )
 
 
 # -- NVML readings ---------------------------------------------------------------------------------
+
 
 class NvmlSampler:
     """Reads GPU 0 every ``interval`` seconds; samples are filed under the phase set at that moment."""
@@ -142,19 +177,22 @@ class NvmlSampler:
             pynvml.nvmlInit()
             self._nvml = pynvml
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        except Exception as exc:   # no library, no driver, no GPU: the table says so
+        except Exception as exc:  # no library, no driver, no GPU: the table says so
             self._nvml = None
             self.error = str(exc) or type(exc).__name__
 
     def _read(self) -> dict:
         n, h = self._nvml, self._handle
         util = n.nvmlDeviceGetUtilizationRates(h)
-        return {"gpu_util": util.gpu, "mem_util": util.memory,
-                "mem_used_gib": n.nvmlDeviceGetMemoryInfo(h).used / GIB,
-                "power_w": n.nvmlDeviceGetPowerUsage(h) / 1000.0,
-                "sm_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
-                "mem_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
-                "temp_c": n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)}
+        return {
+            "gpu_util": util.gpu,
+            "mem_util": util.memory,
+            "mem_used_gib": n.nvmlDeviceGetMemoryInfo(h).used / GIB,
+            "power_w": n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "sm_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+            "mem_mhz": n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM),
+            "temp_c": n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+        }
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -164,7 +202,7 @@ class NvmlSampler:
                 self.error = str(exc)
                 return
 
-    def start(self) -> "NvmlSampler":
+    def start(self) -> NvmlSampler:
         if self._nvml is not None:
             self._thread = threading.Thread(target=self._loop, name="nvml", daemon=True)
             self._thread.start()
@@ -179,14 +217,18 @@ class NvmlSampler:
         rows = self.samples.get(phase)
         if not rows:
             return None
-        return {"gpu_util": statistics.mean(r["gpu_util"] for r in rows),
-                "power_w": max(r["power_w"] for r in rows),
-                "sm_mhz": statistics.mean(r["sm_mhz"] for r in rows),
-                "mem_used_gib": max(r["mem_used_gib"] for r in rows),
-                "temp_c": max(r["temp_c"] for r in rows), "n": len(rows)}
+        return {
+            "gpu_util": statistics.mean(r["gpu_util"] for r in rows),
+            "power_w": max(r["power_w"] for r in rows),
+            "sm_mhz": statistics.mean(r["sm_mhz"] for r in rows),
+            "mem_used_gib": max(r["mem_used_gib"] for r in rows),
+            "temp_c": max(r["temp_c"] for r in rows),
+            "n": len(rows),
+        }
 
 
 # -- measuring ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Row:
@@ -214,10 +256,11 @@ class Report:
         self.lines.append(text)
 
 
-def bench_pair(pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sampler: NvmlSampler,
-               deadline: float, report: Report) -> None:
-    from engine.client import EngineClient
-    from engine.settings import LoadSettings, SamplingSettings
+def bench_pair(
+    pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sampler: NvmlSampler, deadline: float, report: Report
+) -> None:
+    from engine.core.settings import LoadSettings, SamplingSettings
+    from engine.runtime.client import EngineClient
 
     target, draft = models / pp.label / "target.gguf", models / pp.label / "draft.gguf"
     weights = target.stat().st_size
@@ -233,10 +276,12 @@ def bench_pair(pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sa
         for item in loaded.get("memory", []):
             if item.get("model") == "target":
                 placed[item["buffer_type"]] = placed.get(item["buffer_type"], 0) + item["model_bytes"]
-        report.say(f"# {pp.label}: target {weights / GIB:.2f} GiB ({pp.n_layer} layers), draft "
-                   f"{draft.stat().st_size / GIB:.2f} GiB ({pp.draft_layers} layers); loaded in "
-                   f"{loaded.get('load_s', 0):.1f} s; target weights on "
-                   + (", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in placed.items()) or "?"))
+        report.say(
+            f"# {pp.label}: target {weights / GIB:.2f} GiB ({pp.n_layer} layers), draft "
+            f"{draft.stat().st_size / GIB:.2f} GiB ({pp.draft_layers} layers); loaded in "
+            f"{loaded.get('load_s', 0):.1f} s; target weights on "
+            + (", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in placed.items()) or "?")
+        )
         for spec, with_server in tasks():
             name = label(spec)
             row = rows.get(name)
@@ -255,7 +300,7 @@ def bench_pair(pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sa
                     row.nvml = sampler.summary(sampler.phase)
                     if not spec.types and peak_bw:
                         row.bandwidth_share = weights * row.tokens_per_s / peak_bw
-            except Exception as exc:   # this row fails; the others still run unless the worker is gone
+            except Exception as exc:  # this row fails; the others still run unless the worker is gone
                 row.note = f"FAILED{' (server)' if with_server else ''}: {exc}"[:300]
                 report.failures.append(f"{pp.label} {name}: {type(exc).__name__}: {exc}")
                 if client.state in ("crashed", "stopped"):
@@ -263,10 +308,10 @@ def bench_pair(pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sa
 
 
 def _in_lab(client, spec, sampling, plan: Plan, row: Row) -> None:
-    from engine.cli import generate
+    from engine.measure.generate import generate
 
     baseline = not spec.types
-    for p in plan.prompts:   # warm-up: first use of weights, graphs and caches
+    for p in plan.prompts:  # warm-up: first use of weights, graphs and caches
         generate(client, p, 8, spec, sampling, baseline=baseline)
     runs = [generate(client, p, plan.tokens, spec, sampling, baseline=baseline) for p in plan.prompts]
     drafted = sum(r["drafted"] for r in runs)
@@ -279,10 +324,10 @@ def _in_lab(client, spec, sampling, plan: Plan, row: Row) -> None:
 
 def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
     """llama-server and the lab on the same settings, alternating, so drift hits both alike."""
-    from engine.cli import generate
-    from engine.export import llama_server_argv
-    from engine.llama_install import server_path
-    from engine.server_runner import LlamaServer, server_summary
+    from engine.deploy.export import llama_server_argv
+    from engine.llama.install import server_path
+    from engine.llama.server import LlamaServer, server_summary
+    from engine.measure.generate import generate
 
     argv = llama_server_argv(load, spec, sampling, server_path(), extra=["--fit", "off"])
     baseline = not spec.types
@@ -304,6 +349,7 @@ def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
 
 # -- the report -----------------------------------------------------------------------------------
 
+
 def _fmt(value, spec: str, missing: str = "-") -> str:
     """format(value, spec), or ``missing`` right-aligned to the same width."""
     if value is None:
@@ -314,8 +360,10 @@ def _fmt(value, spec: str, missing: str = "-") -> str:
 
 def table(report: Report) -> None:
     plain = {r.pair: r.tokens_per_s for r in report.rows if r.setting.startswith("plain") and r.tokens_per_s}
-    head = (f"{'pair':<8} {'setting':<26} {'tok/s':>8} {'x plain':>7} {'accept':>6} {'len':>5} {'BW %':>5} "
-            f"{'server':>8} {'lab/srv':>7} {'counts':>6} {'GPU %':>5} {'W max':>6} {'SM MHz':>6} {'GiB':>6}")
+    head = (
+        f"{'pair':<8} {'setting':<26} {'tok/s':>8} {'x plain':>7} {'accept':>6} {'len':>5} {'BW %':>5} "
+        f"{'server':>8} {'lab/srv':>7} {'counts':>6} {'GPU %':>5} {'W max':>6} {'SM MHz':>6} {'GiB':>6}"
+    )
     report.say(head)
     report.say("-" * len(head))
     for r in report.rows:
@@ -329,17 +377,21 @@ def table(report: Report) -> None:
             f"{_fmt(100 * r.bandwidth_share if r.bandwidth_share else None, '5.1f')} "
             f"{_fmt(r.server_tps, '8.1f')} {_fmt(r.lab_over_server, '7.3f')} {_fmt(counts, '>6')} "
             f"{_fmt(n.get('gpu_util'), '5.0f')} {_fmt(n.get('power_w'), '6.0f')} {_fmt(n.get('sm_mhz'), '6.0f')} "
-            f"{_fmt(n.get('mem_used_gib'), '6.1f')}" + (f"  {r.note}" if r.note else ""))
+            f"{_fmt(n.get('mem_used_gib'), '6.1f')}" + (f"  {r.note}" if r.note else "")
+        )
     report.say()
-    report.say("tok/s: median over prompts of the worker's tokens/s (tokens after the first over the time after the "
-               "prompt, llama-server's definition); x plain: against the plain row of the same pair; accept: "
-               "accepted / drafted; len: 1 + accepted / steps (bonus token included); BW %: target weight bytes "
-               "x plain tok/s / peak memory bandwidth; server: llama-server tok/s on the same settings, alternating "
-               "with the lab; lab/srv: ratio of medians; counts: drafted/accepted identical to the server's; "
-               "GPU %, W max, SM MHz, GiB: NVML during the row (mean, max, mean, max).")
+    report.say(
+        "tok/s: median over prompts of the worker's tokens/s (tokens after the first over the time after the "
+        "prompt, llama-server's definition); x plain: against the plain row of the same pair; accept: "
+        "accepted / drafted; len: 1 + accepted / steps (bonus token included); BW %: target weight bytes "
+        "x plain tok/s / peak memory bandwidth; server: llama-server tok/s on the same settings, alternating "
+        "with the lab; lab/srv: ratio of medians; counts: drafted/accepted identical to the server's; "
+        "GPU %, W max, SM MHz, GiB: NVML during the row (mean, max, mean, max)."
+    )
 
 
 # -- run ------------------------------------------------------------------------------------------
+
 
 def run(a: argparse.Namespace) -> int:
     t_start = time.monotonic()
@@ -354,24 +406,29 @@ def run(a: argparse.Namespace) -> int:
     os.environ["SPECTUNE_SDIST"] = str(Path(a.sdist).resolve())
     os.environ.setdefault("SPECTUNE_CACHE_DIR", str(work / "cache"))
 
-    from engine.hardware import probe
+    from engine.planning.hardware import probe
 
     hw = probe()
     gpu = hw.gpus[0] if hw.gpus else None
     peak_bw = gpu.peak_memory_bandwidth_bytes_per_s if gpu else None
     report.say(f"# SpecTune GPU check ({a.mode}) {time.strftime('%Y-%m-%d %H:%M')}  {hw.message}")
     if gpu:
-        report.say(f"# GPU 0: {gpu.name}, compute capability {gpu.compute_capability}, "
-                   f"{(gpu.memory_total_bytes or 0) / GIB:.0f} GiB, peak bandwidth "
-                   f"{_fmt(peak_bw and peak_bw / 1e12, '.2f', '?')} TB/s (NVML bus width x max memory clock x 2)")
+        report.say(
+            f"# GPU 0: {gpu.name}, compute capability {gpu.compute_capability}, "
+            f"{(gpu.memory_total_bytes or 0) / GIB:.0f} GiB, peak bandwidth "
+            f"{_fmt(peak_bw and peak_bw / 1e12, '.2f', '?')} TB/s (NVML bus width x max memory clock x 2)"
+        )
     if a.mode == "gpu" and not gpu:
         report.say("gpu_check: mode gpu but no GPU is visible; use --cpu-dry-run on a machine without one")
         return 1
 
     models = work / "models"
     models_log = work / "models.log"
-    writer = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "models", "--mode", a.mode,
-                               str(models)], stdout=models_log.open("w"), stderr=subprocess.STDOUT)
+    writer = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "models", "--mode", a.mode, str(models)],
+        stdout=models_log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         if a.mode == "gpu":
             wheel, seconds, info = build_cuda_wheel(Path(a.sdist), work, log, CUDA_ARCHITECTURES)
@@ -381,13 +438,14 @@ def run(a: argparse.Namespace) -> int:
             wheel = Path(a.wheel)
             report.say(f"# rehearsal: {wheel.name} from the cache stands in for the CUDA build")
         install_wheel(wheel, site, log)
-        from engine.llama_install import find_install
-        from engine.native_build import ensure_built
+        from engine.llama.install import find_install
+        from engine.runtime.native_build import ensure_built
 
         install = find_install()
         if install.prefix != site:
-            raise SystemExit(f"gpu_check: find_install() chose {install.prefix}, not the wheel just installed "
-                             f"in {site}")
+            raise SystemExit(
+                f"gpu_check: find_install() chose {install.prefix}, not the wheel just installed in {site}"
+            )
         if a.mode == "gpu" and not install.is_cuda:
             raise SystemExit(f"gpu_check: the wheel in {site} has no ggml-cuda library")
         t0 = time.monotonic()
@@ -397,8 +455,9 @@ def run(a: argparse.Namespace) -> int:
         try:
             status = writer.wait(timeout=left)
         except subprocess.TimeoutExpired:
-            raise SystemExit(f"gpu_check: the models were not written within the budget:\n"
-                             f"{models_log.read_text()[-3000:]}") from None
+            raise SystemExit(
+                f"gpu_check: the models were not written within the budget:\n{models_log.read_text()[-3000:]}"
+            ) from None
         if status != 0:
             raise SystemExit(f"gpu_check: writing the models failed:\n{models_log.read_text()[-3000:]}")
         for line in models_log.read_text().splitlines():
@@ -417,7 +476,7 @@ def run(a: argparse.Namespace) -> int:
                 continue
             try:
                 bench_pair(pp, models, plan, peak_bw, sampler, deadline, report)
-            except Exception as exc:   # one pair's failure leaves the other's numbers in the report
+            except Exception as exc:  # one pair's failure leaves the other's numbers in the report
                 report.failures.append(f"{pp.label}: {type(exc).__name__}: {exc}")
                 report.rows.append(Row(pp.label, "-", note=f"FAILED: {exc}"[:200]))
     finally:
@@ -438,8 +497,7 @@ def run(a: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / results.name).write_text(text)
         rows = [r.__dict__ for r in report.rows]
-        (out / f"gpu_check-{stamp}.json").write_text(json.dumps({"rows": rows, "failures": report.failures},
-                                                                indent=1))
+        (out / f"gpu_check-{stamp}.json").write_text(json.dumps({"rows": rows, "failures": report.failures}, indent=1))
         if log.exists():
             (out / "build-tail.log").write_text(log.read_text(errors="replace")[-200_000:])
     return 1 if report.failures else 0
@@ -450,8 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--mode", choices=sorted(PLANS), required=True)
-    r.add_argument("--site", required=True, help="the folder the wheel is installed into (ends in site-packages, "
-                                                 "and is on PYTHONPATH)")
+    r.add_argument(
+        "--site",
+        required=True,
+        help="the folder the wheel is installed into (ends in site-packages, and is on PYTHONPATH)",
+    )
     r.add_argument("--sdist", required=True, help="the (trimmed) llama-cpp-python sdist")
     r.add_argument("--wheel", help="mode cpu: the wheel that stands in for the CUDA build")
     r.add_argument("--work", default="/tmp/gpu_check-work")

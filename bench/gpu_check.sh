@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check of SpecTune's CUDA variant, for one lent NVIDIA H200 machine (Python, nvcc and
-# CMake there, no network). In one run it builds llama-cpp-python 0.3.36 with CUDA
+# CMake there, no network). In one run it builds the pinned llama-cpp-python with CUDA
 # (scripts/setup.sh's arguments, CMAKE_CUDA_ARCHITECTURES=90) from a carried sdist, builds
 # native/ against it, writes random-weight pairs shaped like Llama-3.1-8B and Llama-3.2-1B
 # (in parallel with the build), and prints one table: plain decode tok/s and its share of
@@ -21,8 +21,8 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d .whl gguf==0.19.0 platformdirs==4.14.8 scikit-build-core==1.1.2 pathspec==1.1.1
-#   python3 packaging/cuda_build.py trim-sdist ~/.cache/spectune/llama/sdist/llama_cpp_python-0.3.36.tar.gz \
-#     .whl/llama_cpp_python-0.3.36.tar.gz
+#   python3 packaging/cuda_build.py trim-sdist ~/.cache/spectune/llama/sdist/llama_cpp_python-VERSION.tar.gz \
+#     .whl/llama_cpp_python-VERSION.tar.gz
 # The machine's image has numpy, pyyaml, requests, tqdm, nvidia-ml-py, packaging, cmake and
 # ninja already; the wheels above are what it lacks (scikit-build-core and pathspec pinned so
 # the build does not depend on the image's versions). The sdist (73 MiB, over the 64 MiB a
@@ -45,7 +45,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-LLAMA_CPP_VERSION=0.3.36
+LLAMA_CPP_VERSION=$(sed -n 's/^ *"llama-cpp-python==\([^"]*\)".*/\1/p' "$root/pyproject.toml" | head -n 1)   # the one pin
+[ -n "$LLAMA_CPP_VERSION" ] || { echo "$0: no llama-cpp-python==VERSION in pyproject.toml" >&2; exit 1; }
 CARRIED="gguf==0.19.0 platformdirs==4.14.8 scikit-build-core==1.1.2 pathspec==1.1.1"
 sdist=".whl/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz"
 mode=gpu

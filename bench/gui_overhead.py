@@ -3,7 +3,7 @@
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/gui_overhead.py [--pairs 12] [--slice 6] [--threads 1]
 
 Two engine workers hold the demo pair at once: one driven headless
-(engine.client, nothing painted), one driven by the Lab page of the real main
+(engine.runtime.client, nothing painted), one driven by the Lab page of the real main
 window (charts at 25 Hz, text at 4 Hz). They take turns in slices of a few
 seconds, in the order H G G H H G ..., so each pair of slices runs within
 seconds of each other and a machine whose speed drifts by the minute (this
@@ -40,9 +40,9 @@ from PySide6.QtCore import QElapsedTimer, QEventLoop, QSettings, QTimer  # noqa:
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.main_window import PAGE_NAMES  # noqa: E402
-from engine.client import EngineClient  # noqa: E402
-from engine.demo import demo_pair  # noqa: E402
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict  # noqa: E402
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict  # noqa: E402
+from engine.measure.demo import demo_pair  # noqa: E402
+from engine.runtime.client import EngineClient  # noqa: E402
 
 PROMPT = "def the value of the data is"
 SPEC = SpecSettings("draft-simple", draft_n_max=4)
@@ -118,7 +118,7 @@ class WithGui:
         self.probe.timeout.connect(self._on_probe)
         w.controller.start()
         wait(lambda: w.controller.hello_info is not None, 300)
-        self.slice(1.0)   # loads the pair; not counted
+        self.slice(1.0)  # loads the pair; not counted
 
     def _on_probe(self) -> None:
         if self._clock.isValid():
@@ -132,7 +132,7 @@ class WithGui:
         self.stalls.clear()
         w.lab.start()
         wait(lambda: w.lab.live.cycles > 0, 300)
-        w.show_page(self.page)            # another page: the Lab runs on, its charts unpainted
+        w.show_page(self.page)  # another page: the Lab runs on, its charts unpainted
         frames0 = w.lab.charts.frames_painted
         self._clock.invalidate()
         self.probe.start()
@@ -183,19 +183,26 @@ def main() -> int:
             rates.append(rate)
             p99s.append(p99)
             cpus.append(cpu)
-            print(f"pair {r + 1}: headless {h:.1f} tok/s, with GUI {g:.1f} tok/s, ratio {g / h:.3f}, "
-                  f"redraw {rate:.1f} Hz, stall p99 {p99:.1f} ms, GUI CPU {cpu:.2f} core", flush=True)
+            print(
+                f"pair {r + 1}: headless {h:.1f} tok/s, with GUI {g:.1f} tok/s, ratio {g / h:.3f}, "
+                f"redraw {rate:.1f} Hz, stall p99 {p99:.1f} ms, GUI CPU {cpu:.2f} core",
+                flush=True,
+            )
     finally:
         gui.close()
         headless.close()
         app.processEvents()
     q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
-    print(f"\nheadless {statistics.median(heads):.1f} tok/s, with GUI {statistics.median(guis):.1f} tok/s (medians); "
-          f"ratio {statistics.median(ratios):.3f} (median of {len(ratios)} pairs' ratios, quartiles {q1:.3f}-{q3:.3f}; "
-          f"goal >= 0.95), mean of all slices {statistics.mean(guis) / statistics.mean(heads):.3f}")
-    print(f"chart redraw {statistics.median(rates):.1f} Hz (goal >= 20), event-loop stall p99 "
-          f"{statistics.median(p99s):.1f} ms (goal < 50), GUI process CPU {statistics.median(cpus):.2f} of a core"
-          + (f" (page in view: {a.page})" if a.page != "Lab" else ""))
+    print(
+        f"\nheadless {statistics.median(heads):.1f} tok/s, with GUI {statistics.median(guis):.1f} tok/s (medians); "
+        f"ratio {statistics.median(ratios):.3f} (median of {len(ratios)} pairs' ratios, quartiles {q1:.3f}-{q3:.3f}; "
+        f"goal >= 0.95), mean of all slices {statistics.mean(guis) / statistics.mean(heads):.3f}"
+    )
+    print(
+        f"chart redraw {statistics.median(rates):.1f} Hz (goal >= 20), event-loop stall p99 "
+        f"{statistics.median(p99s):.1f} ms (goal < 50), GUI process CPU {statistics.median(cpus):.2f} of a core"
+        + (f" (page in view: {a.page})" if a.page != "Lab" else "")
+    )
     return 0
 
 

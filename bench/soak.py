@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from engine.demo import demo_pair  # noqa: E402
+from engine.measure.demo import demo_pair  # noqa: E402
 
 
 def rss_mib(pid: int | None) -> float:
@@ -74,8 +74,22 @@ def malloc_in_use_mib() -> tuple[float, float] | None:
     import ctypes.util
 
     class MallInfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                                                          "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         fn = libc.mallinfo2
@@ -91,11 +105,19 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--knob-every", type=float, default=3.0, help="seconds between knob changes")
     ap.add_argument("--restart-every", type=float, default=120.0, help="seconds between engine restarts")
-    ap.add_argument("--warmup", type=float, default=180.0,
-                    help="least seconds of warm-up; it also lasts until the History page is full and the engine "
-                         "has restarted once (default 180)")
-    ap.add_argument("--warmup-max", type=float, default=900.0,
-                    help="most seconds of warm-up, whether or not the History page is full (default 900)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=180.0,
+        help="least seconds of warm-up; it also lasts until the History page is full and the engine "
+        "has restarted once (default 180)",
+    )
+    ap.add_argument(
+        "--warmup-max",
+        type=float,
+        default=900.0,
+        help="most seconds of warm-up, whether or not the History page is full (default 900)",
+    )
     ap.add_argument("--report-every", type=float, default=300.0, help="seconds between memory readings")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--threads", type=int, default=0, help="engine CPU threads (0: llama.cpp's default)")
@@ -121,16 +143,19 @@ def main() -> int:
     # a count, not the events: an hour of runs kept here was the harness's own memory growth (~1 MiB a minute)
     finished = {"runs": 0}
     crashes: list[str] = []
+
     # runs that measured something; one cancelled before its first token is not kept (app/pages/history.py)
     def count(ev: dict) -> None:
         if ev.get("summary", {}).get("tokens_generated"):
             finished["runs"] += 1
+
     w.lab.runFinished.connect(count)
     deliberate = {"restart": False}
 
     def on_state(state: str, message: str) -> None:
         if state == "crashed" and not deliberate["restart"]:
             crashes.append(message)
+
     w.controller.stateChanged.connect(on_state)
 
     def pump(seconds: float) -> None:
@@ -146,9 +171,10 @@ def main() -> int:
             time.sleep(0.003)
         return cond()
 
-    from engine.history import History
+    from engine.measure.history import History
+
     with History() as h:
-        saved_before = h.count()      # a SPECTUNE_DATA_DIR given by the caller may hold older runs
+        saved_before = h.count()  # a SPECTUNE_DATA_DIR given by the caller may hold older runs
     w.controller.start()
     wait(lambda: w.controller.hello_info is not None, 300)
     w.lab.start()
@@ -168,7 +194,7 @@ def main() -> int:
             w.controller.restart()
             wait(lambda: w.controller.state == "ready", 300)
             deliberate["restart"] = False
-            w.lab.start()   # loads the pair into the fresh worker, then runs
+            w.lab.start()  # loads the pair into the fresh worker, then runs
             wait(lambda: w.lab.live.cycles > 0 and w.lab.mode == "running", 300)
             counts["restarts"] += 1
             return
@@ -185,8 +211,11 @@ def main() -> int:
 
     def reading(label: str) -> tuple[float, float]:
         gui, worker = rss_mib(os.getpid()), rss_mib(w.controller.pid)
-        print(f"{label}: GUI {gui:.1f} MiB{memory_detail(os.getpid())}, worker {worker:.1f} MiB, "
-              f"History rows {w.history.table.rowCount()}", flush=True)
+        print(
+            f"{label}: GUI {gui:.1f} MiB{memory_detail(os.getpid())}, worker {worker:.1f} MiB, "
+            f"History rows {w.history.table.rowCount()}",
+            flush=True,
+        )
         return gui, worker
 
     # Warm-up: the same session until what is bounded by design has reached its bound (the History
@@ -195,8 +224,9 @@ def main() -> int:
     t_warm = time.monotonic()
     first_reading_at = t_warm + min(a.warmup, 20.0)
     early = None
-    while (time.monotonic() - t_warm < a.warmup or counts["restarts"] < 1
-           or w.history.table.rowCount() < w.history.limit) and time.monotonic() - t_warm < a.warmup_max:
+    while (
+        time.monotonic() - t_warm < a.warmup or counts["restarts"] < 1 or w.history.table.rowCount() < w.history.limit
+    ) and time.monotonic() - t_warm < a.warmup_max:
         step()
         if early is None and time.monotonic() >= first_reading_at:
             early = reading(f"{time.monotonic() - t_warm:5.0f} s in (early)")
@@ -219,15 +249,19 @@ def main() -> int:
     with History() as h:
         saved = h.count() - saved_before
     print(f"at the end:    GUI {gui1:.1f} MiB, worker {worker1:.1f} MiB")
-    print(f"growth: GUI {100 * (gui1 / gui0 - 1):+.1f}%, worker {100 * (worker1 / worker0 - 1):+.1f}% (goal < 5%; "
-          "the worker is a fresh process after each restart)")
+    print(
+        f"growth: GUI {100 * (gui1 / gui0 - 1):+.1f}%, worker {100 * (worker1 / worker0 - 1):+.1f}% (goal < 5%; "
+        "the worker is a fresh process after each restart)"
+    )
     if early is not None:
         print(f"from the early reading (before the bounded stores were full): GUI {100 * (gui1 / early[0] - 1):+.1f}%")
     runs = finished["runs"]
     lost = saved != runs or rows != min(runs, limit)
-    print(f"{a.minutes:g} min after the warm-up; in all {knob_changes} knob changes, {restarts} engine restarts, "
-          f"{len(crashes)} unexpected crashes, {runs} runs finished, {saved} in the history database, {rows} rows on the History "
-          f"page (it shows the newest {limit}): {'LOST' if lost else 'none lost'}")
+    print(
+        f"{a.minutes:g} min after the warm-up; in all {knob_changes} knob changes, {restarts} engine restarts, "
+        f"{len(crashes)} unexpected crashes, {runs} runs finished, {saved} in the history database, "
+        f"{rows} rows on the History page (it shows the newest {limit}): {'LOST' if lost else 'none lost'}"
+    )
     return 0 if not crashes and not lost else 1
 
 

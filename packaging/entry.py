@@ -1,15 +1,15 @@
 """The frozen SpecTune's one entry point: GUI, CLI and engine worker in one binary.
 
-engine.client starts the worker as ``[sys.executable, "-m", "engine.worker"]``.
+engine.runtime.client starts the worker as ``[sys.executable, "-m", "engine.runtime.worker"]``.
 In a PyInstaller bundle sys.executable is this binary, so the same argv lands
-here and is routed to engine.worker.main(). Everything else goes to the CLI
+here and is routed to engine.runtime.worker.main(). Everything else goes to the CLI
 when the first argument is one of its subcommands (or --help), and to the
 desktop app otherwise (no arguments, or app options such as --selftest), unless
 there is no display to open it on.
 
 In the bundle, llama.cpp's install sits in ``<bundle>/llama/site-packages``
 (bin/llama-server, lib/, include/llama.h) beside libspecrt. That folder goes on
-sys.path, which is where engine.llama_install.find_install() looks for
+sys.path, which is where engine.llama.install.find_install() looks for
 site-packages roots, and SPECTUNE_SPECRT points at the bundled libspecrt, so
 the worker loads it instead of building native/. Both travel to the worker
 through the environment and sys.path set up here again in the child.
@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 # the only modules ``spectune -m MODULE`` may run: a frozen app is not a Python interpreter
-RUNNABLE_MODULES = ("engine.worker",)
+# (``spectune gui`` starts the app as ``-m app``, since the engine never imports it)
+RUNNABLE_MODULES = ("engine.runtime.worker", "app")
 LLAMA_DIR = ("llama", "site-packages")
 
 
@@ -58,7 +59,7 @@ def route(argv: list[str], cli_commands: set[str], has_display: bool = True) -> 
         if len(argv) < 2 or argv[1] not in RUNNABLE_MODULES:
             wanted = argv[1] if len(argv) > 1 else "(nothing)"
             raise SystemExit(f"spectune: -m {wanted}: this build runs only -m {' / -m '.join(RUNNABLE_MODULES)}")
-        return "worker", argv[2:]
+        return ("gui" if argv[1] == "app" else "worker"), argv[2:]
     if argv and (argv[0] in cli_commands or argv[0] in ("-h", "--help")):
         return "cli", argv
     if not argv and not has_display:
@@ -73,10 +74,10 @@ def has_display(environ=os.environ, platform: str = sys.platform) -> bool:
 
 
 def cli_commands() -> set[str]:
-    from engine.cli import build_parser
+    from engine.cli.main import build_parser
 
     parser = build_parser()
-    for action in parser._actions:   # argparse keeps subcommands only here
+    for action in parser._actions:  # argparse keeps subcommands only here
         if action.choices and action.dest == "command":
             return set(action.choices)
     return set()
@@ -99,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         prepare_frozen(Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)))
     kind, args = route(argv, cli_commands() if argv[:1] != ["-m"] else set(), has_display())
     if kind == "worker":
-        from engine.worker import main as worker_main
+        from engine.runtime.worker import main as worker_main
 
         _std_streams_from_fds()
         sys.argv = [sys.executable] + args
         return worker_main()
     if kind == "cli":
-        from engine.cli import main as cli_main
+        from engine.cli.main import main as cli_main
 
         return cli_main(args)
     from app.main import main as gui_main

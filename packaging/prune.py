@@ -22,24 +22,50 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 DROP_PATH_PARTS = (
-    "/qml/", "/translations/",
-    "plugins/qmltooling/", "plugins/qmllint/", "plugins/designer/", "plugins/sqldrivers/",
-    "plugins/networkinformation/", "plugins/tls/", "plugins/egldeviceintegrations/",
+    "/qml/",
+    "/translations/",
+    "plugins/qmltooling/",
+    "plugins/qmllint/",
+    "plugins/designer/",
+    "plugins/sqldrivers/",
+    "plugins/networkinformation/",
+    "plugins/tls/",
+    "plugins/egldeviceintegrations/",
     "plugins/wayland-graphics-integration-server/",
-    "plugins/platformthemes/libqgtk3", "plugins/generic/libqtuiotouchplugin",
-    "plugins/platforms/libqeglfs", "plugins/platforms/libqlinuxfb", "plugins/platforms/libqvnc",
-    "plugins/platforms/libqminimalegl", "plugins/platforms/libqvkkhrdisplay",
-    "plugins/imageformats/libqpdf", "plugins/imageformats/libqtiff",
-    "plugins/imageformats/libqwebp", "plugins/imageformats/libqicns", "plugins/imageformats/libqtga",
+    "plugins/platformthemes/libqgtk3",
+    "plugins/generic/libqtuiotouchplugin",
+    "plugins/platforms/libqeglfs",
+    "plugins/platforms/libqlinuxfb",
+    "plugins/platforms/libqvnc",
+    "plugins/platforms/libqminimalegl",
+    "plugins/platforms/libqvkkhrdisplay",
+    "plugins/imageformats/libqpdf",
+    "plugins/imageformats/libqtiff",
+    "plugins/imageformats/libqwebp",
+    "plugins/imageformats/libqicns",
+    "plugins/imageformats/libqtga",
     "plugins/imageformats/libqwbmp",
 )
 # Qt libraries of modules the app does not use (they arrive with plugins or with PySide6's own library)
-DROP_QT_LIBS = ("Pdf", "Qml", "Quick", "Network", "Sql", "Test", "Help", "Xml", "Concurrent", "Designer",
-                "VirtualKeyboard", "EglFSDeviceIntegration", "EglFsKmsSupport")
+DROP_QT_LIBS = (
+    "Pdf",
+    "Qml",
+    "Quick",
+    "Network",
+    "Sql",
+    "Test",
+    "Help",
+    "Xml",
+    "Concurrent",
+    "Designer",
+    "VirtualKeyboard",
+    "EglFSDeviceIntegration",
+    "EglFsKmsSupport",
+)
 
 
 def _dest(entry) -> str:
@@ -102,7 +128,7 @@ def elf_needed(path: str) -> list[str]:
 
     try:
         return [name for name, _ in get_imports(path)]
-    except Exception:   # not a binary PyInstaller can read (a data file): it needs nothing
+    except Exception:  # not a binary PyInstaller can read (a data file): it needs nothing
         return []
 
 
@@ -126,4 +152,3 @@ def strip_debug_info(toc: list, under: str, workdir: Path) -> tuple[list, int]:
                 src = str(copy)
         out.append((dest, src, typecode))
     return out, saved
-

@@ -8,8 +8,8 @@
 # PYTHONPATH, LD_LIBRARY_PATH or SPECTUNE_SPECRT:
 #   1. the llama.cpp libraries, libspecrt and llama-server resolve inside the bundle (ldd);
 #   2. `spectune server-path` names the bundled server, which starts on its own (--version);
-#   3. `spectune -m engine.worker`, the way engine.client starts the worker, says hello;
-#   4. `spectune run ... --json` on a synthetic pair (written by `python -m engine.synthetic`
+#   3. `spectune -m engine.runtime.worker`, the way engine.runtime.client starts the worker, says hello;
+#   4. `spectune run ... --json` on a synthetic pair (written by `python -m engine.models.synthetic`
 #      with the project's Python) drafts, accepts and reports;
 #   5. `spectune --selftest` with QT_QPA_PLATFORM=offscreen: the desktop app loads the demo
 #      pair through the frozen worker, runs a short generation and exits 0.
@@ -60,14 +60,14 @@ echo "$server"
 if version=$("$server" --version 2>&1); then grep -m1 -i "version" <<<"$version" || true
 else fail "the bundled llama-server does not start without LD_LIBRARY_PATH: $version"; fi
 
-step "3. the frozen worker, started as engine.client starts it"
-hello=$(printf '%s\n' '{"cmd": "shutdown", "id": 1}' | "$exe" -m engine.worker 2>"$work/worker.err" | head -n 1 || true)
+step "3. the frozen worker, started as engine.runtime.client starts it"
+hello=$(printf '%s\n' '{"cmd": "shutdown", "id": 1}' | "$exe" -m engine.runtime.worker 2>"$work/worker.err" | head -n 1 || true)
 if grep -q '"event":"hello"' <<<"$hello"; then echo "${hello:0:160}..."
-else fail "no hello from '$exe -m engine.worker': ${hello:-nothing}; stderr: $(tail -3 "$work/worker.err")"; fi
+else fail "no hello from '$exe -m engine.runtime.worker': ${hello:-nothing}; stderr: $(tail -3 "$work/worker.err")"; fi
 if "$exe" -m engine.not_a_worker >/dev/null 2>&1; then fail "-m with another module should be refused"; fi
 
 step "4. spectune run --json on a synthetic pair"
-(cd "$root" && "$py" -m engine.synthetic "$work/pair" >/dev/null)
+(cd "$root" && "$py" -m engine.models.synthetic "$work/pair" >/dev/null)
 run_json=$("$exe" run --target "$work/pair/target.gguf" --draft "$work/pair/draft.gguf" --spec-type draft-simple \
   --draft-n-max 4 --prompt "def the value of the data is" --max-tokens 48 --baseline --json 2>"$work/run.err") \
   || { fail "spectune run exited non-zero: $(tail -5 "$work/run.err")"; run_json='{}'; }

@@ -13,9 +13,11 @@
 #   scripts/setup.sh --cpu      force the CPU build
 set -euo pipefail
 
-LLAMA_CPP_VERSION=0.3.36
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# the one pin: pyproject.toml's "llama-cpp-python==VERSION" (engine.llama.install reads it too)
+LLAMA_CPP_VERSION=$(sed -n 's/^ *"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject.toml | head -n 1)
+[ -n "$LLAMA_CPP_VERSION" ] || { echo "setup.sh: no llama-cpp-python==VERSION pin in pyproject.toml" >&2; exit 1; }
 
 variant=${SPECTUNE_VARIANT:-auto}
 for arg in "$@"; do
@@ -97,5 +99,5 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
 fi
 
 # --- 4. the native runtime ---------------------------------------------------
-SPECTUNE_SDIST="$sdist" "$vpy" -m engine.native_build
+SPECTUNE_SDIST="$sdist" "$vpy" -m engine.runtime.native_build
 say "ready ($variant): .venv/bin/spectune"

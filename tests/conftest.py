@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.synthetic import ModelShape, PairSpec, write_pair
+from engine.models.synthetic import ModelShape, PairSpec, write_pair
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # runs recorded during tests go to a throwaway history, never the user's
@@ -50,7 +50,7 @@ def bigger_pair(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def client():
-    from engine.client import EngineClient
+    from engine.runtime.client import EngineClient
 
     c = EngineClient()
     c.start()
@@ -67,8 +67,11 @@ def no_leftover_threads():
 
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        extra = [t for t in threading.enumerate() if t not in before and t.is_alive()
-                 and not t.name.startswith(("engine-std", "QThread", "Dummy"))]
+        extra = [
+            t
+            for t in threading.enumerate()
+            if t not in before and t.is_alive() and not t.name.startswith(("engine-std", "QThread", "Dummy"))
+        ]
         if not extra:
             return
         time.sleep(0.05)
@@ -77,7 +80,7 @@ def no_leftover_threads():
 
 def run_registered(register, args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
     """Run one subcommand of a CLI module (its ``register(sub, ...)``) in this process, as
-    engine.cli would; returns (exit status, stdout, stderr)."""
+    engine.cli.main would; returns (exit status, stdout, stderr)."""
     parser = argparse.ArgumentParser(prog="spectune")
     register(parser.add_subparsers(dest="command"), **register_kw)
     a = parser.parse_args(args)

@@ -1,6 +1,6 @@
 """A stand-in for the pynvml module (nvidia-ml-py) with NVML's names, return types and errors.
 
-Only what engine.hardware calls is implemented, with pynvml's signatures: it
+Only what engine.planning.hardware calls is implemented, with pynvml's signatures: it
 returns pynvml's own ctypes structs (c_nvmlMemory_t, c_nvmlUtilization_t),
 raises pynvml's own NVMLError (whose constructor picks the subclass for the
 code, e.g. NVMLError_NotSupported), and keeps NVML's rules: nothing works
@@ -42,8 +42,8 @@ class FakeGpu:
     pcie_width: int = 16
     pcie_max_generation: int = 4
     pcie_max_width: int = 16
-    utilization: tuple[int, int] = (7, 3)   # gpu %, memory %
-    failing: dict[str, int] = field(default_factory=dict)   # NVML function name -> error code it raises
+    utilization: tuple[int, int] = (7, 3)  # gpu %, memory %
+    failing: dict[str, int] = field(default_factory=dict)  # NVML function name -> error code it raises
 
 
 class _Handle:
@@ -54,7 +54,7 @@ class _Handle:
 
 
 class FakeNVML:
-    """Pass an instance where engine.hardware expects the pynvml module."""
+    """Pass an instance where engine.planning.hardware expects the pynvml module."""
 
     NVMLError = NVMLError
     NVML_ERROR_UNINITIALIZED = NVML_ERROR_UNINITIALIZED
@@ -69,14 +69,20 @@ class FakeNVML:
     NVML_CLOCK_SM = NVML_CLOCK_SM
     NVML_CLOCK_MEM = NVML_CLOCK_MEM
 
-    def __init__(self, gpus: list[FakeGpu] | None = None, *, init_error: int | None = None,
-                 driver_version: str = "550.54.14", cuda_driver_version: int = 12040,
-                 failing: dict[str, int] | None = None):
+    def __init__(
+        self,
+        gpus: list[FakeGpu] | None = None,
+        *,
+        init_error: int | None = None,
+        driver_version: str = "550.54.14",
+        cuda_driver_version: int = 12040,
+        failing: dict[str, int] | None = None,
+    ):
         self.gpus = list(gpus or [])
         self.init_error = init_error
         self.driver_version = driver_version
         self.cuda_driver_version = cuda_driver_version
-        self.failing = dict(failing or {})   # system-level function name -> error code
+        self.failing = dict(failing or {})  # system-level function name -> error code
         self.init_count = 0
         self.calls: list[str] = []
 
@@ -178,8 +184,19 @@ def rtx4090(index: int = 0, **changes) -> FakeGpu:
 
 
 def h100(index: int = 0, **changes) -> FakeGpu:
-    values = dict(name="NVIDIA H100 80GB HBM3", uuid=f"GPU-H100-{index:04d}", total=80 * 2**30, used=512 * 2**20,
-                  compute_capability=(9, 0), bus_width_bits=5120, max_memory_clock_mhz=2619,
-                  pcie_generation=5, pcie_width=16, pcie_max_generation=5, pcie_max_width=16, utilization=(0, 0))
+    values = dict(
+        name="NVIDIA H100 80GB HBM3",
+        uuid=f"GPU-H100-{index:04d}",
+        total=80 * 2**30,
+        used=512 * 2**20,
+        compute_capability=(9, 0),
+        bus_width_bits=5120,
+        max_memory_clock_mhz=2619,
+        pcie_generation=5,
+        pcie_width=16,
+        pcie_max_generation=5,
+        pcie_max_width=16,
+        utilization=(0, 0),
+    )
     values.update(changes)
     return FakeGpu(**values)

@@ -37,12 +37,12 @@ class HostedFile:
     drop_times: int = 0
     corrupt: bool = False
     throttle_s: float = 0.0
-    cdn_status: int | None = None   # the CDN answers this error instead (403: an expired signed address)
+    cdn_status: int | None = None  # the CDN answers this error instead (403: an expired signed address)
 
 
 @dataclass
 class Request:
-    server: str         # hub | cdn
+    server: str  # hub | cdn
     method: str
     path: str
     range: str | None
@@ -66,13 +66,16 @@ class HubServer:
         return [r for r in self.requests if r.method == "GET"]
 
     # -- lifetime -------------------------------------------------------------------------------
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         self._lock = threading.Lock()
         self._cdn = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, "cdn"))
         self._hub = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, "hub"))
-        self._threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05},
-                                          name=f"hub-server-{i}", daemon=True)
-                         for i, s in enumerate((self._hub, self._cdn))]
+        self._threads = [
+            threading.Thread(
+                target=s.serve_forever, kwargs={"poll_interval": 0.05}, name=f"hub-server-{i}", daemon=True
+            )
+            for i, s in enumerate((self._hub, self._cdn))
+        ]
         for t in self._threads:
             t.start()
         return self
@@ -180,14 +183,14 @@ def _handler(hub: HubServer, role: str) -> type[BaseHTTPRequestHandler]:
             pos = start
             try:
                 while pos < end:
-                    piece = data[pos:min(pos + PIECE, end)]
+                    piece = data[pos : min(pos + PIECE, end)]
                     self.wfile.write(piece)
                     self.wfile.flush()
                     pos += len(piece)
                     if hosted.throttle_s:
                         time.sleep(hosted.throttle_s)
             except (BrokenPipeError, ConnectionResetError):
-                return      # the client went away (a cancel)
+                return  # the client went away (a cancel)
             if drop:
                 self.close_connection = True
                 self.connection.close()

@@ -10,12 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import BUNDLED, BUNDLED_DIR, CATALOG_DIR, CatalogError, ModelFile, Preset, load_catalog
-from engine.demo_models import model_path
-from engine.recommend import estimated_file_bytes
+from engine.models.catalog import BUNDLED, BUNDLED_DIR, CATALOG_DIR, CatalogError, ModelFile, Preset, load_catalog
+from engine.models.demo_models import model_path
+from engine.planning.recommend import estimated_file_bytes
 
-REQUIRED_FAMILIES = {"llama-3", "qwen2.5", "qwen2.5-coder", "qwen3", "gemma-2", "gemma-3", "mistral", "phi",
-                     "deepseek-r1-distill"}
+REQUIRED_FAMILIES = {
+    "llama-3",
+    "qwen2.5",
+    "qwen2.5-coder",
+    "qwen3",
+    "gemma-2",
+    "gemma-3",
+    "mistral",
+    "phi",
+    "deepseek-r1-distill",
+}
 
 # (model, quant, size in GB as the hub's file listing shows it, where): the weights the plan builds from the
 # catalog's numbers must come within 5% of the real files
@@ -29,10 +38,18 @@ PUBLIC_FILE_SIZES = [
     ("qwen2.5-coder-3b-instruct", "Q4_K_M", 1.93, "https://huggingface.co/bartowski/Qwen2.5-Coder-3B-Instruct-GGUF"),
     ("qwen2.5-coder-32b-instruct", "Q4_K_M", 19.9, "https://huggingface.co/bartowski/Qwen2.5-Coder-32B-Instruct-GGUF"),
     ("qwen2.5-coder-32b-instruct", "Q8_0", 34.8, "https://huggingface.co/bartowski/Qwen2.5-Coder-32B-Instruct-GGUF"),
-    ("mistral-small-24b-instruct-2501", "Q4_K_M", 14.3,
-     "https://huggingface.co/bartowski/Mistral-Small-24B-Instruct-2501-GGUF"),
-    ("mistral-small-3.1-24b-instruct-2503", "Q8_0", 25.1,
-     "https://huggingface.co/unsloth/Mistral-Small-3.1-24B-Instruct-2503-GGUF"),
+    (
+        "mistral-small-24b-instruct-2501",
+        "Q4_K_M",
+        14.3,
+        "https://huggingface.co/bartowski/Mistral-Small-24B-Instruct-2501-GGUF",
+    ),
+    (
+        "mistral-small-3.1-24b-instruct-2503",
+        "Q8_0",
+        25.1,
+        "https://huggingface.co/unsloth/Mistral-Small-3.1-24B-Instruct-2503-GGUF",
+    ),
     ("gemma-3-27b-it", "Q4_K_M", 16.5, "https://huggingface.co/ggml-org/gemma-3-27b-it-GGUF"),
     ("phi-4", "Q4_K_M", 9.05, "https://huggingface.co/bartowski/phi-4-GGUF"),
     ("phi-4", "Q3_K_M", 7.36, "https://huggingface.co/bartowski/phi-4-GGUF"),
@@ -46,6 +63,7 @@ def catalog():
 
 
 # -- the shipped catalog ---------------------------------------------------------------------------
+
 
 def test_the_catalog_loads_and_is_big_enough(catalog):
     families = {f.id for f in catalog.families}
@@ -62,8 +80,17 @@ def test_every_model_has_the_numbers_the_plan_needs_and_they_add_up(catalog):
     rounded ones (Qwen3, Gemma 3 text) within 1.5%."""
     for m in catalog.models:
         a = m.architecture
-        for name in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train",
-                     "params"):
+        for name in (
+            "n_layer",
+            "n_embd",
+            "n_head",
+            "n_head_kv",
+            "head_dim",
+            "n_ff",
+            "n_vocab",
+            "n_ctx_train",
+            "params",
+        ):
             value = getattr(a, name)
             assert isinstance(value, int) and value > 0, (m.id, name)
         assert a.n_head % a.n_head_kv == 0 and a.llama_arch
@@ -93,7 +120,10 @@ def test_every_preset_pairs_a_target_with_a_smaller_draft_of_its_tokenizer(catal
 def test_presets_people_ask_for_by_name(catalog):
     p = catalog.preset("qwen2.5-coder-7b+0.5b-q4km")
     assert (p.target.model, p.target.quant, p.draft.model) == (
-        "qwen2.5-coder-7b-instruct", "Q4_K_M", "qwen2.5-coder-0.5b-instruct")
+        "qwen2.5-coder-7b-instruct",
+        "Q4_K_M",
+        "qwen2.5-coder-0.5b-instruct",
+    )
     assert p.target.repo == "bartowski/Qwen2.5-Coder-7B-Instruct-GGUF"
     assert p.target.filename == "Qwen2.5-Coder-7B-Instruct-Q4_K_M.gguf"
     assert p.draft.filename == "qwen2.5-coder-0.5b-instruct-q8_0.gguf"
@@ -141,7 +171,7 @@ def test_quant_table_is_llama_cpps(catalog):
 
 def test_quant_comments_match_the_pinned_quantize_source(catalog):
     """Every quantize_comment is the QUANT_OPTIONS comment of the pinned llama.cpp, verbatim."""
-    from engine.llama_install import sdist_path
+    from engine.llama.install import sdist_path
 
     sdist = sdist_path()
     if not sdist.exists():
@@ -156,6 +186,7 @@ def test_quant_comments_match_the_pinned_quantize_source(catalog):
 
 
 # -- broken catalogs give specific errors ----------------------------------------------------------------
+
 
 @pytest.fixture
 def copy(tmp_path) -> Path:
@@ -190,11 +221,14 @@ def test_a_missing_number_names_the_model(copy):
     expect(copy, r"llama-3\.json: models\[2\] \(model 'llama-3.1-8b-instruct'\): arch: missing 'n_ff'")
 
 
-@pytest.mark.parametrize("value, message", [
-    (0, "'n_layer' must be positive, found 0"),
-    (True, "'n_layer' must be int, found true"),
-    ("32", "'n_layer' must be int, found \"32\""),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (0, "'n_layer' must be positive, found 0"),
+        (True, "'n_layer' must be int, found true"),
+        ("32", "'n_layer' must be int, found \"32\""),
+    ],
+)
 def test_a_bad_number_says_what_is_wrong(copy, value, message):
     edit(copy / "families" / "llama-3.json", lambda d: d["models"][0]["arch"].update(n_layer=value))
     expect(copy, re.escape(f"(model 'llama-3.2-1b-instruct'): arch: {message}"))
@@ -216,8 +250,7 @@ def test_a_quant_not_in_the_quant_table(copy):
 
 
 def test_a_model_defined_twice(copy):
-    edit(copy / "families" / "qwen3.json",
-         lambda d: d["models"].append(dict(d["models"][0])))
+    edit(copy / "families" / "qwen3.json", lambda d: d["models"].append(dict(d["models"][0])))
     expect(copy, r"qwen3\.json: model 'qwen3-0\.6b' is already defined in .*qwen3\.json")
 
 
@@ -231,13 +264,17 @@ def test_a_preset_with_an_unknown_model_or_quant(copy):
 
 def test_a_preset_across_tokenizers_is_refused(copy):
     edit(copy / "presets.json", lambda d: d["presets"][2].update(draft="llama-3.2-1b-instruct", draft_quant="Q8_0"))
-    expect(copy, r"preset 'qwen2\.5-coder-7b\+0\.5b-q4km': the draft's tokenizer 'llama-3\.1' is not the "
-                 r"target's 'qwen2\.5'; llama\.cpp would refuse the pair")
+    expect(
+        copy,
+        r"preset 'qwen2\.5-coder-7b\+0\.5b-q4km': the draft's tokenizer 'llama-3\.1' is not the "
+        r"target's 'qwen2\.5'; llama\.cpp would refuse the pair",
+    )
 
 
 def test_a_pairing_with_a_draft_bigger_than_its_target(copy):
-    edit(copy / "families" / "qwen3.json",
-         lambda d: d["pairings"].append({"target": "qwen3-0.6b", "draft": "qwen3-8b"}))
+    edit(
+        copy / "families" / "qwen3.json", lambda d: d["pairings"].append({"target": "qwen3-0.6b", "draft": "qwen3-8b"})
+    )
     expect(copy, r"qwen3\.json: pairing qwen3-0\.6b \+ qwen3-8b: the draft is not smaller than the target")
 
 

@@ -21,13 +21,40 @@ def spectune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def test_run_json_with_baseline(pair):
     target, draft = pair
-    r = spectune("run", "--target", str(target), "--draft", str(draft), "--draft-n-max", "4",
-                 "--prompt", PROMPTS[0], "--max-tokens", "64", "--baseline", "--json", "--ctx", "512")
+    r = spectune(
+        "run",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--draft-n-max",
+        "4",
+        "--prompt",
+        PROMPTS[0],
+        "--max-tokens",
+        "64",
+        "--baseline",
+        "--json",
+        "--ctx",
+        "512",
+    )
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout.strip().splitlines()[-1])
-    for key in ("tokens_generated", "tokens_per_s", "drafted", "accepted", "acceptance_rate", "steps",
-                "mean_accepted_length", "accepted_by_position", "draft_ms", "verify_ms", "text",
-                "baseline_tokens_per_s", "speedup"):
+    for key in (
+        "tokens_generated",
+        "tokens_per_s",
+        "drafted",
+        "accepted",
+        "acceptance_rate",
+        "steps",
+        "mean_accepted_length",
+        "accepted_by_position",
+        "draft_ms",
+        "verify_ms",
+        "text",
+        "baseline_tokens_per_s",
+        "speedup",
+    ):
         assert key in s, key
     assert s["tokens_generated"] == 64
     assert s["acceptance_rate"] == pytest.approx(s["accepted"] / s["drafted"], abs=1e-5)
@@ -41,23 +68,51 @@ def test_run_events_and_human_output(pair, tmp_path):
     target, draft = pair
     prompt_file = tmp_path / "p.txt"
     prompt_file.write_text(PROMPTS[1], encoding="utf-8")
-    r = spectune("run", "--target", str(target), "--draft", str(draft), "--prompt-file", str(prompt_file),
-                 "--max-tokens", "24", "--events", "--ctx", "512")
+    r = spectune(
+        "run",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompt-file",
+        str(prompt_file),
+        "--max-tokens",
+        "24",
+        "--events",
+        "--ctx",
+        "512",
+    )
     assert r.returncode == 0, r.stderr
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert events[0]["prompt"] and all(e["event"] == "cycle" for e in events)
     assert sum(e["emitted"] for e in events) == 24
-    r = spectune("run", "--target", str(target), "--spec-type", "ngram-simple", "--ngram-size-n", "2",
-                 "--prompt", PROMPTS[3], "--max-tokens", "24", "--ctx", "512")
+    r = spectune(
+        "run",
+        "--target",
+        str(target),
+        "--spec-type",
+        "ngram-simple",
+        "--ngram-size-n",
+        "2",
+        "--prompt",
+        PROMPTS[3],
+        "--max-tokens",
+        "24",
+        "--ctx",
+        "512",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("cycle ") >= 1 and "acceptance" in r.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--draft-n-max", "-2"], "draft_n_max"),
-    (["--spec-type", "draft"], "unknown speculative type"),
-    (["--temp", "-1"], "temp"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--draft-n-max", "-2"], "draft_n_max"),
+        (["--spec-type", "draft"], "unknown speculative type"),
+        (["--temp", "-1"], "temp"),
+    ],
+)
 def test_bad_knobs_exit_2_with_a_reason(pair, args, message):
     target, draft = pair
     r = spectune("run", "--target", str(target), "--draft", str(draft), "--prompt", "x", *args)
@@ -75,8 +130,20 @@ def test_missing_and_broken_models(pair, tmp_path):
 
 def test_draft_without_spec_type_defaults_to_draft_simple(pair):
     target, draft = pair
-    r = spectune("run", "--target", str(target), "--draft", str(draft), "--prompt", PROMPTS[0], "--max-tokens",
-                 "16", "--json", "--ctx", "512")
+    r = spectune(
+        "run",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--prompt",
+        PROMPTS[0],
+        "--max-tokens",
+        "16",
+        "--json",
+        "--ctx",
+        "512",
+    )
     s = json.loads(r.stdout.splitlines()[-1])
     assert s["spec"]["spec_type"] == "draft-simple" and s["drafted"] > 0
 
@@ -88,12 +155,28 @@ def test_run_over_a_workload_adds_the_prompts_up(pair, tmp_path):
     prompts = [{"id": f"p{i}", "text": text} for i, text in enumerate(PROMPTS * 3)][:10]
     wl = tmp_path / "mine.json"
     wl.write_text(json.dumps({"name": "mine", "description": "test prompts", "prompts": prompts}))
-    r = spectune("run", "--target", str(target), "--draft", str(draft), "--workload", str(wl), "--max-tokens", "12",
-                 "--baseline", "--json", "--ctx", "512")
+    r = spectune(
+        "run",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--workload",
+        str(wl),
+        "--max-tokens",
+        "12",
+        "--baseline",
+        "--json",
+        "--ctx",
+        "512",
+    )
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout.strip().splitlines()[-1])
-    assert s["workload"] == "mine" and s["generations"] == 10 and [p["id"] for p in s["prompts"]] == [
-        p["id"] for p in prompts]
+    assert (
+        s["workload"] == "mine"
+        and s["generations"] == 10
+        and [p["id"] for p in s["prompts"]] == [p["id"] for p in prompts]
+    )
     assert s["tokens_generated"] == 120 == sum(p["tokens_generated"] for p in s["prompts"])
     assert s["drafted"] == sum(p["drafted"] for p in s["prompts"]) > 0
     assert s["accepted"] == sum(p["accepted"] for p in s["prompts"])
@@ -109,7 +192,7 @@ def test_run_model_choice_errors(pair, tmp_path):
     r = spectune("run", "--demo", "--target", str(target), "--prompt", "x")
     assert r.returncode == 2 and "leave out --target" in r.stderr
     r = spectune("run", "--target", str(target), "--workload", "no-such-set", "--prompt", "x")
-    assert r.returncode == 2   # argparse: --workload and --prompt exclude each other
+    assert r.returncode == 2  # argparse: --workload and --prompt exclude each other
     r = spectune("run", "--target", str(target), "--workload", "no-such-set")
     assert r.returncode == 2 and "no-such-set" in r.stderr and "Traceback" not in r.stderr
 
@@ -136,20 +219,32 @@ def test_demo_json(tmp_path):
 def test_load_progress_is_one_rewritten_line_on_a_terminal_and_nothing_otherwise():
     import io
 
-    from engine.cli import LoadProgressLine
+    from engine.cli.run import LoadProgressLine
 
     class Tty(io.StringIO):
         def isatty(self):
             return True
+
     out = Tty()
     show = LoadProgressLine(out)
-    for stage, p in (("loading", 0.0), ("target", 0.0), ("target", 0.5), ("target", 0.5), ("target", 1.0),
-                     ("draft", 1.0), ("loaded", 1.0)):
+    for stage, p in (
+        ("loading", 0.0),
+        ("target", 0.0),
+        ("target", 0.5),
+        ("target", 0.5),
+        ("target", 1.0),
+        ("draft", 1.0),
+        ("loaded", 1.0),
+    ):
         show({"event": "load_progress", "stage": stage, "progress": p})
     text = out.getvalue()
-    assert text.split("\r")[1:5] == ["loading target   0 %", "loading target  50 %", "loading target 100 %",
-                                     "loading draft 100 %"]
-    assert text.endswith("\r") and "\n" not in text            # the line is wiped once loaded
+    assert text.split("\r")[1:5] == [
+        "loading target   0 %",
+        "loading target  50 %",
+        "loading target 100 %",
+        "loading draft 100 %",
+    ]
+    assert text.endswith("\r") and "\n" not in text  # the line is wiped once loaded
     plain = io.StringIO()
     LoadProgressLine(plain)({"event": "load_progress", "stage": "target", "progress": 0.5})
     assert plain.getvalue() == ""

@@ -1,4 +1,4 @@
-"""The gpus / inspect / compat / plan subcommands, through a parser of our own (engine.cli adds them later)."""
+"""The gpus / inspect / compat / plan subcommands, through a parser of our own (engine.cli.main adds them later)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from engine.cli_models import register
-from engine.synthetic import PairSpec, write_pair
+from engine.cli.models import register
+from engine.models.synthetic import PairSpec, write_pair
 
 from .fake_nvml import NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, FakeNVML, h100, rtx4090
 from .test_gguf_inspect import vocab_dir
@@ -60,7 +60,7 @@ def test_gpus_without_a_driver_still_reports_the_cpu(capsys):
     report = json.loads(out)
     assert rc == 0 and report["status"] == "no_driver" and report["gpus"] == []
     assert report["cpu"]["ram_total_bytes"] > 0
-    rc, out, _ = run(["gpus"], capsys)   # the real pynvml on this machine, whatever it has
+    rc, out, _ = run(["gpus"], capsys)  # the real pynvml on this machine, whatever it has
     assert rc == 0 and "CPU" in out
 
 
@@ -85,11 +85,19 @@ def test_inspect_errors(capsys, tmp_path, pair):
 
 def test_compat_json_is_exactly_the_verdict(capsys):
     models = vocab_dir()
-    rc, out, _ = run(["compat", str(models / "ggml-vocab-llama-spm.gguf"), str(models / "ggml-vocab-phi-3.gguf"),
-                      "--json"], capsys)
+    rc, out, _ = run(
+        ["compat", str(models / "ggml-vocab-llama-spm.gguf"), str(models / "ggml-vocab-phi-3.gguf"), "--json"], capsys
+    )
     assert rc == 0 and json.loads(out) == {"compatible": True, "reasons": []}
-    rc, out, _ = run(["compat", str(models / "ggml-vocab-deepseek-coder.gguf"),
-                      str(models / "ggml-vocab-deepseek-llm.gguf"), "--json"], capsys)
+    rc, out, _ = run(
+        [
+            "compat",
+            str(models / "ggml-vocab-deepseek-coder.gguf"),
+            str(models / "ggml-vocab-deepseek-llm.gguf"),
+            "--json",
+        ],
+        capsys,
+    )
     verdict = json.loads(out)
     assert rc == 1 and list(verdict) == ["compatible", "reasons"] and verdict["compatible"] is False
     assert verdict["reasons"][0] == "BOS token id differs: target 32013, draft 100000"
@@ -107,19 +115,50 @@ def test_compat_human(capsys, tmp_path):
 
 def test_plan(capsys, pair):
     target, draft = pair
-    rc, out, _ = run(["plan", "--target", str(target), "--draft", str(draft), "--ctx", "4096", "--vram", "8GiB",
-                      "--json"], capsys)
+    rc, out, _ = run(
+        ["plan", "--target", str(target), "--draft", str(draft), "--ctx", "4096", "--vram", "8GiB", "--json"], capsys
+    )
     plan = json.loads(out)
     assert rc == 0 and plan["fits"] is True and plan["n_ctx"] == 4096
-    assert plan["gpus"] == [{"name": "CUDA0", "free_bytes": 8 * 2**30, "planned_bytes": plan["totals"]["vram_bytes"],
-                             "headroom_bytes": 8 * 2**30 - plan["totals"]["vram_bytes"]}]
+    assert plan["gpus"] == [
+        {
+            "name": "CUDA0",
+            "free_bytes": 8 * 2**30,
+            "planned_bytes": plan["totals"]["vram_bytes"],
+            "headroom_bytes": 8 * 2**30 - plan["totals"]["vram_bytes"],
+        }
+    ]
     assert {i["model"] for i in plan["items"]} == {"target", "draft"}
-    rc, out, _ = run(["plan", "--target", str(target), "--ctx", "8192", "--vram", "1M", "--ngl", "2",
-                      "--cache-type-k", "q8_0", "--cache-type-v", "q4_0"], capsys)
-    assert rc == 0 and "does NOT fit" in out and "layers 3 on CPU, 1 on CUDA0; output layer on CUDA0" in out and "K q8_0 + V q4_0" in out
+    rc, out, _ = run(
+        [
+            "plan",
+            "--target",
+            str(target),
+            "--ctx",
+            "8192",
+            "--vram",
+            "1M",
+            "--ngl",
+            "2",
+            "--cache-type-k",
+            "q8_0",
+            "--cache-type-v",
+            "q4_0",
+        ],
+        capsys,
+    )
+    assert (
+        rc == 0
+        and "does NOT fit" in out
+        and "layers 3 on CPU, 1 on CUDA0; output layer on CUDA0" in out
+        and "K q8_0 + V q4_0" in out
+    )
     # no --vram: the GPUs NVML reports; with none, a CPU-only plan
-    rc, out, _ = run(["plan", "--target", str(target), "--ctx", "512", "--json"], capsys,
-                     FakeNVML(init_error=NVML_ERROR_LIBRARY_NOT_FOUND))
+    rc, out, _ = run(
+        ["plan", "--target", str(target), "--ctx", "512", "--json"],
+        capsys,
+        FakeNVML(init_error=NVML_ERROR_LIBRARY_NOT_FOUND),
+    )
     plan = json.loads(out)
     assert rc == 0 and plan["fits"] is None
     # ... which gets the Lab's verdict against the available RAM
@@ -128,20 +167,26 @@ def test_plan(capsys, pair):
     rc, out, _ = run(["plan", "--target", str(target), "--ctx", "512", "--json"], capsys, FakeNVML([h100()]))
     plan = json.loads(out)
     assert plan["gpus"][0]["free_bytes"] == 80 * 2**30 - 512 * 2**20
-    assert plan["fit"] == {"fits": True, "where": "VRAM", "needed_bytes": plan["totals"]["vram_bytes"],
-                           "available_bytes": 80 * 2**30 - 512 * 2**20}
+    assert plan["fit"] == {
+        "fits": True,
+        "where": "VRAM",
+        "needed_bytes": plan["totals"]["vram_bytes"],
+        "available_bytes": 80 * 2**30 - 512 * 2**20,
+    }
     rc, out, _ = run(["plan", "--target", str(target), "--ctx", "512", "--vram", "1M"], capsys)
     assert "This pair does not fit on CUDA0" in out and "smaller context than 512" in out
 
 
 def test_plan_errors(capsys, pair, tmp_path):
     target, _ = pair
-    assert_one_line_error(*run(["plan", "--target", str(target), "--ctx", "512", "--vram", "lots"], capsys),
-                          "cannot read the size 'lots'")
-    assert_one_line_error(*run(["plan", "--target", str(tmp_path / "x.gguf"), "--ctx", "512"], capsys),
-                          "no such file")
+    assert_one_line_error(
+        *run(["plan", "--target", str(target), "--ctx", "512", "--vram", "lots"], capsys), "cannot read the size 'lots'"
+    )
+    assert_one_line_error(*run(["plan", "--target", str(tmp_path / "x.gguf"), "--ctx", "512"], capsys), "no such file")
     vocab_only = vocab_dir() / "ggml-vocab-llama-spm.gguf"
-    assert_one_line_error(*run(["plan", "--target", str(vocab_only), "--ctx", "512", "--vram", "8G"], capsys),
-                          "holds no tensors")
-    assert_one_line_error(*run(["plan", "--target", str(target), "--ctx", "-5", "--vram", "8G"], capsys),
-                          "--ctx must be 0")
+    assert_one_line_error(
+        *run(["plan", "--target", str(vocab_only), "--ctx", "512", "--vram", "8G"], capsys), "holds no tensors"
+    )
+    assert_one_line_error(
+        *run(["plan", "--target", str(target), "--ctx", "-5", "--vram", "8G"], capsys), "--ctx must be 0"
+    )

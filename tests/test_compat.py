@@ -1,4 +1,4 @@
-"""engine.compat: llama.cpp's draft/target rule, on real vocabularies and against llama.cpp itself."""
+"""engine.models.compat: llama.cpp's draft/target rule, on real vocabularies and against llama.cpp itself."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.compat import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, check_pair, vocab_compatibility
-from engine.gguf_inspect import inspect_gguf
-from engine.runtime import Engine, SpecrtError
-from engine.settings import LoadSettings
-from engine.synthetic import PairSpec, build_vocab, write_pair
+from engine.core.settings import LoadSettings
+from engine.models.compat import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, check_pair, vocab_compatibility
+from engine.models.gguf_inspect import inspect_gguf
+from engine.models.synthetic import PairSpec, build_vocab, write_pair
+from engine.runtime.binding import Engine, SpecrtError
 
 from .test_gguf_inspect import tokenizer_fields, vocab_dir, vocab_files, write_model
 
@@ -37,24 +37,48 @@ def test_every_vocab_file_is_compatible_with_itself(vocabs):
         assert vocab_compatibility(vocab, vocab) == {"compatible": True, "reasons": []}, name
 
 
-@pytest.mark.parametrize("target, draft, expected", [
-    # rule 1 fails first, and everything after it fails too
-    ("llama-spm", "bert-bge", ["vocab type differs: target SPM (llama), draft WPM (bert)",
-                               "BOS token id differs: target 1, draft 101", "vocab sizes differ by 1478",
-                               "token text differs"]),
-    # same type and flags, different BOS id and sizes
-    ("deepseek-coder", "deepseek-llm", ["BOS token id differs: target 32013, draft 100000",
-                                        "vocab sizes differ by 70144", "token text differs"]),
-    # add-BOS on against off
-    ("llama-bpe", "gpt-2", ["add-BOS differs: target on, draft off", "vocab sizes differ by 77999",
-                            "token text differs"]),
-    # add-EOS differs (T5-style vocabularies add EOS)
-    ("nomic-bert-moe", "llama-spm", ["vocab type differs", "BOS token id differs: target 0, draft 1",
-                                     "add-EOS differs: target on, draft off", "vocab sizes differ",
-                                     "token text differs"]),
-    # sizes within 128 but different text
-    ("starcoder", "refact", ["token text differs"]),
-])
+@pytest.mark.parametrize(
+    "target, draft, expected",
+    [
+        # rule 1 fails first, and everything after it fails too
+        (
+            "llama-spm",
+            "bert-bge",
+            [
+                "vocab type differs: target SPM (llama), draft WPM (bert)",
+                "BOS token id differs: target 1, draft 101",
+                "vocab sizes differ by 1478",
+                "token text differs",
+            ],
+        ),
+        # same type and flags, different BOS id and sizes
+        (
+            "deepseek-coder",
+            "deepseek-llm",
+            ["BOS token id differs: target 32013, draft 100000", "vocab sizes differ by 70144", "token text differs"],
+        ),
+        # add-BOS on against off
+        (
+            "llama-bpe",
+            "gpt-2",
+            ["add-BOS differs: target on, draft off", "vocab sizes differ by 77999", "token text differs"],
+        ),
+        # add-EOS differs (T5-style vocabularies add EOS)
+        (
+            "nomic-bert-moe",
+            "llama-spm",
+            [
+                "vocab type differs",
+                "BOS token id differs: target 0, draft 1",
+                "add-EOS differs: target on, draft off",
+                "vocab sizes differ",
+                "token text differs",
+            ],
+        ),
+        # sizes within 128 but different text
+        ("starcoder", "refact", ["token text differs"]),
+    ],
+)
 def test_different_families_fail_with_the_right_reasons(vocabs, target, draft, expected):
     verdict = vocab_compatibility(vocabs[target], vocabs[draft])
     assert verdict["compatible"] is False
@@ -75,19 +99,24 @@ def test_verdicts_are_symmetric_over_a_sample_of_pairs(vocabs):
     names = ["llama-spm", "phi-3", "baichuan", "deepseek-coder", "gpt-2", "gpt-neox", "mpt", "falcon"]
     for a in names:
         for b in names:
-            assert vocab_compatibility(vocabs[a], vocabs[b])["compatible"] == \
-                vocab_compatibility(vocabs[b], vocabs[a])["compatible"], (a, b)
+            assert (
+                vocab_compatibility(vocabs[a], vocabs[b])["compatible"]
+                == vocab_compatibility(vocabs[b], vocabs[a])["compatible"]
+            ), (a, b)
 
 
 def test_a_vocab_only_file_pair_by_path():
     models = vocab_dir()
     verdict = check_pair(models / "ggml-vocab-llama-spm.gguf", models / "ggml-vocab-baichuan.gguf")
     assert verdict["compatible"] is False
-    assert verdict["reasons"][0] == ("vocab sizes differ by 32000 (target 32000, draft 64000); "
-                                     f"llama.cpp allows at most {SPEC_VOCAB_MAX_SIZE_DIFFERENCE}")
+    assert verdict["reasons"][0] == (
+        "vocab sizes differ by 32000 (target 32000, draft 64000); "
+        f"llama.cpp allows at most {SPEC_VOCAB_MAX_SIZE_DIFFERENCE}"
+    )
 
 
 # -- agreement with llama.cpp --------------------------------------------------------------------
+
 
 def test_synthetic_pairs_agree_with_llama_cpp(tmp_path):
     good_t, good_d = write_pair(tmp_path / "good", PairSpec())
@@ -103,18 +132,24 @@ def test_synthetic_pairs_agree_with_llama_cpp(tmp_path):
 SYNTHETIC_VOCAB = build_vocab()[0]
 
 
-@pytest.mark.parametrize("draft_changes, compatible, reason", [
-    (dict(add_bos=False), False, "add-BOS differs: target on, draft off"),
-    (dict(bos=3), False, "BOS token id differs: target 1, draft 3"),
-    # llama.cpp compares EOS ids only when EOS is added: a different EOS id alone is accepted
-    (dict(eos=3), True, None),
-    (dict(extra_tokens=SPEC_VOCAB_MAX_SIZE_DIFFERENCE), True, None),
-    (dict(extra_tokens=SPEC_VOCAB_MAX_SIZE_DIFFERENCE + 1), False, "vocab sizes differ by 129"),
-    # token ids below 5 are not compared
-    (dict(tokens=["<unk>", "<s>", "</s>", "<0x00>", "<pad>"] + SYNTHETIC_VOCAB[5:]), True, None),
-    (dict(tokens=SYNTHETIC_VOCAB[:5] + ["<changed>"] + SYNTHETIC_VOCAB[6:]), False,
-     "token text differs for 1 of the ids from 5 upward: 5 (target '<0x02>', draft '<changed>')"),
-])
+@pytest.mark.parametrize(
+    "draft_changes, compatible, reason",
+    [
+        (dict(add_bos=False), False, "add-BOS differs: target on, draft off"),
+        (dict(bos=3), False, "BOS token id differs: target 1, draft 3"),
+        # llama.cpp compares EOS ids only when EOS is added: a different EOS id alone is accepted
+        (dict(eos=3), True, None),
+        (dict(extra_tokens=SPEC_VOCAB_MAX_SIZE_DIFFERENCE), True, None),
+        (dict(extra_tokens=SPEC_VOCAB_MAX_SIZE_DIFFERENCE + 1), False, "vocab sizes differ by 129"),
+        # token ids below 5 are not compared
+        (dict(tokens=["<unk>", "<s>", "</s>", "<0x00>", "<pad>"] + SYNTHETIC_VOCAB[5:]), True, None),
+        (
+            dict(tokens=SYNTHETIC_VOCAB[:5] + ["<changed>"] + SYNTHETIC_VOCAB[6:]),
+            False,
+            "token text differs for 1 of the ids from 5 upward: 5 (target '<0x02>', draft '<changed>')",
+        ),
+    ],
+)
 def test_hand_built_drafts_agree_with_llama_cpp(tmp_path, draft_changes, compatible, reason):
     shape = dict(n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, dtype="f32")
     target = write_model(tmp_path / "target.gguf", **shape)
@@ -135,16 +170,19 @@ def real_vocab_models(tmp_path_factory):
     def model(name: str) -> Path:
         if name not in cache:
             fields = tokenizer_fields(vocab_dir() / f"ggml-vocab-{name}.gguf")
-            cache[name] = write_model(out / f"{name}.gguf", n_embd=32, n_layer=1, n_head=2, n_head_kv=1, n_ff=32,
-                                      tokenizer=fields, tie=True)
+            cache[name] = write_model(
+                out / f"{name}.gguf", n_embd=32, n_layer=1, n_head=2, n_head_kv=1, n_ff=32, tokenizer=fields, tie=True
+            )
         return cache[name]
+
     return model
 
 
 # the gguf package needs seconds per large vocabulary to copy its tokenizer, so the pairs are the smaller ones:
 # compatible SPM, compatible BPE, BPE of equal size and different text, SPM of different sizes
-@pytest.mark.parametrize("target, draft", [("llama-spm", "phi-3"), ("gpt-neox", "mpt"), ("starcoder", "refact"),
-                                           ("llama-spm", "baichuan")])
+@pytest.mark.parametrize(
+    "target, draft", [("llama-spm", "phi-3"), ("gpt-neox", "mpt"), ("starcoder", "refact"), ("llama-spm", "baichuan")]
+)
 def test_real_vocabularies_agree_with_llama_cpp(real_vocab_models, vocabs, target, draft):
     paths = {name: real_vocab_models(name) for name in (target, draft)}
     ours = check_pair(paths[target], paths[draft])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.cost_model import (CostCurve, PairCosts, conditional_acceptance, expected_tokens, leviathan_speedup)
+from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance, expected_tokens, leviathan_speedup
 
 
 def test_expected_tokens_counts_the_bonus_token():
@@ -41,8 +41,8 @@ def test_curve_interpolates_and_extrapolates():
 
 
 def test_measured_forward_times_on_a_real_pair(bigger_pair):
-    from engine.runtime import Engine
-    from engine.settings import LoadSettings
+    from engine.core.settings import LoadSettings
+    from engine.runtime.binding import Engine
 
     target, draft = bigger_pair
     with Engine(LoadSettings(target, draft, ctx=1024)) as e:

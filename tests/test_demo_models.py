@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.demo_models import (MODELS_DIR, QUANTS, DemoModelError, demo_pair, list_demo_models,
-                                model_path)
-from engine.gguf_check import check_gguf
-from engine.workloads import list_workloads, load_workload
+from engine.core.workloads import list_workloads, load_workload
+from engine.models.demo_models import MODELS_DIR, QUANTS, DemoModelError, demo_pair, list_demo_models, model_path
+from engine.models.gguf_check import check_gguf
 
 MAX_TOTAL_BYTES = 25 * 1000 * 1000
 GREEDY_TOKENS_CHECKED = 20
@@ -56,8 +55,13 @@ def test_metadata_makes_a_same_family_pair(quant):
         assert meta["general.architecture"] == "llama"
         assert meta["tokenizer.ggml.model"] == "gpt2" and meta["tokenizer.ggml.pre"] == "gpt-2"
         assert meta["tokenizer.ggml.add_bos_token"] is True
-    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type",
-                "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+    for key in (
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.merges",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id",
+    ):
         assert t[key] == d[key], f"{key} differs between target and draft"
     assert d["llama.block_count"] < t["llama.block_count"]
     assert d["llama.embedding_length"] < t["llama.embedding_length"]
@@ -81,7 +85,7 @@ NGRAM_MOD = dict(ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16)
 
 
 def generate(engine, spec, prompt: str, n: int, baseline: bool = False):
-    from engine.settings import SamplingSettings
+    from engine.core.settings import SamplingSettings
 
     engine.set_spec(spec)
     engine.set_sampling(SamplingSettings(temp=0.0))
@@ -96,8 +100,8 @@ def generate(engine, spec, prompt: str, n: int, baseline: bool = False):
 
 @pytest.fixture(scope="module")
 def engine():
-    from engine.runtime import Engine
-    from engine.settings import LoadSettings
+    from engine.core.settings import LoadSettings
+    from engine.runtime.binding import Engine
 
     target, draft = demo_pair("f16")
     with Engine(LoadSettings(target, draft, ctx=1024)) as e:
@@ -117,7 +121,7 @@ def test_llama_cpp_tokenizes_as_the_training_tokenizer(engine):
 
 def test_greedy_text_equals_pytorch(engine):
     """llama.cpp's greedy continuation equals the PyTorch model's (computed with the F16 weights)."""
-    from engine.settings import SpecSettings
+    from engine.core.settings import SpecSettings
 
     for case in REFERENCE["prompts"]:
         want = case["greedy_ids"][:GREEDY_TOKENS_CHECKED]
@@ -127,7 +131,7 @@ def test_greedy_text_equals_pytorch(engine):
 
 @pytest.mark.parametrize("spec_type", ["draft-simple", "ngram-mod"])
 def test_speculation_keeps_the_greedy_text(engine, spec_type):
-    from engine.settings import SpecSettings
+    from engine.core.settings import SpecSettings
 
     drafted = 0
     for prompt in load_workload("code-editing").texts()[:3]:
@@ -151,8 +155,8 @@ def acceptance(workload: str, spec) -> float:
     """accepted / drafted over a whole set at temperature 0, 128 tokens a prompt, as
     `spectune run --demo --workload SET --json` measures it: a fresh engine, so the
     speculators (ngram-mod's pool learns across prompts) start empty for each set."""
-    from engine.runtime import Engine
-    from engine.settings import LoadSettings
+    from engine.core.settings import LoadSettings
+    from engine.runtime.binding import Engine
 
     key = (workload, repr(spec))
     if key not in _ACCEPTANCE:
@@ -170,7 +174,7 @@ def acceptance(workload: str, spec) -> float:
 
 @pytest.mark.parametrize("workload", ["code-completion", "code-editing"])
 def test_draft_simple_acceptance_on_code_is_at_least_half(workload):
-    from engine.settings import SpecSettings
+    from engine.core.settings import SpecSettings
 
     rate = acceptance(workload, SpecSettings("draft-simple", draft_n_max=4))
     assert rate >= 0.5, f"{workload}: draft-simple K=4 acceptance {rate:.3f}"
@@ -191,8 +195,8 @@ def cpu_has_amx() -> bool:
 @pytest.mark.parametrize("quant, repack", [("f16", True), ("f16", False), ("q8_0", False), ("q8_0", True)])
 def test_each_quantization_runs_as_a_pair(quant, repack):
     """Loaded by the worker, as the CLI and the app load it, so a crash fails this test only."""
-    from engine.client import EngineClient, EngineCrashed
-    from engine.settings import LoadSettings
+    from engine.core.settings import LoadSettings
+    from engine.runtime.client import EngineClient, EngineCrashed
 
     target, draft = demo_pair(quant)
     prompt = load_workload("code-completion").texts()[0]
@@ -201,8 +205,10 @@ def test_each_quantization_runs_as_a_pair(quant, repack):
         client.start()
         try:
             client.load(LoadSettings(target, draft, ctx=1024, repack=repack))
-            runs = [list(client.generate(prompt, 48, baseline=base, spec=spec, sampling=GREEDY, timeout=120))
-                    for base in (True, False)]
+            runs = [
+                list(client.generate(prompt, 48, baseline=base, spec=spec, sampling=GREEDY, timeout=120))
+                for base in (True, False)
+            ]
         except EngineCrashed as exc:
             pytest.fail(f"{quant} pair (repack {repack}) crashed the engine: {exc}")
     texts = [[tok for ev in events if ev["event"] == "cycle" for tok in ev["tokens"]] for events in runs]
@@ -217,9 +223,27 @@ def test_the_cli_runs_the_q8_0_pair_on_this_machine(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--demo", "q8_0", "--prompt", "def add(a, b):",
-                        "--max-tokens", "24", "--ctx", "512", "--json"],
-                       capture_output=True, text=True, timeout=300, cwd=MODELS_DIR.parent.parent)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            "run",
+            "--demo",
+            "q8_0",
+            "--prompt",
+            "def add(a, b):",
+            "--max-tokens",
+            "24",
+            "--ctx",
+            "512",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=MODELS_DIR.parent.parent,
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["tokens_generated"] == 24 and summary["drafted"] > 0
@@ -231,7 +255,7 @@ def test_the_cli_runs_the_q8_0_pair_on_this_machine(tmp_path):
 # -- what the family must show (resources/models/README.md reports the full numbers) --------------
 def test_creative_writing_accepts_less_than_code_editing():
     """Open creative writing is speculation's worst case; an edit that restates code is a good one."""
-    from engine.settings import SpecSettings
+    from engine.core.settings import SpecSettings
 
     spec = SpecSettings("draft-simple", draft_n_max=4)
     creative, editing = acceptance("creative", spec), acceptance("code-editing", spec)
@@ -239,7 +263,7 @@ def test_creative_writing_accepts_less_than_code_editing():
 
 
 def test_ngram_mod_finds_more_to_copy_in_code_editing_than_in_creative_writing():
-    from engine.settings import SpecSettings
+    from engine.core.settings import SpecSettings
 
     spec = SpecSettings("ngram-mod", **NGRAM_MOD)
     creative, editing = acceptance("creative", spec), acceptance("code-editing", spec)

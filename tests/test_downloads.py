@@ -10,11 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from engine import downloads
-from engine.cli_library import register
-from engine.downloads import (ChecksumError, DiskSpaceError, DownloadCancelled, DownloadError, FileRequest,
-                              Progress, format_progress, parse_repo_file, pull, resolve_name)
-from engine.synthetic import PairSpec, write_pair
+from engine.cli.library import register
+from engine.models import downloads
+from engine.models.downloads import (
+    ChecksumError,
+    DiskSpaceError,
+    DownloadCancelled,
+    DownloadError,
+    FileRequest,
+    Progress,
+    format_progress,
+    parse_repo_file,
+    pull,
+    resolve_name,
+)
+from engine.models.synthetic import PairSpec, write_pair
 
 from .conftest import run_registered
 from .hub_server import COMMIT, HubServer
@@ -66,6 +76,7 @@ def blob_dir(cache: Path) -> Path:
 
 
 # -- a normal download ---------------------------------------------------------------------------
+
 
 def test_download_lands_in_the_hf_cache_verified_by_sha256(hub, cache, ggufs):
     hub.add(REPO, TARGET, ggufs["target"])
@@ -122,6 +133,7 @@ def test_local_dir_gets_the_plain_file_and_a_foreign_file_is_never_overwritten(h
 
 # -- interruptions --------------------------------------------------------------------------------
 
+
 def test_a_dropped_connection_resumes_with_a_range_request(hub, cache, ggufs):
     hub.add(REPO, TARGET, ggufs["target"], drop_after=1_000_000, drop_times=1)
     f = fetch(hub, cache).files[0]
@@ -129,7 +141,7 @@ def test_a_dropped_connection_resumes_with_a_range_request(hub, cache, ggufs):
     first, second = hub.gets()
     assert first.range is None
     start = int(second.range.removeprefix("bytes=").rstrip("-"))
-    assert 0 < start <= 1_000_000       # what reached the disk before the drop is not fetched again
+    assert 0 < start <= 1_000_000  # what reached the disk before the drop is not fetched again
     assert f.downloaded_bytes == len(ggufs["target"])
 
 
@@ -168,7 +180,7 @@ def test_cancel_stops_mid_file_and_leaves_a_resumable_partial(hub, cache, ggufs)
     partial = info.value.partial
     assert partial == blob_dir(cache) / f"{sha(data)}.incomplete"
     assert 4 * CHUNK <= info.value.kept_bytes == partial.stat().st_size < len(data)
-    assert partial.read_bytes() == data[:info.value.kept_bytes]
+    assert partial.read_bytes() == data[: info.value.kept_bytes]
     assert not (blob_dir(cache) / sha(data)).exists()
     # a throttled transfer is long enough to measure: rate and ETA were reported
     assert any(e.rate_bytes_per_s and e.eta_s is not None for e in events)
@@ -179,6 +191,7 @@ def test_cancel_stops_mid_file_and_leaves_a_resumable_partial(hub, cache, ggufs)
 
 
 # -- corruption -------------------------------------------------------------------------------------
+
 
 def test_a_corrupted_transfer_is_rejected_deleted_and_never_linked(hub, cache, ggufs):
     data = ggufs["target"]
@@ -224,7 +237,7 @@ class _Preset:
 
 
 class _Catalog:
-    """Stands for engine.catalog's Catalog: preset(name) or a ValueError naming the known presets."""
+    """Stands for engine.models.catalog's Catalog: preset(name) or a ValueError naming the known presets."""
 
     def __init__(self, *presets: _Preset):
         self.presets = {p.name: p for p in presets}
@@ -237,9 +250,13 @@ class _Catalog:
 
 def tiny_catalog(ggufs, draft_key: str = "draft", target_sha: str | None = None) -> _Catalog:
     t, d = ggufs["target"], ggufs[draft_key]
-    return _Catalog(_Preset("tiny-pair",
-                            _ModelFile("tiny", "F32", REPO, TARGET, len(t), target_sha or sha(t)),
-                            _ModelFile("tiny-draft", "F32", REPO, DRAFT, len(d), sha(d))))
+    return _Catalog(
+        _Preset(
+            "tiny-pair",
+            _ModelFile("tiny", "F32", REPO, TARGET, len(t), target_sha or sha(t)),
+            _ModelFile("tiny-draft", "F32", REPO, DRAFT, len(d), sha(d)),
+        )
+    )
 
 
 def test_a_catalog_hash_that_differs_from_the_hubs_fails_before_any_byte(hub, cache, ggufs):
@@ -251,6 +268,7 @@ def test_a_catalog_hash_that_differs_from_the_hubs_fails_before_any_byte(hub, ca
 
 
 # -- disk space -------------------------------------------------------------------------------------
+
 
 def test_not_enough_disk_space_fails_first_naming_needed_and_free_bytes(hub, cache, ggufs):
     hub.add(REPO, TARGET, ggufs["target"])
@@ -278,6 +296,7 @@ def test_the_disk_check_counts_only_the_bytes_a_resume_still_needs(hub, cache, g
 
 
 # -- presets and checks -----------------------------------------------------------------------------
+
 
 def test_a_preset_pulls_target_and_draft_and_checks_the_pair(hub, cache, ggufs):
     hub.add(REPO, TARGET, ggufs["target"])
@@ -320,7 +339,7 @@ def test_unknown_repos_files_and_presets_are_named(hub, cache, ggufs):
 
 def test_an_unreachable_hub_and_a_refusing_cdn_are_said_plainly(hub, cache, ggufs):
     with pytest.raises(DownloadError, match="cannot reach the hub at http://127.0.0.1:9"):
-        pull(f"{REPO}:{TARGET}", cache_dir=cache)      # HF_ENDPOINT: the closed port of offline_defaults
+        pull(f"{REPO}:{TARGET}", cache_dir=cache)  # HF_ENDPOINT: the closed port of offline_defaults
     hub.add(REPO, TARGET, ggufs["target"], cdn_status=403)
     with pytest.raises(DownloadError, match="answered HTTP 403 for tiny-target-F32.gguf.*pull again"):
         fetch(hub, cache)
@@ -332,12 +351,20 @@ def test_a_file_name_that_climbs_out_of_the_repository_is_refused(hub, tmp_path)
     assert hub.requests == []
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("bartowski/Qwen2.5-0.5B-Instruct-GGUF:Qwen2.5-0.5B-Instruct-Q8_0.gguf",
-     FileRequest("bartowski/Qwen2.5-0.5B-Instruct-GGUF", "Qwen2.5-0.5B-Instruct-Q8_0.gguf")),
-    ("org/repo@v1.0:sub/dir/model.GGUF", FileRequest("org/repo", "sub/dir/model.GGUF", "v1.0")),
-    ("qwen2.5-7b", None), ("org/repo:model.bin", None), ("org/repo@:m.gguf", None), ("repo:m.gguf", None),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (
+            "bartowski/Qwen2.5-0.5B-Instruct-GGUF:Qwen2.5-0.5B-Instruct-Q8_0.gguf",
+            FileRequest("bartowski/Qwen2.5-0.5B-Instruct-GGUF", "Qwen2.5-0.5B-Instruct-Q8_0.gguf"),
+        ),
+        ("org/repo@v1.0:sub/dir/model.GGUF", FileRequest("org/repo", "sub/dir/model.GGUF", "v1.0")),
+        ("qwen2.5-7b", None),
+        ("org/repo:model.bin", None),
+        ("org/repo@:m.gguf", None),
+        ("repo:m.gguf", None),
+    ],
+)
 def test_parse_repo_file(name, expected):
     assert parse_repo_file(name) == expected
 
@@ -351,13 +378,15 @@ def test_names_that_are_neither_presets_nor_repo_files_are_refused(name):
 def test_format_progress_reads_like_a_progress_line():
     line = format_progress(Progress("draft", "m.gguf", "downloading", 3 * 2**20, 12 * 2**20, 2**20, 9.0, 1, 2))
     assert line == "[2/2] m.gguf   25.0% 3.0 MiB / 12.0 MiB  1.0 MiB/s  ETA 9 s"
-    assert format_progress(Progress("model", "m.gguf", "done", 2**30, 2**30, None, None, 0, 1)) == \
-        "[1/1] m.gguf  done, 1.0 GiB"
+    assert (
+        format_progress(Progress("model", "m.gguf", "done", 2**30, 2**30, None, None, 0, 1))
+        == "[1/1] m.gguf  done, 1.0 GiB"
+    )
 
 
 def test_the_catalog_adapter_reads_engine_catalog_presets():
-    """With engine/catalog.py and its data present, every preset maps to a target and a draft request."""
-    catalog_module = pytest.importorskip("engine.catalog")
+    """With engine/models/catalog.py and its data present, every preset maps to a target and a draft request."""
+    catalog_module = pytest.importorskip("engine.models.catalog")
     try:
         catalog = catalog_module.load_catalog()
     except catalog_module.CatalogError as exc:
@@ -383,8 +412,9 @@ def test_a_bundled_preset_file_is_checked_not_fetched(hub, cache, ggufs, tmp_pat
 
     catalog = tiny_catalog(ggufs)
     d = catalog.presets["tiny-pair"].draft
-    catalog.presets["tiny-pair"].draft = _Bundled(d.model, d.quant, "bundled", DRAFT, d.size_bytes, d.sha256,
-                                                  bundled_path=shipped)
+    catalog.presets["tiny-pair"].draft = _Bundled(
+        d.model, d.quant, "bundled", DRAFT, d.size_bytes, d.sha256, bundled_path=shipped
+    )
     result = fetch(hub, cache, name="tiny-pair", catalog=catalog)
     draft = result.files[1]
     assert draft.path == str(shipped) and draft.already_present and draft.sha256_verified
@@ -397,6 +427,7 @@ def test_a_bundled_preset_file_is_checked_not_fetched(hub, cache, ggufs, tmp_pat
 
 # -- the command line -------------------------------------------------------------------------------
 
+
 def run_cli(args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
     return run_registered(register, args, capsys, **register_kw)
 
@@ -404,8 +435,12 @@ def run_cli(args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
 def test_cli_pull_json_prints_one_object_with_the_paths(hub, cache, ggufs, capsys):
     hub.add(REPO, TARGET, ggufs["target"])
     hub.add(REPO, DRAFT, ggufs["draft"])
-    rc, out, err = run_cli(["pull", "tiny-pair", "--cache-dir", str(cache), "--json"], capsys,
-                           catalog=tiny_catalog(ggufs), download_options={"endpoint": hub.endpoint})
+    rc, out, err = run_cli(
+        ["pull", "tiny-pair", "--cache-dir", str(cache), "--json"],
+        capsys,
+        catalog=tiny_catalog(ggufs),
+        download_options={"endpoint": hub.endpoint},
+    )
     assert rc == 0 and out.count("\n") == 1
     d = json.loads(out)
     assert Path(d["target"]).read_bytes() == ggufs["target"] and d["compat"]["compatible"] is True
@@ -419,15 +454,19 @@ def test_cli_pull_errors_are_one_line_with_exit_code_2(hub, cache, ggufs, capsys
         (["pull", f"{REPO}:{TARGET}"], {"disk_free": lambda path: 10}, "not enough free disk space"),
         (["pull", "nope"], {}, "unknown preset 'nope'"),
     ]:
-        rc, out, err = run_cli([*args, "--cache-dir", str(cache)], capsys, catalog=tiny_catalog(ggufs),
-                               download_options={"endpoint": hub.endpoint, **options})
+        rc, out, err = run_cli(
+            [*args, "--cache-dir", str(cache)],
+            capsys,
+            catalog=tiny_catalog(ggufs),
+            download_options={"endpoint": hub.endpoint, **options},
+        )
         assert rc == 2 and out == "" and err.startswith("spectune: error: ") and err.count("\n") == 1, err
         assert fragment in err and "Traceback" not in err
 
 
 def test_spectune_pull_through_the_real_command_line(hub, tmp_path, ggufs, monkeypatch, capsys):
-    """engine.cli registers pull; HF_ENDPOINT and HF_HUB_CACHE are read when the command runs."""
-    from engine.cli import main
+    """engine.cli.main registers pull; HF_ENDPOINT and HF_HUB_CACHE are read when the command runs."""
+    from engine.cli.main import main
 
     hub.add(REPO, TARGET, ggufs["target"])
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
@@ -447,7 +486,7 @@ def test_module_reads_no_endpoint_at_import(monkeypatch):
 def test_the_terminal_progress_line_is_rewritten_in_place():
     import io
 
-    from engine.cli_library import _ProgressPrinter
+    from engine.cli.library import _ProgressPrinter
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

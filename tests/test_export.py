@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from engine import server_dialect
-from engine.export import ExportError, export_llama_server, export_warnings, llama_server_argv, server_argv
-from engine.export_engines import EngineExportError, sglang_export, vllm_export
-from engine.llama_install import LlamaInstallError, server_path, source_tree
-from engine.memory_plan import GpuBudget
-from engine.server_dialect import CURRENT, DialectError, detect_dialect, parse_help, read_help
-from engine.server_runner import LlamaServer, ServerError, server_summary
-from engine.settings import SPEC_TYPES, LoadSettings, SamplingSettings, SpecSettings
+from engine.core.settings import SPEC_TYPES, LoadSettings, SamplingSettings, SpecSettings
+from engine.deploy.engines import EngineExportError, sglang_export, vllm_export
+from engine.deploy.export import ExportError, export_llama_server, export_warnings, llama_server_argv, server_argv
+from engine.llama import dialect as server_dialect
+from engine.llama.dialect import CURRENT, DialectError, detect_dialect, parse_help, read_help
+from engine.llama.install import LlamaInstallError, server_path, source_tree
+from engine.llama.server import LlamaServer, ServerError, server_summary
+from engine.planning.memory_plan import GpuBudget
 
 from .conftest import PROMPTS
 
@@ -61,6 +61,7 @@ def _renamed_help_text(current_text: str) -> str:
 
 
 # -- dialect detection ------------------------------------------------------------------------------
+
 
 def test_bundled_help_is_the_current_dialect_and_knows_the_removed_flags(bundled_help):
     d = detect_dialect(bundled_help)
@@ -121,8 +122,16 @@ LOAD = LoadSettings(Path("/models/target.gguf"), Path("/models/draft.gguf"), ctx
 
 @pytest.mark.parametrize("spec_type", SPEC_TYPES)
 def test_current_argv_for_each_type(spec_type):
-    spec = SpecSettings(spec_type, draft_n_max=7, ngram_size_n=3, ngram_size_m=9, ngram_min_hits=2,
-                        ngram_mod_n_match=5, ngram_mod_n_min=2, ngram_mod_n_max=11)
+    spec = SpecSettings(
+        spec_type,
+        draft_n_max=7,
+        ngram_size_n=3,
+        ngram_size_m=9,
+        ngram_min_hits=2,
+        ngram_mod_n_match=5,
+        ngram_mod_n_min=2,
+        ngram_mod_n_max=11,
+    )
     v = flag_values(llama_server_argv(LOAD, spec, SamplingSettings(temp=0.7, seed=42)))
     assert v["-m"] == "/models/target.gguf" and v["-c"] == "8192" and v["-np"] == "1"
     assert v["--spec-type"] == spec_type
@@ -130,11 +139,17 @@ def test_current_argv_for_each_type(spec_type):
     assert (v.get("--spec-draft-n-max") == "7") == spec_type.startswith("draft-")
     if spec_type in ("ngram-simple", "ngram-map-k", "ngram-map-k4v"):
         name = spec_type.removeprefix("ngram-")
-        assert (v[f"--spec-ngram-{name}-size-n"], v[f"--spec-ngram-{name}-size-m"],
-                v[f"--spec-ngram-{name}-min-hits"]) == ("3", "9", "2")
+        assert (
+            v[f"--spec-ngram-{name}-size-n"],
+            v[f"--spec-ngram-{name}-size-m"],
+            v[f"--spec-ngram-{name}-min-hits"],
+        ) == ("3", "9", "2")
     if spec_type == "ngram-mod":
-        assert (v["--spec-ngram-mod-n-match"], v["--spec-ngram-mod-n-min"], v["--spec-ngram-mod-n-max"]) == \
-            ("5", "2", "11")
+        assert (v["--spec-ngram-mod-n-match"], v["--spec-ngram-mod-n-min"], v["--spec-ngram-mod-n-max"]) == (
+            "5",
+            "2",
+            "11",
+        )
     assert (v["--temp"], v["--top-k"], v["--top-p"], v["--min-p"], v["--seed"]) == ("0.7", "40", "0.95", "0.05", "42")
 
 
@@ -142,8 +157,9 @@ def test_current_argv_leaves_out_knobs_at_the_binarys_default_only(bundled_help)
     d = detect_dialect(bundled_help)
     at_default = flag_values(server_argv(LOAD, SpecSettings("draft-simple", draft_n_max=3), None, "srv", d))
     assert "--spec-draft-n-min" not in at_default and "--spec-draft-p-min" not in at_default
-    changed = flag_values(server_argv(LOAD, SpecSettings("draft-simple", draft_n_min=2, draft_p_min=0.25),
-                                      None, "srv", d))
+    changed = flag_values(
+        server_argv(LOAD, SpecSettings("draft-simple", draft_n_min=2, draft_p_min=0.25), None, "srv", d)
+    )
     assert changed["--spec-draft-n-min"] == "2" and changed["--spec-draft-p-min"] == "0.25"
     assert "--seed" not in flag_values(llama_server_argv(LOAD, SpecSettings(), SamplingSettings()))
 
@@ -179,11 +195,19 @@ def test_pre_rename_refuses_what_it_cannot_express(old_help):
     with pytest.raises(ExportError, match="one --draft-min for both"):
         server_argv(LOAD, SpecSettings("ngram-mod,draft-simple", draft_n_max=4), None, "s", d)
     with pytest.raises(ExportError, match="one --draft-max for both .*K.* \\(4\\) and ngram-mod's n_max \\(64\\)"):
-        server_argv(LOAD, SpecSettings("ngram-mod,draft-simple", draft_n_max=4, draft_n_min=1, ngram_mod_n_min=1),
-                    None, "s", d)
+        server_argv(
+            LOAD, SpecSettings("ngram-mod,draft-simple", draft_n_max=4, draft_n_min=1, ngram_mod_n_min=1), None, "s", d
+        )
     # equal values fit the shared flags
-    shared = flag_values(server_argv(LOAD, SpecSettings("ngram-mod,draft-simple", draft_n_max=8, draft_n_min=1,
-                                                        ngram_mod_n_min=1, ngram_mod_n_max=8), None, "s", d))
+    shared = flag_values(
+        server_argv(
+            LOAD,
+            SpecSettings("ngram-mod,draft-simple", draft_n_max=8, draft_n_min=1, ngram_mod_n_min=1, ngram_mod_n_max=8),
+            None,
+            "s",
+            d,
+        )
+    )
     assert (shared["--spec-type"], shared["--draft-max"], shared["--draft-min"]) == ("ngram-mod", "8", "1")
     with pytest.raises(ExportError, match="one --spec-ngram-size-n for both"):
         server_argv(LOAD, SpecSettings("ngram-simple,ngram-mod", ngram_size_n=3), None, "s", d)
@@ -192,9 +216,15 @@ def test_pre_rename_refuses_what_it_cannot_express(old_help):
     with pytest.raises(ExportError, match="cannot run speculative type ngram-mod"):
         server_argv(LOAD, SpecSettings("ngram-mod"), None, "s", no_mod)
     # and one from before --spec-type: a draft model is the only speculation it has
-    no_spec_type = detect_dialect(parse_help("\n".join(
-        line for line in OLD_HELP.read_text().splitlines()
-        if not line.startswith(("--spec-", "                                        draft-free")))))
+    no_spec_type = detect_dialect(
+        parse_help(
+            "\n".join(
+                line
+                for line in OLD_HELP.read_text().splitlines()
+                if not line.startswith(("--spec-", "                                        draft-free"))
+            )
+        )
+    )
     assert no_spec_type.spec_types == {}
     assert "-md" in server_argv(LOAD, SpecSettings("draft-simple"), None, "s", no_spec_type)
     with pytest.raises(ExportError, match="ngram-simple"):
@@ -207,6 +237,7 @@ def test_the_built_in_current_dialect_is_what_llama_server_argv_writes():
 
 
 # -- reading --help: cached by path, mtime and size ------------------------------------------------
+
 
 def _help_printer(path: Path, help_file: Path, marker: str = "") -> Path:
     path.write_text(f"#!/bin/sh\n# {marker}\ncat '{help_file}'\n")
@@ -233,7 +264,7 @@ def test_read_help_uses_the_disk_cache_when_the_binary_cannot_run(tmp_path, monk
     server = _help_printer(tmp_path / "llama-server", OLD_HELP)
     read_help(server)
     server_dialect._help_cache.clear()
-    server.chmod(0o644)   # same mtime and size, but it can no longer run
+    server.chmod(0o644)  # same mtime and size, but it can no longer run
     assert detect_dialect(read_help(server)).name == "pre-rename"
     (tmp_path / "cache" / "server-help").rename(tmp_path / "elsewhere")
     server_dialect._help_cache.clear()
@@ -250,14 +281,20 @@ def test_export_for_a_pre_rename_binary_end_to_end(tmp_path, monkeypatch, pair):
     monkeypatch.setenv("SPECTUNE_CACHE_DIR", str(tmp_path / "cache"))
     server = _help_printer(tmp_path / "llama-server", OLD_HELP)
     target, draft = pair
-    exported = export_llama_server(LoadSettings(target, draft), SpecSettings("draft-simple", draft_n_max=5),
-                                   SamplingSettings(), server, gpus=BIG_BUDGET)
+    exported = export_llama_server(
+        LoadSettings(target, draft),
+        SpecSettings("draft-simple", draft_n_max=5),
+        SamplingSettings(),
+        server,
+        gpus=BIG_BUDGET,
+    )
     assert exported.dialect == "pre-rename" and exported.argv[0] == str(server)
     assert flag_values(exported.argv)["--draft-max"] == "5"
     assert any("-md alone turns the draft model on" in w for w in exported.warnings)
 
 
 # -- pitfalls -----------------------------------------------------------------------------------------
+
 
 def test_warnings_for_a_draft_model_without_a_draft_type_and_for_the_slots(pair):
     target, draft = pair
@@ -290,15 +327,25 @@ def test_warning_when_the_memory_plan_does_not_fit(pair):
 
 # -- vLLM and SGLang ----------------------------------------------------------------------------------
 
+
 def test_vllm_command_for_a_draft_model_and_for_ngram():
-    draft = vllm_export(LOAD, SpecSettings("draft-simple", draft_n_max=5), SamplingSettings(temp=0.6),
-                        target_model="Qwen/Qwen3-8B", draft_model="Qwen/Qwen3-0.6B", tensor_parallel_size=2)
+    draft = vllm_export(
+        LOAD,
+        SpecSettings("draft-simple", draft_n_max=5),
+        SamplingSettings(temp=0.6),
+        target_model="Qwen/Qwen3-8B",
+        draft_model="Qwen/Qwen3-0.6B",
+        tensor_parallel_size=2,
+    )
     argv = draft.argv
     assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-8B"]
     v = flag_values(argv[2:])
     assert v["--tensor-parallel-size"] == "2" and v["--max-model-len"] == "8192"
-    assert json.loads(v["--speculative-config"]) == {"method": "draft_model", "model": "Qwen/Qwen3-0.6B",
-                                                     "num_speculative_tokens": 5}
+    assert json.loads(v["--speculative-config"]) == {
+        "method": "draft_model",
+        "model": "Qwen/Qwen3-0.6B",
+        "num_speculative_tokens": 5,
+    }
     assert not any("GGUF" in w for w in draft.warnings) and any("temperature=0.6" in w for w in draft.warnings)
 
     ngram = vllm_export(LOAD, SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8))
@@ -308,15 +355,26 @@ def test_vllm_command_for_a_draft_model_and_for_ngram():
 
 
 def test_sglang_command_for_a_draft_model_and_for_ngram():
-    out = sglang_export(LOAD, SpecSettings("ngram-simple,draft-simple", draft_n_max=4),
-                        target_model="meta-llama/Llama-3.1-8B-Instruct", draft_model="meta-llama/Llama-3.2-1B",
-                        tensor_parallel_size=4)
+    out = sglang_export(
+        LOAD,
+        SpecSettings("ngram-simple,draft-simple", draft_n_max=4),
+        target_model="meta-llama/Llama-3.1-8B-Instruct",
+        draft_model="meta-llama/Llama-3.2-1B",
+        tensor_parallel_size=4,
+    )
     assert out.argv[:3] == ["python", "-m", "sglang.launch_server"]
     v = flag_values(out.argv[2:])
-    assert (v["--model-path"], v["--tp-size"], v["--speculative-algorithm"], v["--speculative-draft-model-path"]) \
-        == ("meta-llama/Llama-3.1-8B-Instruct", "4", "STANDALONE", "meta-llama/Llama-3.2-1B")
-    assert (v["--speculative-num-steps"], v["--speculative-eagle-topk"], v["--speculative-num-draft-tokens"]) == \
-        ("4", "1", "5")
+    assert (v["--model-path"], v["--tp-size"], v["--speculative-algorithm"], v["--speculative-draft-model-path"]) == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "4",
+        "STANDALONE",
+        "meta-llama/Llama-3.2-1B",
+    )
+    assert (v["--speculative-num-steps"], v["--speculative-eagle-topk"], v["--speculative-num-draft-tokens"]) == (
+        "4",
+        "1",
+        "5",
+    )
     assert any("ngram-simple left out" in w for w in out.warnings)
     ngram = sglang_export(LOAD, SpecSettings("ngram-mod", ngram_mod_n_max=16))
     nv = flag_values(ngram.argv[2:])
@@ -333,26 +391,36 @@ def test_engines_refuse_what_they_cannot_take():
         vllm_export(LOAD, SpecSettings("draft-dflash"))
     with pytest.raises(EngineExportError, match="tensor-parallel"):
         vllm_export(LOAD, SpecSettings("ngram-mod"), tensor_parallel_size=0)
-    assert json.loads(vllm_export(LOAD, SpecSettings("draft-mtp", draft_n_max=2)).argv[-1]) == \
-        {"method": "mtp", "num_speculative_tokens": 2}
+    assert json.loads(vllm_export(LOAD, SpecSettings("draft-mtp", draft_n_max=2)).argv[-1]) == {
+        "method": "mtp",
+        "num_speculative_tokens": 2,
+    }
 
 
 # -- the command line ---------------------------------------------------------------------------------
 
-CLI = ("import argparse, sys\n"
-       "from engine.cli_deploy import register\n"
-       "p = argparse.ArgumentParser(prog='spectune')\n"
-       "register(p.add_subparsers(dest='command'))\n"
-       "a = p.parse_args(sys.argv[1:])\n"
-       "sys.exit(a.func(a))\n")
+CLI = (
+    "import argparse, sys\n"
+    "from engine.cli.deploy import register\n"
+    "p = argparse.ArgumentParser(prog='spectune')\n"
+    "register(p.add_subparsers(dest='command'))\n"
+    "a = p.parse_args(sys.argv[1:])\n"
+    "sys.exit(a.func(a))\n"
+)
 
 
 def run_cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     import os
 
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parent.parent, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+        env=env,
+    )
 
 
 def test_cli_export_prints_the_command_last_and_warnings_on_stderr(pair):
@@ -363,16 +431,39 @@ def test_cli_export_prints_the_command_last_and_warnings_on_stderr(pair):
     # the bundled binary needs its library folder on the loader path: set first, on the same line
     assert last.startswith("$env:") and "; & '" in last and "--spec-draft-n-max 5" in last and f"'{draft}'" in last
     assert "spectune: warning:" in proc.stderr and "-np 1" in proc.stderr and "current flag dialect" in proc.stderr
-    vllm = run_cli("export", "--target", str(target), "--draft", str(draft), "--format", "vllm",
-                   "--hf-target", "org/target", "--hf-draft", "org/draft", "--tensor-parallel-size", "2")
+    vllm = run_cli(
+        "export",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--format",
+        "vllm",
+        "--hf-target",
+        "org/target",
+        "--hf-draft",
+        "org/draft",
+        "--tensor-parallel-size",
+        "2",
+    )
     assert vllm.returncode == 0 and vllm.stdout.strip().splitlines()[-1].startswith("vllm serve org/target ")
 
 
 def test_cli_export_errors_are_one_line_with_status_2(tmp_path, pair):
     target, draft = pair
     server = _help_printer(tmp_path / "llama-server", OLD_HELP)
-    proc = run_cli("export", "--target", str(target), "--draft", str(draft), "--spec-type", "draft-eagle3",
-                   "--server", str(server), env_extra={"SPECTUNE_CACHE_DIR": str(tmp_path / "cache")})
+    proc = run_cli(
+        "export",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--spec-type",
+        "draft-eagle3",
+        "--server",
+        str(server),
+        env_extra={"SPECTUNE_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("spectune: error: this llama-server (pre-rename dialect) cannot run")
     assert "Traceback" not in proc.stderr
@@ -396,9 +487,10 @@ SERVER_CASES = [
 @pytest.mark.parametrize("spec", SERVER_CASES, ids=lambda s: f"{s.spec_type}-K{s.draft_n_max}")
 def test_bundled_llama_server_accepts_the_exported_argv(pair, spec):
     target, draft = pair
-    exported = export_llama_server(LoadSettings(target, draft, ctx=2048), spec, SamplingSettings(seed=5),
-                                   gpus=BIG_BUDGET)
-    with LlamaServer(exported.argv) as srv:   # start() waits for /health to answer 200
+    exported = export_llama_server(
+        LoadSettings(target, draft, ctx=2048), spec, SamplingSettings(seed=5), gpus=BIG_BUDGET
+    )
+    with LlamaServer(exported.argv) as srv:  # start() waits for /health to answer 200
         result = server_summary(srv.complete(PROMPTS[2], 64))
     assert result["tokens_generated"] == 64
     if "draft-simple" in spec.types:
@@ -423,38 +515,54 @@ def test_the_bundled_servers_exported_bash_line_runs_from_a_plain_terminal(pair,
     that is what a user pasting the line does), with --version in place of serving."""
     import shutil
 
-    from engine.llama_install import find_install
-    from engine.shell_quote import join_with_path
+    from engine.deploy.shell_quote import join_with_path
+    from engine.llama.install import find_install
 
     exported = export_llama_server(LoadSettings(pair[0], pair[1]), SpecSettings("draft-simple"))
     var, dirs = exported.loader_path
     assert dirs == find_install().loader_path()[1] and exported.line("bash").startswith(f"{var}=")
     bare = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
     version = [exported.argv[0], "--version"]
-    without = subprocess.run([shutil.which("bash"), "-c", join_with_path(version, "bash")], env=bare,
-                             capture_output=True, text=True, timeout=60)
-    assert without.returncode != 0 and "shared libraries" in without.stderr    # why the prefix exists
-    with_path = subprocess.run([shutil.which("bash"), "-c", join_with_path(version, "bash", var, dirs)],
-                               env=bare, capture_output=True, text=True, timeout=60)
+    without = subprocess.run(
+        [shutil.which("bash"), "-c", join_with_path(version, "bash")],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert without.returncode != 0 and "shared libraries" in without.stderr  # why the prefix exists
+    with_path = subprocess.run(
+        [shutil.which("bash"), "-c", join_with_path(version, "bash", var, dirs)],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert with_path.returncode == 0, with_path.stderr
     assert "version" in (with_path.stdout + with_path.stderr).lower()
     # a binary of the user's own (here: the same file somewhere else) carries no prefix
     own = tmp_path / "llama-server"
     shutil.copy2(exported.argv[0], own)
-    mine = export_llama_server(LoadSettings(pair[0], pair[1]), SpecSettings("draft-simple"), server=own,
-                               server_help=read_help(Path(exported.argv[0])))
+    mine = export_llama_server(
+        LoadSettings(pair[0], pair[1]),
+        SpecSettings("draft-simple"),
+        server=own,
+        server_help=read_help(Path(exported.argv[0])),
+    )
     assert mine.loader_path is None and mine.line("bash").startswith(str(own))
 
 
 def test_loader_path_prefixes_for_each_shell():
-    from engine.shell_quote import join_with_path
+    from engine.deploy.shell_quote import join_with_path
 
     argv = ["/opt/x/llama-server", "-m", "a b.gguf"]
     assert join_with_path(argv, "bash") == "/opt/x/llama-server -m 'a b.gguf'"
     assert join_with_path(argv, "bash", "LD_LIBRARY_PATH", ["/opt/x lib"]).startswith(
-        "LD_LIBRARY_PATH='/opt/x lib'\"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" /opt/x/llama-server")
+        "LD_LIBRARY_PATH='/opt/x lib'\"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" /opt/x/llama-server"
+    )
     assert join_with_path(argv, "pwsh", "PATH", ["C:\\x\\lib", "C:\\x\\bin"]).startswith(
-        "$env:PATH = 'C:\\x\\lib;C:\\x\\bin;' + $env:PATH; & ")
+        "$env:PATH = 'C:\\x\\lib;C:\\x\\bin;' + $env:PATH; & "
+    )
     assert join_with_path(argv, "cmd", "PATH", ["C:\\x\\lib"]).startswith('set "PATH=C:\\x\\lib;%PATH%" && "')
     with pytest.raises(ValueError, match="cmd cannot set"):
         join_with_path(argv, "cmd", "PATH", ["C:\\50%\\lib"])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.fit import check_fit, held_bytes
-from engine.gguf_inspect import inspect_gguf
-from engine.hardware import probe
+from engine.models.gguf_inspect import inspect_gguf
+from engine.planning.fit import check_fit, held_bytes
+from engine.planning.hardware import probe
 
 from .fake_nvml import FakeNVML, h100, rtx4090
 
@@ -29,8 +29,15 @@ def test_fits_on_a_roomy_gpu_and_not_on_a_full_one(pair):
     assert "does not fit on CUDA0" in why and "smaller context than 2048" in why
     # memory the caller frees first (the Lab's own loaded pair, as the worker reports it) counts as free:
     # what sat on the GPU goes to the GPU's budget; host buffers are no VRAM
-    on_gpu = [{"model": "target", "buffer_type": "CUDA0", "model_bytes": tight.needed_bytes, "context_bytes": 0,
-               "compute_bytes": 0}]
+    on_gpu = [
+        {
+            "model": "target",
+            "buffer_type": "CUDA0",
+            "model_bytes": tight.needed_bytes,
+            "context_bytes": 0,
+            "compute_bytes": 0,
+        }
+    ]
     assert check_fit(target, 2048, draft=draft, report=full, held=on_gpu).fits is True
     on_host = [dict(on_gpu[0], buffer_type="CUDA_Host"), dict(on_gpu[0], buffer_type="CPU_Mapped")]
     assert check_fit(target, 2048, draft=draft, report=full, held=on_host).fits is False
@@ -68,6 +75,8 @@ def test_without_a_gpu_the_plan_is_held_against_ram(pair):
 
 
 def test_held_memory_is_sorted_into_gpu_and_host():
-    items = [{"buffer_type": b, "model_bytes": 100, "context_bytes": 10, "compute_bytes": 1}
-             for b in ("CUDA0", "Vulkan1", "CUDA_Host", "CPU", "CPU_REPACK", "AMX", "CPU_Mapped")]
+    items = [
+        {"buffer_type": b, "model_bytes": 100, "context_bytes": 10, "compute_bytes": 1}
+        for b in ("CUDA0", "Vulkan1", "CUDA_Host", "CPU", "CPU_REPACK", "AMX", "CPU_Mapped")
+    ]
     assert held_bytes(items) == (222, 444) and held_bytes(None) == (0, 0)

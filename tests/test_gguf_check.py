@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.gguf_check import GGUFError, check_gguf
+from engine.models.gguf_check import GGUFError, check_gguf
 
 
 def test_good_files_pass(pair):

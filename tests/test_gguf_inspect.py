@@ -1,4 +1,4 @@
-"""engine.gguf_inspect on real files: llama.cpp's vocab GGUFs, synthetic models, and broken ones."""
+"""engine.models.gguf_inspect on real files: llama.cpp's vocab GGUFs, synthetic models, and broken ones."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from engine.gguf_inspect import GGUFInspectError, inspect_gguf
-from engine.synthetic import ModelShape, PairSpec, build_vocab, write_pair
-
+from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+from engine.models.synthetic import ModelShape, PairSpec, build_vocab, write_pair
 
 # -- helpers shared with the compat and memory-plan tests -----------------------------------
 
+
 def vocab_dir() -> Path:
-    from engine.llama_install import LlamaInstallError, source_tree
+    from engine.llama.install import LlamaInstallError, source_tree
 
     try:
         return source_tree() / "models"
@@ -46,12 +47,28 @@ def tokenizer_fields(path: Path) -> list[tuple[str, object, gguf.GGUFValueType, 
     return out
 
 
-def write_model(path: Path, *, arch: str = "llama", n_embd: int = 64, n_layer: int = 2, n_head: int = 4,
-                n_head_kv: int = 2, n_ff: int = 128, head_dim: int | None = None, dtype: str = "f16",
-                tokens: list[str] | None = None, tokenizer: list | None = None, extra_tokens: int = 0,
-                tie: bool = False, kv: dict | None = None, extra_tensors: dict | None = None,
-                endianess: gguf.GGUFEndian = gguf.GGUFEndian.LITTLE, add_bos: bool | None = True,
-                bos: int = 1, eos: int = 2) -> Path:
+def write_model(
+    path: Path,
+    *,
+    arch: str = "llama",
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    head_dim: int | None = None,
+    dtype: str = "f16",
+    tokens: list[str] | None = None,
+    tokenizer: list | None = None,
+    extra_tokens: int = 0,
+    tie: bool = False,
+    kv: dict | None = None,
+    extra_tensors: dict | None = None,
+    endianess: gguf.GGUFEndian = gguf.GGUFEndian.LITTLE,
+    add_bos: bool | None = True,
+    bos: int = 1,
+    eos: int = 2,
+) -> Path:
     """A llama-architecture GGUF with zero weights, written in well under a second.
 
     tokenizer: tokenizer fields copied from another GGUF (tokenizer_fields); else
@@ -131,6 +148,7 @@ def write_model(path: Path, *, arch: str = "llama", n_embd: int = 64, n_layer: i
 
 # -- real files ------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def vocab_infos():
     return {p.name: inspect_gguf(p) for p in vocab_files()}
@@ -146,8 +164,15 @@ def test_every_vocab_file_is_read(vocab_infos):
 
 
 # the gguf package is slow on big vocabularies (it maps every token), so the cross-check uses the small files
-@pytest.mark.parametrize("name", ["ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf", "ggml-vocab-bert-bge.gguf",
-                                  "ggml-vocab-deepseek-coder.gguf"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ggml-vocab-llama-spm.gguf",
+        "ggml-vocab-phi-3.gguf",
+        "ggml-vocab-bert-bge.gguf",
+        "ggml-vocab-deepseek-coder.gguf",
+    ],
+)
 def test_vocab_file_matches_the_gguf_package(vocab_infos, name):
     info = vocab_infos[name]
     reader = gguf.GGUFReader(str(vocab_dir() / name))
@@ -168,20 +193,30 @@ def test_vocab_file_matches_the_gguf_package(vocab_infos, name):
             assert info.metadata[key] == value, key
 
 
-@pytest.mark.parametrize("name, vocab_type, n_tokens, bos, eos, add_bos, add_eos", [
-    ("ggml-vocab-llama-spm.gguf", "SPM", 32000, 1, 2, True, False),
-    ("ggml-vocab-bert-bge.gguf", "WPM", 30522, 101, -1, True, False),     # BERT defaults, no keys in the file
-    ("ggml-vocab-nomic-bert-moe.gguf", "UGM", 250048, 0, 2, True, True),
-    ("ggml-vocab-gemma-4.gguf", "BPE", 262144, 2, 1, True, False),        # Gemma 4: add_bos forced on
-    ("ggml-vocab-llama-bpe.gguf", "BPE", 128256, 128000, 128001, True, False),  # llama-bpe pre: add_bos on
-    ("ggml-vocab-qwen2.gguf", "BPE", 151936, 151643, 151643, False, False),
-    ("ggml-vocab-falcon.gguf", "BPE", 65024, 11, 11, False, False),
-])
-def test_special_tokens_are_resolved_as_llama_cpp_does(vocab_infos, name, vocab_type, n_tokens, bos, eos,
-                                                       add_bos, add_eos):
+@pytest.mark.parametrize(
+    "name, vocab_type, n_tokens, bos, eos, add_bos, add_eos",
+    [
+        ("ggml-vocab-llama-spm.gguf", "SPM", 32000, 1, 2, True, False),
+        ("ggml-vocab-bert-bge.gguf", "WPM", 30522, 101, -1, True, False),  # BERT defaults, no keys in the file
+        ("ggml-vocab-nomic-bert-moe.gguf", "UGM", 250048, 0, 2, True, True),
+        ("ggml-vocab-gemma-4.gguf", "BPE", 262144, 2, 1, True, False),  # Gemma 4: add_bos forced on
+        ("ggml-vocab-llama-bpe.gguf", "BPE", 128256, 128000, 128001, True, False),  # llama-bpe pre: add_bos on
+        ("ggml-vocab-qwen2.gguf", "BPE", 151936, 151643, 151643, False, False),
+        ("ggml-vocab-falcon.gguf", "BPE", 65024, 11, 11, False, False),
+    ],
+)
+def test_special_tokens_are_resolved_as_llama_cpp_does(
+    vocab_infos, name, vocab_type, n_tokens, bos, eos, add_bos, add_eos
+):
     v = vocab_infos[name].vocab
-    assert (v.vocab_type, v.n_tokens, v.bos_id, v.eos_id, v.add_bos, v.add_eos) == \
-        (vocab_type, n_tokens, bos, eos, add_bos, add_eos)
+    assert (v.vocab_type, v.n_tokens, v.bos_id, v.eos_id, v.add_bos, v.add_eos) == (
+        vocab_type,
+        n_tokens,
+        bos,
+        eos,
+        add_bos,
+        add_eos,
+    )
     assert v.load_error is None
 
 
@@ -215,7 +250,7 @@ def test_synthetic_model_shape_and_tensor_index(synthetic):
         assert t.offset == int(ref.data_offset) and t.n_bytes == int(ref.n_bytes)
         assert t.shape == tuple(int(x) for x in ref.shape) and t.type_id == int(ref.tensor_type)
     mix = info.quantization_mix
-    assert set(mix) == {"F16", "F32"} and mix["F32"]["tensors"] == 1 + 2 * 3      # the norms stay f32
+    assert set(mix) == {"F16", "F32"} and mix["F32"]["tensors"] == 1 + 2 * 3  # the norms stay f32
     assert sum(m["bytes"] for m in mix.values()) == info.tensor_bytes == sum(int(t.n_bytes) for t in reader.tensors)
     assert info.file_type == 1 and info.to_dict()["file_type_name"] == "MOSTLY_F16"
     assert info.vocab.vocab_type == "SPM" and info.vocab.add_bos and info.speculative_role is None
@@ -238,6 +273,7 @@ def test_big_endian_file_reads_like_little_endian(tmp_path):
 
 # -- speculative roles (names from src/llama-arch.cpp) --------------------------------------------
 
+
 def test_mtp_layers_from_the_key_and_from_tensors(tmp_path):
     keyed = inspect_gguf(write_model(tmp_path / "keyed.gguf", kv={"llama.nextn_predict_layers": 1}))
     assert keyed.nextn_layers == 1 and keyed.speculative_role == "mtp"
@@ -249,12 +285,14 @@ def test_mtp_layers_from_the_key_and_from_tensors(tmp_path):
 
 
 def test_eagle3_dflash_and_dspark_drafts(tmp_path):
-    eagle = write_model(tmp_path / "eagle3.gguf", arch="eagle3", n_layer=1,
-                        extra_tensors={"fc.weight": (64, 192), "d2t": (580,)})
+    eagle = write_model(
+        tmp_path / "eagle3.gguf", arch="eagle3", n_layer=1, extra_tensors={"fc.weight": (64, 192), "d2t": (580,)}
+    )
     assert inspect_gguf(eagle).speculative_role == "eagle3"
     # an EAGLE-3 head is recognised by its fc / d2t tensors even under another architecture name
-    renamed = write_model(tmp_path / "eagle3_llama.gguf", n_layer=1,
-                          extra_tensors={"fc.weight": (64, 192), "d2t": (580,)})
+    renamed = write_model(
+        tmp_path / "eagle3_llama.gguf", n_layer=1, extra_tensors={"fc.weight": (64, 192), "d2t": (580,)}
+    )
     assert inspect_gguf(renamed).speculative_role == "eagle3"
     assert inspect_gguf(write_model(tmp_path / "dflash.gguf", arch="dflash")).speculative_role == "dflash"
     dspark = write_model(tmp_path / "dspark.gguf", arch="dflash", extra_tensors={"markov_w1.weight": (64, 580)})
@@ -262,6 +300,7 @@ def test_eagle3_dflash_and_dspark_drafts(tmp_path):
 
 
 # -- broken files: one error type, a precise message -------------------------------------------------
+
 
 def header(version: int = 3, n_tensors: int = 0, n_kv: int = 0) -> bytes:
     return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
@@ -322,19 +361,29 @@ def test_malformed_values(tmp_path):
 
 
 def tensor_entry(name: bytes, dims: list[int], ggml_type: int, offset: int) -> bytes:
-    return gguf_string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims) + \
-        struct.pack("<IQ", ggml_type, offset)
+    return (
+        gguf_string(name)
+        + struct.pack("<I", len(dims))
+        + struct.pack(f"<{len(dims)}Q", *dims)
+        + struct.pack("<IQ", ggml_type, offset)
+    )
 
 
 def test_malformed_tensor_index(tmp_path):
-    check_error(tmp_path, header(n_tensors=1) + tensor_entry(b"w", [32], 99, 0) + bytes(64),
-                "tensor 'w' has unknown ggml type 99")
-    check_error(tmp_path, header(n_tensors=1) + tensor_entry(b"w", [1, 1, 1, 1, 1], 0, 0) + bytes(64),
-                "5 dimensions")
-    check_error(tmp_path, header(n_tensors=1) + tensor_entry(b"w", [33], 8, 0) + bytes(64),
-                "33 elements", "Q8_0 block size 32")
-    check_error(tmp_path, header(n_tensors=1) + tensor_entry(b"w", [8], 0, 4) + bytes(64),
-                "offset 4, not a multiple of the alignment 32")
+    check_error(
+        tmp_path,
+        header(n_tensors=1) + tensor_entry(b"w", [32], 99, 0) + bytes(64),
+        "tensor 'w' has unknown ggml type 99",
+    )
+    check_error(tmp_path, header(n_tensors=1) + tensor_entry(b"w", [1, 1, 1, 1, 1], 0, 0) + bytes(64), "5 dimensions")
+    check_error(
+        tmp_path, header(n_tensors=1) + tensor_entry(b"w", [33], 8, 0) + bytes(64), "33 elements", "Q8_0 block size 32"
+    )
+    check_error(
+        tmp_path,
+        header(n_tensors=1) + tensor_entry(b"w", [8], 0, 4) + bytes(64),
+        "offset 4, not a multiple of the alignment 32",
+    )
     two = tensor_entry(b"w", [8], 0, 0) * 2
     check_error(tmp_path, header(n_tensors=2) + two + bytes(64), "tensor 'w' appears twice")
 
@@ -344,8 +393,9 @@ def test_truncated_tensor_data_names_the_tensor(tmp_path):
     info = inspect_gguf(path)
     last = max(info.tensors, key=lambda t: t.offset)
     data = path.read_bytes()
-    message = check_error(tmp_path, data[:last.offset + 10], "truncated", repr(last.name),
-                          f"ends at {last.offset + 10}")
+    message = check_error(
+        tmp_path, data[: last.offset + 10], "truncated", repr(last.name), f"ends at {last.offset + 10}"
+    )
     assert str(last.offset + last.n_bytes) in message
 
 
@@ -369,12 +419,22 @@ def test_a_40_gb_file_is_inspected_without_reading_its_data(tmp_path):
 
 # -- fuzzing -------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory) -> bytes:
     path = tmp_path_factory.mktemp("tiny") / "tiny.gguf"
     tokens = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(12)]
-    write_model(path, n_embd=16, n_layer=1, n_head=2, n_head_kv=1, n_ff=16, tokens=tokens, dtype="f32",
-                kv={"general.name": "tiny"})
+    write_model(
+        path,
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        n_head_kv=1,
+        n_ff=16,
+        tokens=tokens,
+        dtype="f32",
+        kv={"general.name": "tiny"},
+    )
     return path.read_bytes()
 
 
@@ -398,7 +458,7 @@ FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCh
 @FUZZ
 @given(data=st.binary(max_size=512), prefix=st.booleans())
 def test_random_bytes_raise_only_the_inspect_error(tmp_path, data, prefix):
-    if prefix:   # past the magic check, into the header parser
+    if prefix:  # past the magic check, into the header parser
         data = header(n_kv=data[0] if data else 0) + data
     try:
         parse_bytes(tmp_path, data)
@@ -407,8 +467,9 @@ def test_random_bytes_raise_only_the_inspect_error(tmp_path, data, prefix):
 
 
 @FUZZ
-@given(flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)),
-                      min_size=1, max_size=8))
+@given(
+    flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)), min_size=1, max_size=8)
+)
 def test_flipped_bytes_raise_only_the_inspect_error(tmp_path, tiny_gguf, flips):
     data = bytearray(tiny_gguf)
     for position, mask in flips:
@@ -424,7 +485,7 @@ def test_flipped_bytes_raise_only_the_inspect_error(tmp_path, tiny_gguf, flips):
 def test_truncated_real_vocab_file(tmp_path, fraction):
     data = (vocab_dir() / "ggml-vocab-llama-spm.gguf").read_bytes()
     with pytest.raises(GGUFInspectError, match="truncated|claims"):
-        parse_bytes(tmp_path, data[:int(len(data) * fraction)])
+        parse_bytes(tmp_path, data[: int(len(data) * fraction)])
 
 
 def test_hostile_lengths_do_not_allocate(tmp_path):

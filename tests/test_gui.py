@@ -54,9 +54,11 @@ def test_run_reaches_the_charts(qtbot, window, pair):
     lab = window.lab
     lab.start()
     qtbot.waitUntil(lambda: lab.live.cycles >= 20, timeout=WAIT)
+
     def curve_has_data():
         xs = lab.charts.c_tps.getData()[0]
         return lab.charts.frames_painted > 0 and xs is not None and len(xs) > 0
+
     qtbot.waitUntil(curve_has_data, timeout=WAIT)
     qtbot.waitUntil(lambda: len(lab.text.toPlainText()) > 0, timeout=WAIT)
     lab.stop()
@@ -76,7 +78,8 @@ def test_run_reaches_the_charts(qtbot, window, pair):
     qtbot.waitUntil(lambda: lab.text.accepted_chars > 0, timeout=WAIT)
     assert "tokens/s" in lab.summary.text()
     assert window.history.table.rowCount() >= 1
-    from engine.history import History
+    from engine.measure.history import History
+
     with History() as h:
         latest = h.entries(limit=1, kind="lab")
     assert latest and latest[0].settings["spec"]["spec_type"] == "draft-simple", window.history.status.text()
@@ -98,7 +101,7 @@ def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     k = lab.live.snapshot().series["k"]
     # the ring holds the speculative cycles in order; cycle index i sits at i - 1 (the prompt cycle is not in it)
-    assert set(k[: first - 1]) == {6} and set(k[first - 1:]) == {2}
+    assert set(k[: first - 1]) == {6} and set(k[first - 1 :]) == {2}
     assert lab.live.markers and lab.live.markers[0].label == "K 6→2"
     # the chart timer draws the marker at its next tick
     qtbot.waitUntil(lambda: len(lab.charts._marker_items) == 1, timeout=WAIT)
@@ -117,7 +120,7 @@ def test_killed_engine_shows_crash_and_restarts(qtbot, window, pair):
     assert lab.mode == "idle" and lab.controls.start_button.isEnabled()
     cycles_before = lab.live.cycles
     with qtbot.waitSignal(window.controller.loaded, timeout=WAIT):
-        lab.banner.button.click()   # restart, and the pair comes back by itself
+        lab.banner.button.click()  # restart, and the pair comes back by itself
     assert window.controller.state == READY
     assert lab.live.cycles == cycles_before, "the charts keep what they showed"
     lab.start()
@@ -169,22 +172,28 @@ def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
     w.show()
     w.show_page("Lab")
     set_pair(w, pair, k=5)
-    w.show_page("Export")      # changes made while it was hidden show when it does
+    w.show_page("Export")  # changes made while it was hidden show when it does
     cmd = w.export.command.toPlainText()
     assert "--spec-type draft-simple" in cmd and "--spec-draft-n-max 5" in cmd and str(pair[1]) in cmd
     w.lab.controls.k.setValue(3)
     assert "--spec-draft-n-max 3" in w.export.command.toPlainText()
     w.export.shell.setCurrentText("pwsh")
     pwsh = w.export.command.toPlainText()
-    assert pwsh.startswith("$env:") and "; & '" in pwsh   # the bundled binary's library folder, then the call
+    assert pwsh.startswith("$env:") and "; & '" in pwsh  # the bundled binary's library folder, then the call
     assert "dialect: current" in w.export.warnings.text() and "-np 1" in w.export.warnings.text()
 
 
 def test_app_selftest_in_a_subprocess(tmp_path):
     """main() runs in its own process: a second QApplication in this one would crash."""
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", SPECTUNE_CONFIG_DIR=str(tmp_path / "cfg"))
-    r = subprocess.run([sys.executable, "-m", "app", "--selftest"], capture_output=True, text=True, timeout=600,
-                       env=env, cwd=Path(__file__).resolve().parent.parent)
+    r = subprocess.run(
+        [sys.executable, "-m", "app", "--selftest"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "selftest: ok" in r.stderr
 
@@ -206,8 +215,10 @@ def test_hardware_page_with_two_gpus_and_without(qtbot, tmp_path, monkeypatch):
     page.controller.hello.emit({"devices": [{"name": "CPU", "description": "x"}], "llama": "llama.cpp CPU"})
     assert "CPU build" in page.engine_label.text()
 
-    from engine.hardware import probe
     import pynvml
+
+    from engine.planning.hardware import probe
+
     w.hardware._nvml = FakeNVML(init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     w.hardware.reprobe()
     assert not page.gpu_boxes and "No NVIDIA GPU" in page.status.text()
@@ -216,7 +227,8 @@ def test_hardware_page_with_two_gpus_and_without(qtbot, tmp_path, monkeypatch):
     # without a GPU and out of view, the page still re-reads the free RAM the status bar and the fit use
     from dataclasses import replace
 
-    from engine.hardware import ram
+    from engine.planning.hardware import ram
+
     w.show_page("Lab")
     page.report = replace(page.report, cpu=replace(page.report.cpu, ram_available_bytes=1))
     page._poll()
@@ -238,14 +250,21 @@ def test_models_page_checks_the_pair_before_loading(qtbot, tmp_path, monkeypatch
 
 def test_illegal_instruction_while_loading_retries_without_repacking(qtbot, window, tmp_path):
     """q8_0 weights are repacked for AMX on CPUs that report it; in some VMs that dies of SIGILL."""
-    from engine.synthetic import PairSpec, write_pair
+    from engine.models.synthetic import PairSpec, write_pair
 
     target, draft = write_pair(tmp_path / "q8", PairSpec(dtype="q8_0"))
     set_pair(window, (target, draft), max_tokens=16)
     lab = window.lab
-    lab.start()    # loads first; if this CPU's repacking crashes, the Lab retries on its own
-    qtbot.waitUntil(lambda: lab.live.cycles >= 1 or lab.mode == "idle" and lab.banner.isVisible()
-                    and "illegal" not in lab.banner.label.text(), timeout=WAIT)
+    lab.start()  # loads first; if this CPU's repacking crashes, the Lab retries on its own
+    qtbot.waitUntil(
+        lambda: (
+            lab.live.cycles >= 1
+            or lab.mode == "idle"
+            and lab.banner.isVisible()
+            and "illegal" not in lab.banner.label.text()
+        ),
+        timeout=WAIT,
+    )
     assert lab.live.cycles >= 1, lab.banner.label.text()
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
@@ -255,25 +274,34 @@ def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monke
     from app.pages import history as history_page
     from app.pages.history import HistoryPage
 
-    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))   # an empty history
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))  # an empty history
 
     page = HistoryPage(window.lab, limit=3)
     qtbot.addWidget(page)
     import time as real_time
     from types import SimpleNamespace
 
-    clock = iter(range(1000, 2000))      # the page's own clock only, not the process's time.time
-    monkeypatch.setattr(history_page, "time", SimpleNamespace(time=lambda: float(next(clock)),
-                                                              strftime=real_time.strftime,
-                                                              localtime=real_time.localtime))
+    clock = iter(range(1000, 2000))  # the page's own clock only, not the process's time.time
+    monkeypatch.setattr(
+        history_page,
+        "time",
+        SimpleNamespace(time=lambda: float(next(clock)), strftime=real_time.strftime, localtime=real_time.localtime),
+    )
 
     def run(tokens):
-        page.add_run({"event": "done", "summary": {"tokens_generated": tokens, "tokens_per_s": 100.0},
-                      "spec": {"spec_type": "draft-simple", "draft_n_max": 4}, "sampling": {"temp": 0.0}})
+        page.add_run(
+            {
+                "event": "done",
+                "summary": {"tokens_generated": tokens, "tokens_per_s": 100.0},
+                "spec": {"spec_type": "draft-simple", "draft_n_max": 4},
+                "sampling": {"temp": 0.0},
+            }
+        )
+
     start = page.table.rowCount()
     for tokens in (11, 12, 13):
         run(tokens)
-    page.table.sortItems(6)            # by tokens, ascending: the oldest row is now first, then move it
+    page.table.sortItems(6)  # by tokens, ascending: the oldest row is now first, then move it
     page.table.sortItems(6, history_page.Qt.SortOrder.DescendingOrder)
     for tokens in (14, 15):
         run(tokens)
@@ -287,14 +315,15 @@ def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
     lab = window.lab
     seen = []
     window.controller.loadProgress.connect(
-        lambda stage, f: seen.append((stage, f, window.load_bar.isVisible(), window.load_bar.format())))
+        lambda stage, f: seen.append((stage, f, window.load_bar.isVisible(), window.load_bar.format()))
+    )
     assert lab.load()
     qtbot.waitUntil(lambda: window.controller.loaded_info is not None, timeout=WAIT)
     assert {s for s, *_ in seen} == {"target", "draft"} and seen[-1][1] == 1.0
     assert all(visible for *_, visible, _ in seen) and seen[-1][3] == "draft 100 %"
-    assert not window.load_bar.isVisible()           # gone once loaded
+    assert not window.load_bar.isVisible()  # gone once loaded
 
-    lab.controls.ctx.setValue(2048)                  # another load; Esc right away stops it
+    lab.controls.ctx.setValue(2048)  # another load; Esc right away stops it
     assert lab.load()
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
@@ -302,7 +331,7 @@ def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
     assert window.controller.loaded_info is None and window.controller.state == READY
     assert lab.controls.start_button.isEnabled() and "not loaded" in lab.controls.badges.text()
     lab.controls.max_tokens.setValue(8)
-    lab.start()                                      # loads again and runs
+    lab.start()  # loads again and runs
     qtbot.waitUntil(lambda: lab.live.cycles >= 1 and window.controller.loaded_info is not None, timeout=WAIT)
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
@@ -317,7 +346,7 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
 
     monkeypatch.setattr(EngineController, "gpu_backend", property(lambda self: True))
     monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
-    full = rtx4090(0, used=24 * 2**30 - 2**20)          # 1 MiB free
+    full = rtx4090(0, used=24 * 2**30 - 2**20)  # 1 MiB free
     w = MainWindow(settings=QSettings(str(tmp_path / "f.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([full]))
     qtbot.addWidget(w)
     w.show()
@@ -325,13 +354,13 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
         w.controller.start()
     set_pair(w, pair, max_tokens=8)
     lab = w.lab
-    lab.start()                                         # needs a load first: refused, with the reason
+    lab.start()  # needs a load first: refused, with the reason
     text = lab.banner.label.text()
     assert lab.mode == "idle" and w.controller.loaded_info is None
     assert "does not fit on CUDA0" in text and "1.0 MiB free" in text and "smaller context" in text, text
     assert lab.banner.button.isVisible() and lab.banner.button.text() == "Load anyway"
     assert "does not fit in VRAM" in w.models.fit_badge.text()
-    lab.banner.button.click()                           # loads (a CPU build here: it does fit) and then runs
+    lab.banner.button.click()  # loads (a CPU build here: it does fit) and then runs
     qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
@@ -339,24 +368,25 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
     w.hardware._nvml = FakeNVML([rtx4090(0)])
     w.hardware.reprobe()
     lab.controls.ctx.setValue(2048)
-    assert lab.fit_problem(lab.controls.load_settings()) is None
+    assert lab.preflight(lab.controls.load_settings()).too_big is None
     w.close()
 
 
 def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tmp_path, monkeypatch):
     """The pre-load checks are skipped here so that the worker itself meets the broken file."""
     broken = tmp_path / "broken.gguf"
-    broken.write_bytes(pair[0].read_bytes()[:4096])      # a truncated target
+    broken.write_bytes(pair[0].read_bytes()[:4096])  # a truncated target
     set_pair(window, (broken, pair[1]), max_tokens=8)
     lab = window.lab
-    monkeypatch.setattr(lab, "explain_before_loading", lambda settings: None)
-    monkeypatch.setattr(lab, "fit_problem", lambda settings: None)
+    from engine.planning.preflight import Preflight
+
+    monkeypatch.setattr(lab, "preflight", lambda settings, with_memory=True: Preflight())  # finds nothing
     lab.start()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     assert window.controller.state == "error" and window.controller.loaded_info is None
     assert "broken.gguf" in lab.banner.label.text() and not window.load_bar.isVisible()
     assert lab.controls.start_button.isEnabled()
-    lab.controls.target.set_path(pair[0])                # fixed: Start loads and runs
+    lab.controls.target.set_path(pair[0])  # fixed: Start loads and runs
     lab.start()
     qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
     lab.stop()

@@ -21,13 +21,13 @@ from app.main_window import MainWindow  # noqa: E402
 from app.pages.hardware import HardwarePage  # noqa: E402
 from app.pages.lab import LabPage  # noqa: E402
 from app.pages.models import ModelsPage  # noqa: E402
-from engine.catalog import CATALOG_DIR, load_catalog  # noqa: E402
-from engine.synthetic import PairSpec, write_pair  # noqa: E402
+from engine.models.catalog import CATALOG_DIR, load_catalog  # noqa: E402
+from engine.models.synthetic import PairSpec, write_pair  # noqa: E402
 
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNVML  # noqa: E402
 from .hub_server import HubServer  # noqa: E402
 
-WAIT = 60_000   # ms; the machine may be busy
+WAIT = 60_000  # ms; the machine may be busy
 REPO = "org/Tiny-GGUF"
 TARGET = "tiny-target-F32.gguf"
 DRAFT = "tiny-draft-F32.gguf"
@@ -46,8 +46,13 @@ def models(tmp_path_factory) -> dict[str, Path]:
 def places(tmp_path, monkeypatch) -> dict[str, Path]:
     """Every place the library and the downloads look at moved under tmp_path; the hub is a closed port
     unless a test starts the stand-in."""
-    p = {"home": tmp_path / "home", "hf": tmp_path / "hf-cache", "ollama": tmp_path / "ollama",
-         "llama": tmp_path / "llama-cache", "data": tmp_path / "data"}
+    p = {
+        "home": tmp_path / "home",
+        "hf": tmp_path / "hf-cache",
+        "ollama": tmp_path / "ollama",
+        "llama": tmp_path / "llama-cache",
+        "data": tmp_path / "data",
+    }
     p["home"].mkdir()
     monkeypatch.setenv("HOME", str(p["home"]))
     monkeypatch.setenv("HF_HUB_CACHE", str(p["hf"]))
@@ -84,8 +89,12 @@ def ollama_model(root: Path, name_parts: tuple[str, ...], src: Path) -> Path:
     data = src.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     blob = put(root / "blobs" / f"sha256-{digest}", data)
-    manifest = {"schemaVersion": 2, "layers": [
-        {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": len(data)}]}
+    manifest = {
+        "schemaVersion": 2,
+        "layers": [
+            {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": len(data)}
+        ],
+    }
     put(root / "manifests" / Path(*name_parts), json.dumps(manifest).encode())
     return blob
 
@@ -97,20 +106,45 @@ def tiny_catalog(tmp_path_factory):
     shutil.copyfile(CATALOG_DIR / "quants.json", root / "quants.json")
 
     def model(model_id: str, filename: str, n_layer: int, params: int) -> dict:
-        return {"id": model_id, "name": model_id,
-                "arch": {"llama_arch": "llama", "n_layer": n_layer, "n_embd": 128, "n_head": 4, "n_head_kv": 2,
-                         "head_dim": 32, "n_ff": 256, "n_vocab": 512, "n_ctx_train": 16384,
-                         "tied_embeddings": True, "params": params},
-                "gguf": {"repo": REPO, "quants": ["F16"], "files": {"F16": filename}}}
+        return {
+            "id": model_id,
+            "name": model_id,
+            "arch": {
+                "llama_arch": "llama",
+                "n_layer": n_layer,
+                "n_embd": 128,
+                "n_head": 4,
+                "n_head_kv": 2,
+                "head_dim": 32,
+                "n_ff": 256,
+                "n_vocab": 512,
+                "n_ctx_train": 16384,
+                "tied_embeddings": True,
+                "params": params,
+            },
+            "gguf": {"repo": REPO, "quants": ["F16"], "files": {"F16": filename}},
+        }
 
-    family = {"format": 1,
-              "family": {"id": "tiny", "name": "Tiny", "tokenizer": "tiny"},
-              "models": [model("tiny-target", TARGET, 4, 4_000_000), model("tiny-draft", DRAFT, 1, 1_000_000)]}
+    family = {
+        "format": 1,
+        "family": {"id": "tiny", "name": "Tiny", "tokenizer": "tiny"},
+        "models": [model("tiny-target", TARGET, 4, 4_000_000), model("tiny-draft", DRAFT, 1, 1_000_000)],
+    }
     (root / "families").mkdir()
     (root / "families" / "tiny.json").write_text(json.dumps(family))
-    presets = {"format": 1, "presets": [
-        {"name": "tiny-pair", "description": "the tiny target drafted by the tiny draft",
-         "target": "tiny-target", "target_quant": "F16", "draft": "tiny-draft", "draft_quant": "F16"}]}
+    presets = {
+        "format": 1,
+        "presets": [
+            {
+                "name": "tiny-pair",
+                "description": "the tiny target drafted by the tiny draft",
+                "target": "tiny-target",
+                "target_quant": "F16",
+                "draft": "tiny-draft",
+                "draft_quant": "F16",
+            }
+        ],
+    }
     (root / "presets.json").write_text(json.dumps(presets))
     return load_catalog(root)
 
@@ -138,7 +172,7 @@ def make_page(qtbot, places, tiny_catalog):
         # what MainWindow.closeEvent does for these pages: no timer fires into a page being deleted
         for timer in (lab.chart_timer, lab.text_timer, hardware.timer):
             timer.stop()
-        page.close()    # the page's own close: its threads stop (the same path as the main window's)
+        page.close()  # the page's own close: its threads stop (the same path as the main window's)
 
 
 @pytest.fixture
@@ -154,19 +188,21 @@ def wait_ranked(qtbot, page: ModelsPage) -> None:
 
 # -- the library ---------------------------------------------------------------------------------
 
+
 def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, places, models, tmp_path):
     hf_t = hf_file(places["hf"], REPO, TARGET, models["T"])
     ollama_d = ollama_model(places["ollama"], ("registry.ollama.ai", "library", "tiny", "latest"), models["D"])
-    broken = put(places["home"] / ".lmstudio" / "models" / "pub" / "X-GGUF" / "broken.gguf",
-                 b"GGUF" + b"\xff" * 40)
+    broken = put(places["home"] / ".lmstudio" / "models" / "pub" / "X-GGUF" / "broken.gguf", b"GGUF" + b"\xff" * 40)
 
     page = make_page()
     lib = page.library
     qtbot.waitUntil(lambda: lib.library is not None and not lib.scanning, timeout=WAIT)
     table = lib.table
     assert table.rowCount() == 3
-    rows = {table.item(r, 5).text(): [table.item(r, c).text() for c in range(table.columnCount())]
-            for r in range(table.rowCount())}
+    rows = {
+        table.item(r, 5).text(): [table.item(r, c).text() for c in range(table.columnCount())]
+        for r in range(table.rowCount())
+    }
     assert rows[str(hf_t)][:2] == [f"{REPO}:{TARGET}", "huggingface"]
     assert rows[str(hf_t)][3].startswith("llama") and rows[str(hf_t)][4] == "F32"
     assert rows[str(ollama_d)][:2] == ["tiny:latest", "ollama"]
@@ -212,9 +248,10 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
 
 # -- downloads ---------------------------------------------------------------------------------
 
+
 def test_preset_download_shows_progress_cancels_and_resumes(qtbot, make_page, hub, places, models):
     target_bytes = models["T"].read_bytes()
-    hosted = hub.add(REPO, TARGET, target_bytes, throttle_s=0.04)   # ~2 s: a cancel lands mid-file
+    hosted = hub.add(REPO, TARGET, target_bytes, throttle_s=0.04)  # ~2 s: a cancel lands mid-file
     hub.add(REPO, DRAFT, models["D"].read_bytes())
     page = make_page()
     presets = page.presets
@@ -249,8 +286,10 @@ def test_preset_download_shows_progress_cancels_and_resumes(qtbot, make_page, hu
     assert controls.target.path().read_bytes() == target_bytes
     assert "✓ compatible" in page.compat_badge.text()
     # the finished download is in the library, and the preset knows its files from there
-    qtbot.waitUntil(lambda: page.library.library is not None and not page.library.scanning
-                    and page.library.table.rowCount() == 2, timeout=WAIT)
+    qtbot.waitUntil(
+        lambda: page.library.library is not None and not page.library.scanning and page.library.table.rowCount() == 2,
+        timeout=WAIT,
+    )
 
 
 def test_a_corrupt_or_too_large_download_says_so(qtbot, make_page, hub, models, places):
@@ -288,10 +327,10 @@ def test_a_corrupt_or_too_large_download_says_so(qtbot, make_page, hub, models, 
 
 # -- recommendations ---------------------------------------------------------------------------
 
+
 def test_recommendations_for_the_gpu_nvml_reports(qtbot, tmp_path, places):
     """The main window's Hardware page hands its NVML (here a stand-in RTX 4090) to the Models page."""
-    w = MainWindow(settings=QSettings(str(tmp_path / "m.ini"), QSettings.Format.IniFormat),
-                   nvml=FakeNVML([FakeGpu()]))
+    w = MainWindow(settings=QSettings(str(tmp_path / "m.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([FakeGpu()]))
     qtbot.addWidget(w)
     w.show()
     w.show_page("Models")
@@ -309,8 +348,11 @@ def test_recommendations_for_the_gpu_nvml_reports(qtbot, tmp_path, places):
         assert any(r.startswith("memory:") for r in reasons) and any("K=" in r for r in reasons)
         groups = [rec.tree.topLevelItem(i).text(0) for i in range(rec.tree.topLevelItemCount())]
         assert any(g.startswith("Near misses") for g in groups)
-        misses = next(rec.tree.topLevelItem(i) for i in range(rec.tree.topLevelItemCount())
-                      if rec.tree.topLevelItem(i).text(0).startswith("Near misses"))
+        misses = next(
+            rec.tree.topLevelItem(i)
+            for i in range(rec.tree.topLevelItemCount())
+            if rec.tree.topLevelItem(i).text(0).startswith("Near misses")
+        )
         assert misses.child(0).child(0).text(0).startswith("why not:")
         # the presets got their sizes and fits for the same budget
         assert page.presets.table.rowCount() == len(page.catalog_view.catalog.presets)
@@ -323,14 +365,14 @@ def test_recommendations_for_the_gpu_nvml_reports(qtbot, tmp_path, places):
         with_preset = next(i for i in items if i.data(0, Qt.ItemDataRole.UserRole).preset)
         without = next(i for i in items if not i.data(0, Qt.ItemDataRole.UserRole).preset)
         for item in (with_preset, without):
-            rec.tree.setCurrentItem(item.child(0))     # a reason line selects its pair too
+            rec.tree.setCurrentItem(item.child(0))  # a reason line selects its pair too
             assert rec.download_button.isEnabled()
             rec.download_button.click()
             assert page.tabs.currentWidget() is page.presets
             c = item.data(0, Qt.ItemDataRole.UserRole)
             row = page.presets.row(c.preset) if c.preset else page.presets.rows[-1]
             assert [f.filename for f in row.files] == [c.target.filename, c.draft.filename]
-            qtbot.waitUntil(lambda: row.state == "failed", timeout=WAIT)
+            qtbot.waitUntil(lambda: row.state == "failed", timeout=WAIT)  # noqa: B023 (waited on at once)
             assert "cannot reach the hub" in page.presets.details.text()
             page.tabs.setCurrentWidget(rec)
         assert len(page.presets.rows) == n_rows + 1 and page.presets.rows[-1].kind == "pick"
@@ -352,8 +394,7 @@ def test_without_a_gpu_the_budget_is_the_ram(qtbot, make_page):
 def test_closing_the_window_stops_a_download_and_keeps_its_partial_file(qtbot, tmp_path, hub, places, models):
     data = models["T"].read_bytes()
     hub.add(REPO, TARGET, data, throttle_s=0.05)
-    w = MainWindow(settings=QSettings(str(tmp_path / "c.ini"), QSettings.Format.IniFormat),
-                   nvml=FakeNVML([FakeGpu()]))
+    w = MainWindow(settings=QSettings(str(tmp_path / "c.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([FakeGpu()]))
     qtbot.addWidget(w)
     w.show()
     w.show_page("Models")
@@ -363,7 +404,7 @@ def test_closing_the_window_stops_a_download_and_keeps_its_partial_file(qtbot, t
     row = presets.row(f"{REPO}:{TARGET}")
     qtbot.waitUntil(lambda: 0 < row.bar.value() < 1000, timeout=WAIT)
     job = row.job
-    w.close()       # the page hears the window close and stops its threads before it returns
+    w.close()  # the page hears the window close and stops its threads before it returns
     assert not job.running and job.cancel.is_set()
     assert not w.models.library.scanning and not w.models.rank_job.running
     partial = list((places["hf"] / "models--org--Tiny-GGUF" / "blobs").glob("*.incomplete"))

@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
 from app.pages.tune import LAB_PROMPT  # noqa: E402
-from engine.settings import to_dict  # noqa: E402
+from engine.core.settings import to_dict  # noqa: E402
 
 from .conftest import PROMPTS  # noqa: E402
 
@@ -89,7 +89,7 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     assert table.best_row() == 0 and table.item(0, 1).text() == result.best.label
     assert table.item(0, 3).text() == f"{result.best.measured_tps:.1f}"
     assert table.item(0, 6).text() == str(max(len(c.measured) for c in result.candidates))
-    table.sortItems(3, Qt.SortOrder.DescendingOrder)            # the highlight follows the row
+    table.sortItems(3, Qt.SortOrder.DescendingOrder)  # the highlight follows the row
     assert table.item(table.best_row(), 1).text() == result.best.label
     assert "Best:" in page.summary.text() and f"{result.baseline_tps:.1f}" in page.summary.text()
     # the chart: the model's prediction for every K up to K max, the measured K values beside it
@@ -99,7 +99,8 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     assert "round with" in page.log.toPlainText()
 
     # the history has it, as spectune tune records it
-    from engine.history import History
+    from engine.measure.history import History
+
     with History() as h:
         latest = h.entries(limit=1, kind="tune")
     assert latest and latest[0].settings["spec"] == to_dict(result.best.spec)
@@ -112,7 +113,7 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     page.apply_button.click()
     assert to_dict(window.lab.controls.spec_settings()) == to_dict(result.best.spec)
     assert result.best.label in page.status.text() and "changed since" not in page.status.text()
-    window.lab.controls.ctx.setValue(2048)          # a tune is only as good as the pair it measured
+    window.lab.controls.ctx.setValue(2048)  # a tune is only as good as the pair it measured
     page.apply_button.click()
     assert "changed since this tune" in page.status.text()
     window.lab.controls.ctx.setValue(4096)
@@ -177,7 +178,7 @@ def test_on_a_gpu_the_labs_copy_is_freed_before_the_tune_loads(qtbot, window, pa
     lab.controls.max_tokens.setValue(100_000)
     with qtbot.waitSignal(controller.hello, timeout=WAIT):
         controller.start()
-    lab.start()                                        # loads, then runs
+    lab.start()  # loads, then runs
     qtbot.waitUntil(lambda: lab.live.cycles >= 3, timeout=WAIT)
     events: list[str] = []
     controller.unloaded.connect(lambda: events.append("lab unloaded"))
@@ -202,20 +203,20 @@ def test_on_a_gpu_the_labs_copy_is_freed_before_the_tune_loads(qtbot, window, pa
 
 def test_the_gpu_test_needs_a_gpu_device_offloaded_layers_and_a_loaded_pair(pair):
     from app.engine_controller import EngineController
-    from engine.settings import LoadSettings
+    from engine.core.settings import LoadSettings
 
     c = EngineController()
     c.hello_info = {"devices": [{"name": "CPU", "description": "x"}, {"name": "CUDA0", "description": "H200"}]}
     c.load_settings, c.loaded_info = LoadSettings(pair[0], pair[1], ngl=-1), {"event": "loaded"}
     assert c.uses_gpu
     c.load_settings = LoadSettings(pair[0], pair[1], ngl=0, ngl_draft=0)
-    assert not c.uses_gpu                             # everything on the CPU
+    assert not c.uses_gpu  # everything on the CPU
     c.load_settings = LoadSettings(pair[0], pair[1], ngl=0, ngl_draft=-1)
-    assert c.uses_gpu                                 # the draft is on the GPU
+    assert c.uses_gpu  # the draft is on the GPU
     c.load_settings, c.loaded_info = LoadSettings(pair[0], pair[1], ngl=-1), None
-    assert not c.uses_gpu and not c.unload()          # nothing loaded: nothing to free
+    assert not c.uses_gpu and not c.unload()  # nothing loaded: nothing to free
     c.hello_info, c.loaded_info = {"devices": [{"name": "CPU", "description": "x"}]}, {"event": "loaded"}
-    assert not c.uses_gpu                             # a CPU build
+    assert not c.uses_gpu  # a CPU build
 
 
 def test_a_killed_tune_worker_is_an_error_and_the_page_stays_usable(qtbot, window, pair):
@@ -258,7 +259,7 @@ def test_closing_the_window_mid_tune_ends_thread_and_worker(qtbot, tmp_path, mon
 def test_bad_input_is_explained_without_starting(qtbot, window, tmp_path, incompatible_pair):
     window.show_page("Tune")
     page = window.tune
-    page.start()                                    # no target chosen on the Lab page
+    page.start()  # no target chosen on the Lab page
     assert page.mode == "idle" and page.runner is None
     assert page.banner.isVisible() and "target" in page.banner.label.text()
 
@@ -269,7 +270,7 @@ def test_bad_input_is_explained_without_starting(qtbot, window, tmp_path, incomp
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     set_pair(window, incompatible_pair)
-    window.lab.controls.draft.set_path(None)        # a target alone is fine (n-gram methods)
+    window.lab.controls.draft.set_path(None)  # a target alone is fine (n-gram methods)
     page.set_workload_file(bad)
     page.start()
     assert page.mode == "idle" and "not valid JSON" in page.banner.label.text()
@@ -282,6 +283,12 @@ def test_tune_settings_persist(qtbot, tmp_path, monkeypatch):
     w.close()
     w2 = make_window(qtbot, tmp_path, monkeypatch, "p.ini")
     t = w2.tune
-    assert (t.workload.currentText(), t.max_prompts.value(), t.max_tokens.value(), t.budget.value(),
-            t.k_max.value(), t.seed.value()) == ("creative", 4, 48, 30, 9, 3)
+    assert (
+        t.workload.currentText(),
+        t.max_prompts.value(),
+        t.max_tokens.value(),
+        t.budget.value(),
+        t.k_max.value(),
+        t.seed.value(),
+    ) == ("creative", 4, 48, 30, 9, 3)
     w2.close()

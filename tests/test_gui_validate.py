@@ -13,7 +13,7 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from engine.history import History  # noqa: E402
+from engine.measure.history import History  # noqa: E402
 
 from .test_gui_tune import WAIT, make_window, set_pair  # noqa: E402
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.server
 
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))   # a history of its own
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))  # a history of its own
     w = make_window(qtbot, tmp_path, monkeypatch)
     yield w
     w.close()
@@ -40,10 +40,11 @@ def test_validation_shows_lab_and_server_side_by_side_and_saves_it(qtbot, window
     page = window.export
     page.max_tokens.setValue(24)
     steps: list[tuple[int, int]] = []
-    page.max_tokens.setFocus()     # page shortcuts work where the focus is on the page
+    page.max_tokens.setFocus()  # page shortcuts work where the focus is on the page
     with qtbot.waitSignal(page.validationRecorded, timeout=WAIT) as recorded:
-        qtbot.keyClick(page.max_tokens, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier
-                       | Qt.KeyboardModifier.ShiftModifier)
+        qtbot.keyClick(
+            page.max_tokens, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+        )
         assert page.validating and not page.validate_button.isEnabled() and page.progress.isVisible()
         page.runner.progress.connect(lambda done, total, _what: steps.append((done, total)))
     qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
@@ -51,7 +52,7 @@ def test_validation_shows_lab_and_server_side_by_side_and_saves_it(qtbot, window
     assert report is not None, page.last_error
     assert report["agree"] is True and report["mode"] == "side by side"
     assert report["lab"]["drafted"] == report["server"]["drafted"] > 0
-    assert steps and all(total == 2 for _, total in steps)   # one prompt: one run on each side
+    assert steps and all(total == 2 for _, total in steps)  # one prompt: one run on each side
     text = page.report.toPlainText()
     assert "agree: yes" in text and "llama-server / lab speed" in text
     assert "counts agree" in page.validate_status.text() and "saved to the history" in page.validate_status.text()
@@ -59,16 +60,16 @@ def test_validation_shows_lab_and_server_side_by_side_and_saves_it(qtbot, window
     with History() as h:
         entry = h.get(recorded.args[0])
     assert entry.kind == "validate" and entry.results["agree"] is True
-    assert window.history.table.rowCount() == 1      # the History page was told
+    assert window.history.table.rowCount() == 1  # the History page was told
 
 
 def test_cancel_stops_the_server_and_the_page_stays_usable(qtbot, window, pair):
     set_pair(window, pair, k=3)
     window.show_page("Export")
     page = window.export
-    page.max_tokens.setValue(4000)       # long enough that only a cancel ends it soon
+    page.max_tokens.setValue(4000)  # long enough that only a cancel ends it soon
     assert page.start_validation()
-    qtbot.waitUntil(lambda: page.progress.maximum() == 2, timeout=WAIT)   # runs are under way
+    qtbot.waitUntil(lambda: page.progress.maximum() == 2, timeout=WAIT)  # runs are under way
     qtbot.wait(300)
     page.command.setFocus()
     with qtbot.waitSignal(page.runner.cancelled, timeout=WAIT):
@@ -85,9 +86,12 @@ def test_settings_that_cannot_run_are_explained_without_starting(qtbot, window, 
     window.nav.setFocus()
     qtbot.keyClick(window.nav, Qt.Key.Key_5, Qt.KeyboardModifier.ControlModifier)
     assert window.stack.currentWidget() is page
-    qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_V,
-                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
-    assert "Cannot validate: choose a target model" in page.validate_status.text()   # no models chosen yet
+    qtbot.keyClick(
+        QApplication.focusWidget(),
+        Qt.Key.Key_V,
+        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+    )
+    assert "Cannot validate: choose a target model" in page.validate_status.text()  # no models chosen yet
     assert not page.validating
     set_pair(window, incompatible_pair)
     assert not page.start_validation()
@@ -132,14 +136,18 @@ def test_on_a_gpu_the_labs_copy_is_freed_before_validation_starts(qtbot, window,
         if events[-1:] != [what]:
             events.append(what)
         shown(self, done, total, what)
+
     monkeypatch.setattr(type(page), "_on_progress", on_progress)
     page.max_tokens.setValue(16)
     assert page.start_validation()
     assert "freed" in page.validate_status.text()
     qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
     assert page.last_report is not None and page.last_report["agree"] is True, page.last_error
-    assert events[:3] == ["waiting for the Lab to free its copy of the pair (it is on the GPU)", "lab unloaded",
-                          "starting the lab's engine"], events
+    assert events[:3] == [
+        "waiting for the Lab to free its copy of the pair (it is on the GPU)",
+        "lab unloaded",
+        "starting the lab's engine",
+    ], events
     assert controller.loaded_info is None
 
 
@@ -163,7 +171,7 @@ def test_a_tune_and_a_validation_do_not_run_at_once(qtbot, window, pair):
     assert not lab.load() and "a validation is running" in lab.banner.label.text()
     export.cancel_validation()
     qtbot.waitUntil(lambda: not export.validating, timeout=WAIT)
-    tune.mode = "running"          # the other way round, without the minute a real tune takes
+    tune.mode = "running"  # the other way round, without the minute a real tune takes
     try:
         assert not export.start_validation() and "a tune is running" in export.validate_status.text()
     finally:

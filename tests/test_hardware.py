@@ -1,4 +1,4 @@
-"""engine.hardware against an NVML stand-in (tests/fake_nvml.py), and the real CPU side."""
+"""engine.planning.hardware against an NVML stand-in (tests/fake_nvml.py), and the real CPU side."""
 
 from __future__ import annotations
 
@@ -7,10 +7,18 @@ import sys
 
 import pytest
 
-from engine.hardware import _meminfo, cpu_features, cpu_info, peak_bandwidth, probe, ram, refresh
+from engine.planning.hardware import _meminfo, cpu_features, cpu_info, peak_bandwidth, probe, ram, refresh
 
-from .fake_nvml import (NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_GPU_IS_LOST, NVML_ERROR_LIBRARY_NOT_FOUND,
-                        NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNKNOWN, FakeNVML, h100, rtx4090)
+from .fake_nvml import (
+    NVML_ERROR_DRIVER_NOT_LOADED,
+    NVML_ERROR_GPU_IS_LOST,
+    NVML_ERROR_LIBRARY_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_UNKNOWN,
+    FakeNVML,
+    h100,
+    rtx4090,
+)
 
 
 def test_several_gpus_are_reported_in_full():
@@ -36,17 +44,25 @@ def test_several_gpus_are_reported_in_full():
 
 
 def test_an_unsupported_query_leaves_one_field_empty():
-    flaky = rtx4090(1, failing={"nvmlDeviceGetCurrPcieLinkGeneration": NVML_ERROR_NOT_SUPPORTED,
-                                "nvmlDeviceGetCurrPcieLinkWidth": NVML_ERROR_NOT_SUPPORTED,
-                                "nvmlDeviceGetMemoryBusWidth": NVML_ERROR_NOT_SUPPORTED})
+    flaky = rtx4090(
+        1,
+        failing={
+            "nvmlDeviceGetCurrPcieLinkGeneration": NVML_ERROR_NOT_SUPPORTED,
+            "nvmlDeviceGetCurrPcieLinkWidth": NVML_ERROR_NOT_SUPPORTED,
+            "nvmlDeviceGetMemoryBusWidth": NVML_ERROR_NOT_SUPPORTED,
+        },
+    )
     report = probe(FakeNVML([rtx4090(0), flaky]))
     assert report.status == "ok"
     good, bad = report.gpus
     assert good.pcie_generation == 4 and good.errors == {}
     assert bad.pcie_generation is None and bad.pcie_width is None and bad.memory_bus_width_bits is None
     assert bad.peak_memory_bandwidth_bytes_per_s is None, "no bandwidth without the bus width"
-    assert bad.errors == {"pcie_generation": "Not Supported", "pcie_width": "Not Supported",
-                          "memory_bus_width": "Not Supported"}
+    assert bad.errors == {
+        "pcie_generation": "Not Supported",
+        "pcie_width": "Not Supported",
+        "memory_bus_width": "Not Supported",
+    }
     # everything else about that GPU is still there
     assert bad.memory_free_bytes == 23 * 2**30 and bad.pcie_max_generation == 4 and bad.compute_capability == "8.9"
 
@@ -107,7 +123,7 @@ def test_refresh_probes_again_when_the_gpus_change():
     nvml.gpus.append(h100(1))
     second = refresh(first, nvml)
     assert [g.name for g in second.gpus] == ["NVIDIA GeForce RTX 4090", "NVIDIA H100 80GB HBM3"]
-    nvml.gpus[0] = h100(7)     # same count, another card in slot 0
+    nvml.gpus[0] = h100(7)  # same count, another card in slot 0
     third = refresh(second, nvml)
     assert third.gpus[0].uuid == "GPU-H100-0007" and third.gpus[0].compute_capability == "9.0"
     assert nvml.init_count == 0

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import library
-from engine.cli_library import register
-from engine.library import LibraryError, Source, add_folder, default_sources, remove_folder, scan, user_folders
-from engine.synthetic import PairSpec, write_pair
+from engine.cli.library import register
+from engine.models import library
+from engine.models.library import LibraryError, Source, add_folder, default_sources, remove_folder, scan, user_folders
+from engine.models.synthetic import PairSpec, write_pair
 
 from .conftest import run_registered
 
@@ -60,8 +60,11 @@ def ollama_model(root: Path, name_parts: tuple[str, ...], src: Path | None, dige
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
-                   "digest": "sha256:" + "c" * 64, "size": 485},
+        "config": {
+            "mediaType": "application/vnd.docker.container.image.v1+json",
+            "digest": "sha256:" + "c" * 64,
+            "size": 485,
+        },
         "layers": [
             {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": 1},
             {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "d" * 64, "size": 10},
@@ -118,8 +121,13 @@ def machine(tmp_path, models) -> dict[str, Path]:
 
 
 def sources_of(m: dict[str, Path]) -> list[Source]:
-    return [Source("huggingface", m["hf"]), Source("lmstudio", m["lms"]), Source("llama.cpp", m["llama"]),
-            Source("ollama", m["ollama"]), Source("user", m["user"])]
+    return [
+        Source("huggingface", m["hf"]),
+        Source("lmstudio", m["lms"]),
+        Source("llama.cpp", m["llama"]),
+        Source("ollama", m["ollama"]),
+        Source("user", m["user"]),
+    ]
 
 
 def by_path(lib) -> dict[str, library.LocalModel]:
@@ -193,7 +201,7 @@ def test_each_file_is_read_once_and_the_rule_runs_once_per_pair_of_vocabularies(
     # ten entries; the incomplete split and the two broken Ollama models are not opened
     assert len(lib.models) == 10
     assert len(inspected) == len(set(map(str, inspected))) == 7
-    assert len(compared) == 1      # two vocabularies (T's and B's), one comparison
+    assert len(compared) == 1  # two vocabularies (T's and B's), one comparison
 
 
 def test_a_rescan_of_an_unchanged_library_opens_no_file(machine, models, tmp_path, monkeypatch):
@@ -250,9 +258,13 @@ def test_default_sources_follow_the_environment(tmp_path):
             ("lmstudio", home / ".lmstudio" / "models"),
             ("lmstudio", home / ".cache" / "lm-studio" / "models"),
             ("llama.cpp", home / ".cache" / "llama.cpp"),
-            ("ollama", home / ".ollama" / "models")]
-    env = {"HF_HOME": str(tmp_path / "hfhome"), "LLAMA_CACHE": str(tmp_path / "lc"),
-           "OLLAMA_MODELS": str(tmp_path / "om")}
+            ("ollama", home / ".ollama" / "models"),
+        ]
+    env = {
+        "HF_HOME": str(tmp_path / "hfhome"),
+        "LLAMA_CACHE": str(tmp_path / "lc"),
+        "OLLAMA_MODELS": str(tmp_path / "om"),
+    }
     kinds = {s.kind: s.path for s in default_sources(env=env, home=home, store=store)}
     assert kinds["huggingface"] == tmp_path / "hfhome" / "hub"
     assert (kinds["llama.cpp"], kinds["ollama"]) == (tmp_path / "lc", tmp_path / "om")
@@ -292,6 +304,7 @@ def test_missing_places_are_reported_not_fatal(tmp_path):
 
 # -- the command line -------------------------------------------------------------------------------
 
+
 def run_cli(args: list[str], capsys, **register_kw) -> tuple[int, str, str]:
     return run_registered(register, args, capsys, **register_kw)
 
@@ -305,7 +318,7 @@ def test_cli_models_json_and_text(machine, capsys):
 
 
 def test_spectune_models_add_and_remove_through_the_real_command_line(machine, tmp_path, monkeypatch, capsys):
-    from engine.cli import main
+    from engine.cli.main import main
 
     monkeypatch.setenv("HOME", str(machine["home"]))
     monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))
@@ -322,8 +335,10 @@ def test_spectune_models_add_and_remove_through_the_real_command_line(machine, t
     assert main(["models", "--json", "--remove", str(tmp_path / "extra")]) == 0
     assert str(extra) not in {m["path"] for m in json.loads(capsys.readouterr()[0])["models"]}
 
-    for args, fragment in ((["models", "--add", str(tmp_path / "nope")], "is not a folder"),
-                           (["models", "--remove", str(tmp_path / "nope")], "not in the library's folders")):
+    for args, fragment in (
+        (["models", "--add", str(tmp_path / "nope")], "is not a folder"),
+        (["models", "--remove", str(tmp_path / "nope")], "not in the library's folders"),
+    ):
         assert main(args) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("spectune: error: ") and err.count("\n") == 1 and fragment in err

@@ -3,14 +3,25 @@
 import numpy as np
 import pytest
 
-from engine.live import LiveSession, Ring
+from engine.measure.live import LiveSession, Ring
 
 
 def cyc(i, drafted, accepted, k=4, prompt=False, wall=2.0):
     emitted = 1 if prompt else accepted + 1
-    return {"i": i, "prompt": prompt, "drafted": drafted, "accepted": accepted, "emitted": emitted, "k": k,
-            "draft_ms": 0.5, "verify_ms": 1.0, "other_ms": 0.1, "cycle_ms": 1.6, "wall_ms": wall,
-            "pieces": [f"t{i}.{j}" for j in range(emitted)]}
+    return {
+        "i": i,
+        "prompt": prompt,
+        "drafted": drafted,
+        "accepted": accepted,
+        "emitted": emitted,
+        "k": k,
+        "draft_ms": 0.5,
+        "verify_ms": 1.0,
+        "other_ms": 0.1,
+        "cycle_ms": 1.6,
+        "wall_ms": wall,
+        "pieces": [f"t{i}.{j}" for j in range(emitted)],
+    }
 
 
 def test_ring_keeps_the_newest_rows_in_order():
@@ -32,7 +43,7 @@ def test_counts_rolling_and_text_colours():
     assert snap.accepted_by_position.tolist() == [2, 1, 1, 1]
     assert snap.drafted_by_position.tolist() == [3, 3, 2, 2]
     assert snap.length_histogram.tolist() == [1, 1, 0, 0, 1]
-    assert snap.series["rolling_acceptance"][-1] == pytest.approx(1 / 6)   # last two steps: (4,0),(2,1)
+    assert snap.series["rolling_acceptance"][-1] == pytest.approx(1 / 6)  # last two steps: (4,0),(2,1)
     assert snap.series["cumulative_acceptance"][-1] == pytest.approx(0.5)
     # rolling like the acceptance, over the last two steps; the share is accepted+1 over drafted+1
     assert snap.series["mean_length"].tolist() == pytest.approx([5, 3, 1.5])
@@ -55,7 +66,7 @@ def test_markers_and_capacity():
     assert snap.totals["tokens"] == 30
     for i in range(3):
         s.add_cycle(cyc(11 + i, 3, 2))
-    assert s.snapshot().markers      # the marked cycle is still in the ring
+    assert s.snapshot().markers  # the marked cycle is still in the ring
     for i in range(4):
         s.add_cycle(cyc(14 + i, 3, 2))
-    assert s.snapshot().markers == [] and s.markers == []   # it has left: so has its marker
+    assert s.snapshot().markers == [] and s.markers == []  # it has left: so has its marker

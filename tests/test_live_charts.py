@@ -3,7 +3,7 @@
 import numpy as np
 
 from app.widgets.live_charts import BAR_EVERY, MAX_POINTS, LiveCharts
-from engine.live import LiveSession
+from engine.measure.live import LiveSession
 from tests.test_live import cyc
 
 
@@ -20,13 +20,13 @@ def test_axes_move_in_steps_and_hold_the_data(qtbot):
     charts = LiveCharts()
     qtbot.addWidget(charts)
     charts.show()
-    clock = iter(np.arange(0, 1000, 0.01)).__next__     # 100 cycles a second
+    clock = iter(np.arange(0, 1000, 0.01)).__next__  # 100 cycles a second
     session = LiveSession(clock=clock)
     changes = []
     charts.p_tps.vb.sigXRangeChanged.connect(lambda *_: changes.append("x"))
     charts.p_tps.vb.sigYRangeChanged.connect(lambda *_: changes.append("y"))
     frames = 0
-    for _ in range(250):                 # 10 s of cycles, a frame every 4 cycles
+    for _ in range(250):  # 10 s of cycles, a frame every 4 cycles
         feed(session, 4, start=session.cycles)
         assert charts.refresh(session.snapshot())
         frames += 1
@@ -68,7 +68,7 @@ def test_marker_lines_leave_with_their_cycles(qtbot):
     qtbot.addWidget(charts)
     charts.show()
     session = LiveSession(capacity=50)
-    for round_ in range(10):                 # a knob moved every 20 cycles, 200 cycles in all
+    for round_ in range(10):  # a knob moved every 20 cycles, 200 cycles in all
         feed(session, 20, start=session.cycles)
         session.mark(f"K {round_}", cycle=session.cycles)
         charts.refresh(session.snapshot())
@@ -87,14 +87,14 @@ def test_a_full_ring_is_drawn_thinned_and_a_slow_cycle_still_shows(qtbot):
     session = LiveSession(clock=clock)
     feed(session, 1500)
     slow = cyc(1500, 4, 2)
-    slow["verify_ms"] = 40.0                    # one cycle far slower than the rest
+    slow["verify_ms"] = 40.0  # one cycle far slower than the rest
     session.add_cycle(slow)
     feed(session, 1500, start=1501)
     snap = session.snapshot()
     charts.refresh(snap)
     xs, ys = charts.c_verify.getData()
     assert len(xs) <= MAX_POINTS < len(snap.series["t"])
-    assert xs[-1] == snap.series["t"][-1]        # the newest cycle is always drawn
+    assert xs[-1] == snap.series["t"][-1]  # the newest cycle is always drawn
     assert ys.max() == 40.0 and np.count_nonzero(ys == 40.0) == 1
     assert len(charts.c_tps.getData()[0]) == len(xs) == len(charts.c_roll.getData()[0])
 

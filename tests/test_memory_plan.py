@@ -1,16 +1,25 @@
-"""engine.memory_plan against llama.cpp's own memory breakdown, and its offload arithmetic on its own."""
+"""engine.planning.memory_plan against llama.cpp's own memory breakdown, and its offload arithmetic on its own."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, TensorInfo, inspect_gguf
-from engine.hardware import cpu_features
-from engine.memory_plan import (CPU, GpuBudget, PlanError, compute_buffer_bytes, cpu_extra_buffer,
-                                gpu_tensor_bytes, layer_devices, parse_size, plan_memory)
-from engine.runtime import Engine
-from engine.settings import LoadSettings
-from engine.synthetic import ModelShape, PairSpec, write_pair
+from engine.core.settings import LoadSettings
+from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, TensorInfo, inspect_gguf
+from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.hardware import cpu_features
+from engine.planning.memory_plan import (
+    CPU,
+    GpuBudget,
+    PlanError,
+    compute_buffer_bytes,
+    cpu_extra_buffer,
+    gpu_tensor_bytes,
+    layer_devices,
+    parse_size,
+    plan_memory,
+)
+from engine.runtime.binding import Engine
 
 from .test_gguf_inspect import vocab_dir, write_model
 
@@ -19,6 +28,7 @@ KINDS = (("weights", "model_bytes"), ("kv_cache", "context_bytes"), ("compute", 
 
 
 # -- models with real shapes and a small vocabulary ---------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def qwen_pair(tmp_path_factory):
@@ -30,15 +40,29 @@ def qwen_pair(tmp_path_factory):
 @pytest.fixture(scope="module")
 def llama_1b(tmp_path_factory):
     """Llama-3.2-1B's layer shape (n_embd 2048, 32 heads, 8 KV heads, n_ff 8192), 1 of its 16 layers: 121 MB."""
-    return write_model(tmp_path_factory.mktemp("llama_shape") / "llama1b.gguf", n_embd=2048, n_layer=1,
-                       n_head=32, n_head_kv=8, n_ff=8192)
+    return write_model(
+        tmp_path_factory.mktemp("llama_shape") / "llama1b.gguf",
+        n_embd=2048,
+        n_layer=1,
+        n_head=32,
+        n_head_kv=8,
+        n_ff=8192,
+    )
 
 
 @pytest.fixture(scope="module")
 def big_vocab(tmp_path_factory):
     """A 40k vocabulary with tied embeddings: the output (logits) phase decides the compute buffer."""
-    return write_model(tmp_path_factory.mktemp("big_vocab") / "big_vocab.gguf", n_embd=256, n_layer=2, n_head=4,
-                       n_head_kv=2, n_ff=640, extra_tokens=40000, tie=True)
+    return write_model(
+        tmp_path_factory.mktemp("big_vocab") / "big_vocab.gguf",
+        n_embd=256,
+        n_layer=2,
+        n_head=4,
+        n_head_kv=2,
+        n_ff=640,
+        extra_tokens=40000,
+        tie=True,
+    )
 
 
 def compare(plan, breakdown) -> list[tuple[str, str, str, int, int, float]]:
@@ -48,8 +72,16 @@ def compare(plan, breakdown) -> list[tuple[str, str, str, int, int, float]]:
         for kind, key in KINDS:
             if entry[key]:
                 planned = plan.total(model=entry["model"], kind=kind, buffer_type=entry["buffer_type"])
-                rows.append((entry["model"], kind, entry["buffer_type"], entry[key], planned,
-                             (planned - entry[key]) / entry[key]))
+                rows.append(
+                    (
+                        entry["model"],
+                        kind,
+                        entry["buffer_type"],
+                        entry[key],
+                        planned,
+                        (planned - entry[key]) / entry[key],
+                    )
+                )
     # and nothing planned that llama.cpp does not have (the output buffer is not in its breakdown)
     reported = {(r[0], r[1], r[2]) for r in rows}
     extra = [i for i in plan.items if i.kind != "output" and (i.model, i.kind, i.buffer_type) not in reported]
@@ -62,13 +94,17 @@ def check_against_llama_cpp(plan, target, draft, ctx: int) -> None:
         breakdown = engine.memory()
     rows = compare(plan, breakdown)
     for model, kind, buffer_type, actual, planned, error in rows:
-        print(f"ctx {ctx:5d} {model:6} {kind:8} {buffer_type:10} llama.cpp {actual:11d} plan {planned:11d} "
-              f"error {error:+.3%}")
+        print(
+            f"ctx {ctx:5d} {model:6} {kind:8} {buffer_type:10} llama.cpp {actual:11d} plan {planned:11d} "
+            f"error {error:+.3%}"
+        )
         assert abs(error) <= TOLERANCE, f"{model} {kind} {buffer_type}: {planned} planned, {actual} reported"
     actual_total = sum(r[3] for r in rows)
     planned_total = plan.total() - plan.total(kind="output")
-    print(f"ctx {ctx:5d} total llama.cpp {actual_total} plan {planned_total} "
-          f"error {(planned_total - actual_total) / actual_total:+.3%}")
+    print(
+        f"ctx {ctx:5d} total llama.cpp {actual_total} plan {planned_total} "
+        f"error {(planned_total - actual_total) / actual_total:+.3%}"
+    )
     assert abs(planned_total - actual_total) <= TOLERANCE * actual_total
 
 
@@ -100,8 +136,8 @@ ONE_GPU = [GpuBudget("CUDA0", 24 * 2**30)]
 
 
 def test_layer_devices_follow_llama_cpp_offload_rules():
-    assert layer_devices(4, -1, []) == [CPU] * 5                      # no GPU: everything on the CPU
-    assert layer_devices(4, -1, ONE_GPU) == ["CUDA0"] * 5              # -1: all layers and the output
+    assert layer_devices(4, -1, []) == [CPU] * 5  # no GPU: everything on the CPU
+    assert layer_devices(4, -1, ONE_GPU) == ["CUDA0"] * 5  # -1: all layers and the output
     assert layer_devices(4, 5, ONE_GPU) == ["CUDA0"] * 5
     assert layer_devices(4, 99, ONE_GPU) == ["CUDA0"] * 5
     # ngl counts the output layer: ngl = n_layer leaves the FIRST repeating layer on the CPU
@@ -147,17 +183,18 @@ def test_partial_offload_puts_each_tensor_where_llama_cpp_does(qwen_pair):
     unmapped = plan_memory(info, 4096, n_gpu_layers=2, gpus=ONE_GPU, use_mmap=False)
     assert unmapped.total(kind="weights", buffer_type="CUDA_Host") == sum(_aligned(t.n_bytes, 32) for t in on_cpu)
     assert unmapped.total(kind="weights", buffer_type="CUDA_Host", device=CPU) > 0
-    assert plan_memory(info, 4096, use_mmap=False).total(kind="weights", buffer_type=CPU) == \
-        sum(_aligned(t.n_bytes, 32) for t in info.tensors)
+    assert plan_memory(info, 4096, use_mmap=False).total(kind="weights", buffer_type=CPU) == sum(
+        _aligned(t.n_bytes, 32) for t in info.tensors
+    )
 
 
 def test_tied_output_is_copied_to_the_gpu(big_vocab):
     info = inspect_gguf(big_vocab)
     embd = next(t for t in info.tensors if t.name == "token_embd.weight")
     full = plan_memory(info, 1024, gpus=ONE_GPU)
-    gpu_tensors = [t for t in info.tensors if t.name != "token_embd.weight"] + [embd]   # + the output copy
+    gpu_tensors = [t for t in info.tensors if t.name != "token_embd.weight"] + [embd]  # + the output copy
     assert full.total(kind="weights", buffer_type="CUDA0") == sum(_aligned(t.n_bytes, 128) for t in gpu_tensors)
-    assert full.total(kind="weights", buffer_type="CPU_Mapped") == embd.n_bytes     # the input layer stays
+    assert full.total(kind="weights", buffer_type="CPU_Mapped") == embd.n_bytes  # the input layer stays
     cpu_only = plan_memory(info, 1024)
     assert cpu_only.total(kind="weights") == info.tensor_bytes, "on the CPU the copy reads the same mapping"
 
@@ -178,7 +215,7 @@ def test_quantized_kv_cache_sizes(qwen_pair):
 def test_gpu_padding_of_quantized_weights():
     # 896 % 512 = 384: one row of 128 more elements, 4 Q4_0 blocks of 18 bytes
     assert gpu_tensor_bytes("Q4_0", (896, 4864), 896 * 4864 // 32 * 18) == 896 * 4864 // 32 * 18 + 72
-    assert gpu_tensor_bytes("F16", (896, 4864), 896 * 4864 * 2) == 896 * 4864 * 2     # only quantized types
+    assert gpu_tensor_bytes("F16", (896, 4864), 896 * 4864 * 2) == 896 * 4864 * 2  # only quantized types
     assert gpu_tensor_bytes("Q8_0", (1024, 1024), 1024 * 1024 // 32 * 34) == 1024 * 1024 // 32 * 34
 
 
@@ -235,8 +272,11 @@ def test_draft_batch_is_capped_by_the_padded_target_context(qwen_pair):
 def test_compute_fit_phases(qwen_pair):
     info = inspect_gguf(qwen_pair[0])
     # multi-layer FFN phase with q = E at 512 tokens and 1024 cells: what llama.cpp reported for this shape
-    assert compute_buffer_bytes(info, 1024, 512, 65) == 3 * 512 * 4864 * 4 + 4 * 512 * 896 * 4 + 2 * 1024 * 512 \
-        + 24 * 512 + 288 == 38285600
+    assert (
+        compute_buffer_bytes(info, 1024, 512, 65)
+        == 3 * 512 * 4864 * 4 + 4 * 512 * 896 * 4 + 2 * 1024 * 512 + 24 * 512 + 288
+        == 38285600
+    )
     # without flash attention the n_kv x T x n_head score matrix appears
     assert compute_buffer_bytes(info, 1024, 512, 65, flash_attn=False) > 1024 * 512 * 14 * 4
 

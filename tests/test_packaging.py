@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 def _load(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module   # dataclasses look their module up there
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -40,14 +40,18 @@ cuda_build = _load(REPO / "packaging" / "cuda_build.py", "spectune_packaging_cud
 CLI = {"run", "demo", "server-path", "gui"}
 
 
-@pytest.mark.parametrize("argv, kind, args", [
-    (["-m", "engine.worker"], "worker", []),
-    (["run", "--target", "t.gguf", "--prompt", "x"], "cli", ["run", "--target", "t.gguf", "--prompt", "x"]),
-    (["server-path"], "cli", ["server-path"]),
-    (["--help"], "cli", ["--help"]),
-    ([], "gui", []),
-    (["--selftest"], "gui", ["--selftest"]),
-])
+@pytest.mark.parametrize(
+    "argv, kind, args",
+    [
+        (["-m", "engine.runtime.worker"], "worker", []),
+        (["run", "--target", "t.gguf", "--prompt", "x"], "cli", ["run", "--target", "t.gguf", "--prompt", "x"]),
+        (["server-path"], "cli", ["server-path"]),
+        (["--help"], "cli", ["--help"]),
+        (["-m", "app", "--demo"], "gui", ["--demo"]),  # how `spectune gui` starts the app
+        ([], "gui", []),
+        (["--selftest"], "gui", ["--selftest"]),
+    ],
+)
 def test_route(argv, kind, args):
     assert entry.route(argv, CLI) == (kind, args)
 
@@ -63,7 +67,7 @@ def test_no_arguments_and_no_display_runs_the_headless_cli():
 
 @pytest.mark.parametrize("argv", [["-m"], ["-m", "os"], ["-m", "engine.cli"]])
 def test_only_the_worker_module_runs(argv):
-    with pytest.raises(SystemExit, match="runs only -m engine.worker"):
+    with pytest.raises(SystemExit, match="runs only -m engine.runtime.worker"):
         entry.route(argv, CLI)
 
 
@@ -77,7 +81,7 @@ def test_prepare_frozen_points_at_the_bundle(tmp_path):
     root = tmp_path / "llama" / "site-packages"
     assert path == ["/somewhere", str(root)]
     assert env["SPECTUNE_SPECRT"] == str(root / "lib" / entry.specrt_name())
-    entry.prepare_frozen(tmp_path, env, path)   # idempotent
+    entry.prepare_frozen(tmp_path, env, path)  # idempotent
     assert path.count(str(root)) == 1
 
 
@@ -88,8 +92,8 @@ def test_a_users_specrt_wins(tmp_path):
 
 
 def test_the_bundle_layout_satisfies_find_install(tmp_path, monkeypatch):
-    """What llama_bundle stages is what engine.llama_install.find_install() accepts."""
-    import engine.llama_install as li
+    """What llama_bundle stages is what engine.llama.install.find_install() accepts."""
+    import engine.llama.install as li
 
     root, _ = entry.bundle_paths(tmp_path)
     for rel in ("bin/llama-server", "include/llama.h", "lib/libllama-common.so.0"):
@@ -97,8 +101,9 @@ def test_the_bundle_layout_satisfies_find_install(tmp_path, monkeypatch):
         (root / rel).write_bytes(b"")
     (root / "lib" / "libllama-common.so").symlink_to("libllama-common.so.0")
     # as in a frozen app: the interpreter's own site-packages do not exist, the bundle's root is on sys.path
-    monkeypatch.setattr(li.sysconfig, "get_paths", lambda: {"platlib": str(tmp_path / "none"),
-                                                            "purelib": str(tmp_path / "none")})
+    monkeypatch.setattr(
+        li.sysconfig, "get_paths", lambda: {"platlib": str(tmp_path / "none"), "purelib": str(tmp_path / "none")}
+    )
     monkeypatch.setattr(sys, "path", [str(root)])
     # the bundle carries llama-cpp-python's dist-info at its top (the spec's copy_metadata); the
     # smoke test's `spectune server-path` checks that part in a real bundle
@@ -106,20 +111,26 @@ def test_the_bundle_layout_satisfies_find_install(tmp_path, monkeypatch):
     install = li.find_install()
     assert install.prefix == root and install.tool("llama-server") == root / "bin" / "llama-server"
     assert install.loader_env()["LD_LIBRARY_PATH" if sys.platform.startswith("linux") else "PATH"].startswith(
-        str(root / "lib"))
+        str(root / "lib")
+    )
 
 
 def test_the_worker_runs_through_the_entry_unfrozen():
-    """`entry.py -m engine.worker` is the worker: it says hello and obeys shutdown (needs libspecrt)."""
-    from engine.native_build import NativeBuildError, ensure_built
+    """`entry.py -m engine.runtime.worker` is the worker: it says hello and obeys shutdown (needs libspecrt)."""
+    from engine.runtime.native_build import NativeBuildError, ensure_built
 
     try:
         ensure_built()
     except NativeBuildError as exc:
         pytest.skip(f"native runtime not built: {exc}")
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, str(REPO / "packaging" / "entry.py"), "-m", "engine.worker"],
-                          input=b'{"cmd": "shutdown", "id": 1}\n', capture_output=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "packaging" / "entry.py"), "-m", "engine.runtime.worker"],
+        input=b'{"cmd": "shutdown", "id": 1}\n',
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     lines = proc.stdout.decode().splitlines()
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert '"event":"hello"' in lines[0] and '"event":"bye"' in lines[-1]
@@ -127,22 +138,42 @@ def test_the_worker_runs_through_the_entry_unfrozen():
 
 # -- trimming Qt ----------------------------------------------------------------------------------
 
+
 def test_qt_pieces_dropped_and_kept():
-    dropped = ["PySide6/Qt/plugins/platformthemes/libqgtk3.so", "PySide6/Qt/lib/libQt6Quick.so.6",
-               "libQt6Network.so.6", "PySide6/Qt/translations/qt_de.qm", "PySide6/Qt/plugins/platforms/libqeglfs.so"]
-    kept = ["PySide6/Qt/plugins/platforms/libqxcb.so", "PySide6/Qt/plugins/platforms/libqoffscreen.so",
-            "PySide6/Qt/lib/libQt6Widgets.so.6", "libQt6OpenGL.so.6", "libQt6Svg.so.6", "libssl.so.3",
-            "PySide6/Qt/plugins/iconengines/libqsvgicon.so"]
+    dropped = [
+        "PySide6/Qt/plugins/platformthemes/libqgtk3.so",
+        "PySide6/Qt/lib/libQt6Quick.so.6",
+        "libQt6Network.so.6",
+        "PySide6/Qt/translations/qt_de.qm",
+        "PySide6/Qt/plugins/platforms/libqeglfs.so",
+    ]
+    kept = [
+        "PySide6/Qt/plugins/platforms/libqxcb.so",
+        "PySide6/Qt/plugins/platforms/libqoffscreen.so",
+        "PySide6/Qt/lib/libQt6Widgets.so.6",
+        "libQt6OpenGL.so.6",
+        "libQt6Svg.so.6",
+        "libssl.so.3",
+        "PySide6/Qt/plugins/iconengines/libqsvgicon.so",
+    ]
     assert all(prune.is_dropped(d) for d in dropped)
     assert not any(prune.is_dropped(k) for k in kept)
 
 
 def test_only_libraries_that_only_dropped_pieces_needed_go():
-    needs = {"gtk-plugin": ["libgtk-3.so.0", "libglib-2.0.so.0"], "libgtk-3.so.0": ["libpango.so.1"],
-             "qtcore": ["libglib-2.0.so.0"], "libpango.so.1": ["libglib-2.0.so.0"]}
-    kept = [("PySide6/Qt/lib/libQt6Core.so.6", "qtcore", "BINARY"), ("libgtk-3.so.0", "libgtk-3.so.0", "BINARY"),
-            ("libpango.so.1", "libpango.so.1", "BINARY"), ("libglib-2.0.so.0", "libglib-2.0.so.0", "BINARY"),
-            ("libpython3.11.so.1.0", "libpython3.11.so.1.0", "BINARY")]   # needed by nothing, loaded by the bootloader
+    needs = {
+        "gtk-plugin": ["libgtk-3.so.0", "libglib-2.0.so.0"],
+        "libgtk-3.so.0": ["libpango.so.1"],
+        "qtcore": ["libglib-2.0.so.0"],
+        "libpango.so.1": ["libglib-2.0.so.0"],
+    }
+    kept = [
+        ("PySide6/Qt/lib/libQt6Core.so.6", "qtcore", "BINARY"),
+        ("libgtk-3.so.0", "libgtk-3.so.0", "BINARY"),
+        ("libpango.so.1", "libpango.so.1", "BINARY"),
+        ("libglib-2.0.so.0", "libglib-2.0.so.0", "BINARY"),
+        ("libpython3.11.so.1.0", "libpython3.11.so.1.0", "BINARY"),
+    ]  # needed by nothing, loaded by the bootloader
     dropped = [("PySide6/Qt/plugins/platformthemes/libqgtk3.so", "gtk-plugin", "BINARY")]
     out, removed = prune.prune_orphans(kept, dropped, lambda src: needs.get(src, []))
     assert removed == ["libgtk-3.so.0", "libpango.so.1"]
@@ -161,11 +192,26 @@ def test_staged_tree_becomes_toc_entries_with_links_kept(tmp_path):
 
 # -- cuda_arch --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("given, cmake", [
-    ("8.9", "89"), ("9.0", "90"), ("8.6", "86"), ("7.5", "75"), ("10.0", "100"), ("12.0", "120a"),
-    ("sm_86", "86"), ("compute_90", "90"), ("90", "90"), ("90a", "90a"), ("86-real", "86-real"),
-    ("120", "120a"), ("120-real", "120a-real"), ("121a", "121a"),
-])
+
+@pytest.mark.parametrize(
+    "given, cmake",
+    [
+        ("8.9", "89"),
+        ("9.0", "90"),
+        ("8.6", "86"),
+        ("7.5", "75"),
+        ("10.0", "100"),
+        ("12.0", "120a"),
+        ("sm_86", "86"),
+        ("compute_90", "90"),
+        ("90", "90"),
+        ("90a", "90a"),
+        ("86-real", "86-real"),
+        ("120", "120a"),
+        ("120-real", "120a-real"),
+        ("121a", "121a"),
+    ],
+)
 def test_capability_to_cmake_name(given, cmake):
     assert cuda_arch.normalize(given) == cmake
 
@@ -207,17 +253,27 @@ def test_an_architecture_the_toolkit_cannot_build_is_refused():
 
 # -- the offline CUDA build (cuda_build.py, for bench/gpu_check.py), without a GPU ----------------------
 
+
 def test_the_cuda_build_uses_setup_sh_arguments():
     args = cuda_build.setup_cmake_args()
     assert "-DGGML_CUDA=on" in args and "-DLLAMA_BUILD_SERVER=ON" in args and "-DLLAMA_TOOLS_INSTALL=ON" in args
 
 
-@pytest.mark.parametrize("name, dropped", [
-    (".git/objects/pack/x.pack", True), (".git", True), ("vendor/llama.cpp/.git", True),
-    ("vendor/llama.cpp/docs/build.md", True), ("vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf", True),
-    ("vendor/llama.cpp/models/templates/x.jinja", False), ("vendor/llama.cpp/ggml/src/ggml-cuda/mmq.cu", False),
-    ("vendor/llama.cpp/tools/server/server.cpp", False), (".gitmodules", False), ("CMakeLists.txt", False),
-])
+@pytest.mark.parametrize(
+    "name, dropped",
+    [
+        (".git/objects/pack/x.pack", True),
+        (".git", True),
+        ("vendor/llama.cpp/.git", True),
+        ("vendor/llama.cpp/docs/build.md", True),
+        ("vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf", True),
+        ("vendor/llama.cpp/models/templates/x.jinja", False),
+        ("vendor/llama.cpp/ggml/src/ggml-cuda/mmq.cu", False),
+        ("vendor/llama.cpp/tools/server/server.cpp", False),
+        (".gitmodules", False),
+        ("CMakeLists.txt", False),
+    ],
+)
 def test_what_the_travelling_sdist_leaves_out(name, dropped):
     assert bool(cuda_build.SDIST_DROP.match(f"llama_cpp_python-0.3.36/{name}")) is dropped
 
@@ -230,16 +286,21 @@ def test_cublas_from_pip_wheels_when_the_toolkit_lacks_it(tmp_path, monkeypatch)
     (toolkit / "include").mkdir()
     (toolkit / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
     wheels = tmp_path / "site"
-    for rel in ("nvidia/cu13/lib/libcublas.so.13", "nvidia/cu13/lib/libcublasLt.so.13",
-                "nvidia/cu13/include/cublas_v2.h"):
+    for rel in (
+        "nvidia/cu13/lib/libcublas.so.13",
+        "nvidia/cu13/lib/libcublasLt.so.13",
+        "nvidia/cu13/include/cublas_v2.h",
+    ):
         (wheels / rel).parent.mkdir(parents=True, exist_ok=True)
         (wheels / rel).write_bytes(b"")
     monkeypatch.setenv("CUDA_HOME", str(toolkit))
     monkeypatch.setattr(sys, "path", [str(wheels)] + sys.path)
     args, lib_dirs, inc_dirs = g.cuda_link_setup(tmp_path / "shim", driver_dirs=())
     shim = tmp_path / "shim" / "lib"
-    assert args == [f"-DCUDA_cublas_LIBRARY={shim / 'libcublas.so'}",
-                    f"-DCUDA_cublasLt_LIBRARY={shim / 'libcublasLt.so'}"]
+    assert args == [
+        f"-DCUDA_cublas_LIBRARY={shim / 'libcublas.so'}",
+        f"-DCUDA_cublasLt_LIBRARY={shim / 'libcublasLt.so'}",
+    ]
     assert (shim / "libcublasLt.so").resolve() == wheels / "nvidia/cu13/lib/libcublasLt.so.13"
     assert str(wheels / "nvidia/cu13/lib") in lib_dirs and inc_dirs == [str(wheels / "nvidia/cu13/include")]
 
@@ -253,3 +314,22 @@ def test_a_full_toolkit_needs_no_shim(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", str(toolkit))
     args, lib_dirs, inc_dirs = g.cuda_link_setup(tmp_path / "shim", driver_dirs=())
     assert args == [] and inc_dirs == [] and str(toolkit / "lib64") in lib_dirs
+
+
+def test_the_llama_cpp_python_pin_is_written_once():
+    """pyproject.toml holds the pin; the engine, the setup and build scripts read it from there."""
+    import re
+
+    import engine.llama.install as li
+
+    pins = re.findall(r'"llama-cpp-python==([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert len(pins) == 1 and li.pinned_version() == pins[0] == li.LLAMA_CPP_PYTHON_VERSION
+    assert li.installed_version() == pins[0]  # setup.sh installed exactly the pinned release
+    for script in (
+        "scripts/setup.sh",
+        "packaging/build_linux.sh",
+        "packaging/build_windows.ps1",
+        "packaging/cuda_build.py",
+        "bench/gpu_check.sh",
+    ):
+        assert pins[0] not in (REPO / script).read_text(encoding="utf-8"), script

@@ -1,4 +1,4 @@
-"""engine.recommend and `spectune recommend / presets`: budgets (NVML stand-in), fits and near-misses,
+"""engine.planning.recommend and `spectune recommend / presets`: budgets (NVML stand-in), fits and near-misses,
 the ranking and its reasons, and the command line through a subprocess."""
 
 from __future__ import annotations
@@ -14,15 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import CATALOG_DIR, CatalogError, load_catalog
-from engine.cli_catalog import register
-from engine.cost_model import leviathan_speedup
-from engine.gguf_inspect import inspect_gguf
-from engine.memory_plan import GpuBudget, model_info_from_numbers, plan_memory
-from engine.recommend import (ACCEPTANCE_PRIOR, HEADROOM_MIN, MIN_SPEEDUP, Budget, RecommendError, _Models,
-                              budget_from_hardware, budget_from_size, expected_speedup, headroom, preset_fits,
-                              quant_quality, recommend)
-from engine.synthetic import ModelShape, PairSpec, write_pair
+from engine.cli.catalog import register
+from engine.models.catalog import CATALOG_DIR, CatalogError, load_catalog
+from engine.models.gguf_inspect import inspect_gguf
+from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.cost_model import leviathan_speedup
+from engine.planning.memory_plan import GpuBudget, model_info_from_numbers, plan_memory
+from engine.planning.recommend import (
+    ACCEPTANCE_PRIOR,
+    HEADROOM_MIN,
+    MIN_SPEEDUP,
+    Budget,
+    RecommendError,
+    _Models,
+    budget_from_hardware,
+    budget_from_size,
+    expected_speedup,
+    headroom,
+    preset_fits,
+    quant_quality,
+    recommend,
+)
 
 from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
@@ -42,6 +54,7 @@ def gpu_budget(gib: float, bandwidth_gb_s: float | None = 1008) -> Budget:
 
 # -- the constructor from numbers plans exactly like a file -------------------------------------------
 
+
 def test_a_model_from_numbers_plans_like_the_same_model_from_a_file(tmp_path):
     """Qwen2.5-0.5B's layer shape written as a real GGUF, and the same numbers without a file: llama.cpp's
     plan is identical item by item, on the CPU and with a GPU."""
@@ -49,9 +62,18 @@ def test_a_model_from_numbers_plans_like_the_same_model_from_a_file(tmp_path):
     target, _ = write_pair(tmp_path, PairSpec(shape=shape, dtype="f16"))
     info = inspect_gguf(target)
     numbers = model_info_from_numbers(
-        architecture="llama", n_layer=2, n_embd=896, n_head=14, n_head_kv=2, head_dim=64, n_ff=4864,
-        n_vocab=info.vocab.n_tokens, n_ctx_train=32768,
-        tied_embeddings="output.weight" not in {t.name for t in info.tensors}, weight_type="F16")
+        architecture="llama",
+        n_layer=2,
+        n_embd=896,
+        n_head=14,
+        n_head_kv=2,
+        head_dim=64,
+        n_ff=4864,
+        n_vocab=info.vocab.n_tokens,
+        n_ctx_train=32768,
+        tied_embeddings="output.weight" not in {t.name for t in info.tensors},
+        weight_type="F16",
+    )
     assert numbers.parameter_count == info.parameter_count and numbers.tensor_bytes == info.tensor_bytes
     for gpus in ([], [GpuBudget("CUDA0", 8 * GiB)]):
         from_file, from_numbers = plan_memory(info, 4096, gpus=gpus), plan_memory(numbers, 4096, gpus=gpus)
@@ -60,9 +82,19 @@ def test_a_model_from_numbers_plans_like_the_same_model_from_a_file(tmp_path):
 
 
 def test_rows_a_quant_cannot_hold_fall_back_as_llama_quantize_does():
-    info = model_info_from_numbers(architecture="qwen2", n_layer=1, n_embd=896, n_head=14, n_head_kv=2, head_dim=64,
-                                   n_ff=4864, n_vocab=1024, n_ctx_train=4096, weight_type="Q4_K",
-                                   bits_per_weight=4.9)
+    info = model_info_from_numbers(
+        architecture="qwen2",
+        n_layer=1,
+        n_embd=896,
+        n_head=14,
+        n_head_kv=2,
+        head_dim=64,
+        n_ff=4864,
+        n_vocab=1024,
+        n_ctx_train=4096,
+        weight_type="Q4_K",
+        bits_per_weight=4.9,
+    )
     types = {t.name: t.type_name for t in info.tensors}
     # 896 is not a whole number of 256-element Q4_K blocks: Q5_0 (src/llama-quant.cpp); 4864 is
     assert types["blk.0.attn_q.weight"] == "Q5_0" and types["blk.0.ffn_down.weight"] == "Q4_K"
@@ -70,6 +102,7 @@ def test_rows_a_quant_cannot_hold_fall_back_as_llama_quantize_does():
 
 
 # -- budgets ------------------------------------------------------------------------------------------
+
 
 def test_a_given_size_is_one_gpu_with_headroom():
     b = budget_from_size("12GiB")
@@ -99,6 +132,7 @@ def test_auto_without_a_driver_falls_back_to_ram():
 
 # -- the cost model ------------------------------------------------------------------------------------
 
+
 def test_expected_speedup_is_leviathans_best_k():
     speedup, k, alpha = expected_speedup(0.155, 0.0)
     assert alpha == ACCEPTANCE_PRIOR
@@ -113,11 +147,12 @@ def test_expected_speedup_is_leviathans_best_k():
 
 def test_quant_quality_comes_from_the_table_or_is_interpolated(catalog):
     assert quant_quality(catalog, "Q4_K_M") == (0.1754, False)
-    ppl, estimated = quant_quality(catalog, "IQ4_XS")   # 4.43 bits: between Q3_K_L (4.31) and Q4_K_S (4.68)
+    ppl, estimated = quant_quality(catalog, "IQ4_XS")  # 4.43 bits: between Q3_K_L (4.31) and Q4_K_S (4.68)
     assert estimated and 0.2689 < ppl < 0.5562
 
 
 # -- fits, near-misses and the ranking --------------------------------------------------------------------
+
 
 def test_recommendations_fit_with_headroom_and_carry_their_plan(catalog):
     budget = gpu_budget(24)
@@ -128,8 +163,12 @@ def test_recommendations_fit_with_headroom_and_carry_their_plan(catalog):
         totals = c.plan.device_totals()
         assert totals["CUDA0"] == c.needed_bytes <= budget.usable_bytes
         # screening adds the two models planned alone; the shown plan is llama.cpp's plan of the pair
-        assert models.pair_totals(budget, 8192, catalog.model(c.target.model), c.target.quant,
-                                  catalog.model(c.draft.model), c.draft.quant) == totals
+        assert (
+            models.pair_totals(
+                budget, 8192, catalog.model(c.target.model), c.target.quant, catalog.model(c.draft.model), c.draft.quant
+            )
+            == totals
+        )
         assert c.plan.n_ctx == 8192 and {i.model for i in c.plan.items} == {"target", "draft"}
         assert catalog.tokenizer_of(c.target.model) == catalog.tokenizer_of(c.draft.model)
         assert c.speedup >= MIN_SPEEDUP
@@ -200,19 +239,38 @@ def test_a_draft_that_costs_too_much_is_a_near_miss_with_its_reason(tmp_path):
     shutil.copytree(CATALOG_DIR, root)
 
     def toy(mid, layers, quants):
-        return {"id": mid, "name": mid, "arch": {
-            "llama_arch": "llama", "n_layer": layers, "n_embd": 2048, "n_head": 16, "n_head_kv": 8,
-            "head_dim": 128, "n_ff": 8192, "n_vocab": 32000, "n_ctx_train": 8192, "tied_embeddings": True,
-            "params": 1}, "gguf": {"repo": "toy/" + mid + "-GGUF", "file_pattern": mid + "-{quant}.gguf",
-                                   "quants": quants}}
+        return {
+            "id": mid,
+            "name": mid,
+            "arch": {
+                "llama_arch": "llama",
+                "n_layer": layers,
+                "n_embd": 2048,
+                "n_head": 16,
+                "n_head_kv": 8,
+                "head_dim": 128,
+                "n_ff": 8192,
+                "n_vocab": 32000,
+                "n_ctx_train": 8192,
+                "tied_embeddings": True,
+                "params": 1,
+            },
+            "gguf": {"repo": "toy/" + mid + "-GGUF", "file_pattern": mid + "-{quant}.gguf", "quants": quants},
+        }
+
     target, draft = toy("toy-big", 30, ["Q3_K_M"]), toy("toy-small", 7, ["F16"])
     for m in (target, draft):
         m["arch"]["params"] = model_info_from_numbers(
-            architecture="llama", **{k: v for k, v in m["arch"].items()
-                                     if k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff",
-                                              "n_vocab", "n_ctx_train")}).parameter_count
-    (root / "families" / "toy.json").write_text(json.dumps({
-        "format": 1, "family": {"id": "toy", "name": "Toy", "tokenizer": "toy"}, "models": [target, draft]}))
+            architecture="llama",
+            **{
+                k: v
+                for k, v in m["arch"].items()
+                if k in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train")
+            },
+        ).parameter_count
+    (root / "families" / "toy.json").write_text(
+        json.dumps({"format": 1, "family": {"id": "toy", "name": "Toy", "tokenizer": "toy"}, "models": [target, draft]})
+    )
     catalog = load_catalog(root)
     r = recommend(catalog, gpu_budget(24), ctx=4096, family="toy")
     assert r.recommended == []
@@ -248,9 +306,12 @@ def test_presets_report_sizes_and_fit(catalog):
 
 
 def test_a_preset_fits_the_gpu_its_description_names(catalog):
-    """"for 24 GB GPUs" means the pair fits 24 GiB with headroom at the default context."""
-    claims = {p.name: int(m.group(2) or m.group(1)) for p in catalog.presets
-              if (m := re.search(r"(\d+)(?:-(\d+))? GB", p.description))}
+    """ "for 24 GB GPUs" means the pair fits 24 GiB with headroom at the default context."""
+    claims = {
+        p.name: int(m.group(2) or m.group(1))
+        for p in catalog.presets
+        if (m := re.search(r"(\d+)(?:-(\d+))? GB", p.description))
+    }
     assert len(claims) >= 10
     for name, gib in claims.items():
         fit = next(f for f in preset_fits(catalog, gpu_budget(gib)) if f.name == name)
@@ -259,32 +320,36 @@ def test_a_preset_fits_the_gpu_its_description_names(catalog):
 
 # -- the command line ----------------------------------------------------------------------------------
 
+
 def run_cli(args: list[str], capsys, nvml=None) -> tuple[int, str, str]:
     return run_registered(register, args, capsys, nvml=nvml)
 
 
 def test_cli_auto_uses_nvml(capsys):
-    rc, out, _ = run_cli(["recommend", "--json", "--family", "qwen3", "--limit", "2"], capsys,
-                         FakeNVML([rtx4090(0)]))
+    rc, out, _ = run_cli(["recommend", "--json", "--family", "qwen3", "--limit", "2"], capsys, FakeNVML([rtx4090(0)]))
     assert rc == 0
     d = json.loads(out)
     assert d["budget"]["gpus"] == [{"name": "CUDA0", "free_bytes": 23 * GiB}]
     assert len(d["recommendations"]) == 2
-    assert all(c["tokens_per_s_bound"] > 0 and c["plan"]["totals"]["by_device"]["CUDA0"] == c["needed_bytes"]
-               for c in d["recommendations"])
+    assert all(
+        c["tokens_per_s_bound"] > 0 and c["plan"]["totals"]["by_device"]["CUDA0"] == c["needed_bytes"]
+        for c in d["recommendations"]
+    )
     rc, out, _ = run_cli(["presets", "--ctx", "4096"], capsys, FakeNVML([rtx4090(0)]))
     assert rc == 0 and "qwen2.5-coder-32b+0.5b-q4km" in out and "fits" in out
 
 
 def spectune(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_recommend_json_through_a_subprocess():
-    p = spectune("recommend", "--vram", "24GiB", "--bandwidth", "936", "--family", "qwen2.5-coder",
-                 "--ctx", "8192", "--json")
+    p = spectune(
+        "recommend", "--vram", "24GiB", "--bandwidth", "936", "--family", "qwen2.5-coder", "--ctx", "8192", "--json"
+    )
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["ctx"] == 8192 and d["family"] == "qwen2.5-coder"
@@ -309,12 +374,15 @@ def test_cli_presets_json_through_a_subprocess():
     assert all(x["download_bytes"] > 0 for x in d["presets"])
 
 
-@pytest.mark.parametrize("args, message", [
-    (["recommend", "--vram", "12 apples"], "cannot read the size '12 apples'"),
-    (["recommend", "--vram", "24GiB", "--family", "qwen9"], "no family 'qwen9' in the catalog; known:"),
-    (["recommend", "--vram", "24GiB", "--ctx", "0"], "--ctx must be 1 or more"),
-    (["presets", "--vram", "24GiB", "--catalog", "/nonexistent/catalog"], "catalog folder missing"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["recommend", "--vram", "12 apples"], "cannot read the size '12 apples'"),
+        (["recommend", "--vram", "24GiB", "--family", "qwen9"], "no family 'qwen9' in the catalog; known:"),
+        (["recommend", "--vram", "24GiB", "--ctx", "0"], "--ctx must be 1 or more"),
+        (["presets", "--vram", "24GiB", "--catalog", "/nonexistent/catalog"], "catalog folder missing"),
+    ],
+)
 def test_cli_errors_are_one_line(args, message):
     p = spectune(*args)
     assert p.returncode == 2

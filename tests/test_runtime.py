@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.runtime import Engine, SpecrtError
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.runtime.binding import Engine, SpecrtError
 
 from .conftest import PROMPTS
 
@@ -20,8 +20,9 @@ def engine(pair):
         yield e
 
 
-def run(engine: Engine, spec: SpecSettings, prompt: str, n: int = 96, baseline: bool = False,
-        between=None) -> tuple[list[int], list]:
+def run(
+    engine: Engine, spec: SpecSettings, prompt: str, n: int = 96, baseline: bool = False, between=None
+) -> tuple[list[int], list]:
     engine.set_spec(spec)
     engine.set_sampling(GREEDY)
     engine.begin(prompt, n, baseline)
@@ -34,8 +35,10 @@ def run(engine: Engine, spec: SpecSettings, prompt: str, n: int = 96, baseline: 
     return tokens, cycles
 
 
-@pytest.mark.parametrize("spec_type", ["draft-simple", "ngram-simple", "ngram-mod", "ngram-map-k",
-                                       "ngram-simple,draft-simple", "ngram-mod,draft-simple"])
+@pytest.mark.parametrize(
+    "spec_type",
+    ["draft-simple", "ngram-simple", "ngram-mod", "ngram-map-k", "ngram-simple,draft-simple", "ngram-mod,draft-simple"],
+)
 def test_speculation_is_lossless_at_temperature_zero(engine, spec_type):
     drafted = 0
     for prompt in PROMPTS:
@@ -155,7 +158,7 @@ def test_tokenize_roundtrip_and_memory(engine):
     assert sum(m["model_bytes"] for m in mem if m["model"] == "target") > 0
     assert sum(m["context_bytes"] for m in mem) > 0
     with pytest.raises(SpecrtError, match="outside the vocabulary"):
-        engine.detokenize([10 ** 6])
+        engine.detokenize([10**6])
 
 
 def test_incompatible_vocab_is_refused_at_load(incompatible_pair):

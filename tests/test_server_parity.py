@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.client import EngineClient
-from engine.cli import generate
-from engine.export import llama_server_argv
-from engine.llama_install import server_path
-from engine.server_runner import LlamaServer, server_summary
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.deploy.export import llama_server_argv
+from engine.llama.install import server_path
+from engine.llama.server import LlamaServer, server_summary
+from engine.measure.generate import generate
+from engine.runtime.client import EngineClient
 
 from .conftest import PROMPTS
 

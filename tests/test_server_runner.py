@@ -9,19 +9,21 @@ import time
 
 import pytest
 
-from engine.server_runner import LlamaServer
+from engine.llama.server import LlamaServer
 
-IGNORES_SIGTERM = ("import signal, sys, time\n"
-                   "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                   "print('ready', flush=True)\n"
-                   "time.sleep(120)\n")
+IGNORES_SIGTERM = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n"
+)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM cannot be ignored on Windows")
 def test_terminate_kills_a_server_that_ignores_sigterm_after_the_grace_period():
     srv = LlamaServer(["llama-server-stand-in"])
     proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE)
-    assert proc.stdout.readline().strip() == b"ready"      # its handler is in place
+    assert proc.stdout.readline().strip() == b"ready"  # its handler is in place
     srv._proc = proc
     t0 = time.monotonic()
     srv.terminate(grace_s=0.5)
@@ -29,6 +31,6 @@ def test_terminate_kills_a_server_that_ignores_sigterm_after_the_grace_period():
     assert proc.poll() is None, "SIGTERM alone does not end it"
     proc.wait(timeout=10)
     assert 0.4 < time.monotonic() - t0 < 5
-    assert proc.returncode == -9                           # killed, not exited
-    srv.stop()                                             # reaps nothing twice, raises nothing
+    assert proc.returncode == -9  # killed, not exited
+    srv.stop()  # reaps nothing twice, raises nothing
     proc.stdout.close()

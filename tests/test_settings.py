@@ -1,7 +1,15 @@
 import pytest
 
-from engine.settings import (LoadSettings, SamplingSettings, SettingsError, SpecSettings, from_dict,
-                             parse_spec_types, to_dict, updated)
+from engine.core.settings import (
+    LoadSettings,
+    SamplingSettings,
+    SettingsError,
+    SpecSettings,
+    from_dict,
+    parse_spec_types,
+    to_dict,
+    updated,
+)
 
 
 def test_parse_spec_types():
@@ -13,12 +21,19 @@ def test_parse_spec_types():
         parse_spec_types("none,ngram-mod")
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"draft_n_max": -1}, "draft_n_max"), ({"draft_n_max": 65}, "draft_n_max"),
-    ({"draft_n_min": 5, "draft_n_max": 3}, "draft_n_min"), ({"draft_p_min": 1.5}, "draft_p_min"),
-    ({"ngram_size_n": 0}, "ngram_size_n"), ({"ngram_size_m": 0}, "ngram_size_m"),
-    ({"ngram_min_hits": 0}, "ngram_min_hits"), ({"ngram_mod_n_min": 70}, "ngram_mod_n_min"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"draft_n_max": -1}, "draft_n_max"),
+        ({"draft_n_max": 65}, "draft_n_max"),
+        ({"draft_n_min": 5, "draft_n_max": 3}, "draft_n_min"),
+        ({"draft_p_min": 1.5}, "draft_p_min"),
+        ({"ngram_size_n": 0}, "ngram_size_n"),
+        ({"ngram_size_m": 0}, "ngram_size_m"),
+        ({"ngram_min_hits": 0}, "ngram_min_hits"),
+        ({"ngram_mod_n_min": 70}, "ngram_mod_n_min"),
+    ],
+)
 def test_spec_validation_names_the_field(changes, field):
     with pytest.raises(SettingsError, match=field):
         updated(SpecSettings(), changes).validate()

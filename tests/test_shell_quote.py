@@ -18,28 +18,45 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.shell_quote import (CMD_MAX_LINE, argv_quote, bash_join, cmd_join, join, pwsh_join,
-                                pwsh_warnings)
+from engine.deploy.shell_quote import CMD_MAX_LINE, argv_quote, bash_join, cmd_join, join, pwsh_join, pwsh_warnings
 
 BASH = shutil.which("bash")
 # the characters shells care about, plus non-ASCII and PowerShell's typographic quotes
-TRICKY = list(" '\"%$!^&`\\*?[]{}~#;|<>()=,:@\t") + ["a", "Z", "0", "-", ".", "é", "漢", "\u2018", "\u2019",
-                                                    "\u201a", "\u201b", "\U0001F600", "!!", "%PATH%",
-                                                    "%PATH:a=b%", "$(id)", "`id`", "${HOME}"]
+TRICKY = list(" '\"%$!^&`\\*?[]{}~#;|<>()=,:@\t") + [
+    "a",
+    "Z",
+    "0",
+    "-",
+    ".",
+    "é",
+    "漢",
+    "\u2018",
+    "\u2019",
+    "\u201a",
+    "\u201b",
+    "\U0001f600",
+    "!!",
+    "%PATH%",
+    "%PATH:a=b%",
+    "$(id)",
+    "`id`",
+    "${HOME}",
+]
 ANY_CHAR = st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")
 
 words = st.one_of(st.lists(st.sampled_from(TRICKY), max_size=8).map("".join), st.text(ANY_CHAR, max_size=16))
 argument_lists = st.lists(st.one_of(words, st.text(ANY_CHAR, max_size=3).map(lambda s: s + "\n" + s)), max_size=6)
-file_names = st.one_of(st.lists(st.sampled_from([c for c in TRICKY if "/" not in c]), min_size=1, max_size=8)
-                       .map("".join), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/"),
-                                              min_size=1, max_size=16))
+file_names = st.one_of(
+    st.lists(st.sampled_from([c for c in TRICKY if "/" not in c]), min_size=1, max_size=8).map("".join),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/"), min_size=1, max_size=16),
+)
 
 HYPOTHESIS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # -- bash: the real thing --------------------------------------------------------------------
 
-PRINT_ARGS = "#!/bin/bash\nprintf '%s\\0' \"$0\" \"$@\"\n"
+PRINT_ARGS = '#!/bin/bash\nprintf \'%s\\0\' "$0" "$@"\n'
 
 
 def _run_bash(script_body: str) -> list[str]:
@@ -47,8 +64,12 @@ def _run_bash(script_body: str) -> list[str]:
         script = Path(tmp) / "line.sh"
         # history expansion on, and a previous command for !! to find: an unprotected ! would show
         script.write_bytes(("set -o history -H\n: previous command\n" + script_body + "\n").encode("utf-8"))
-        proc = subprocess.run([BASH, str(script)], capture_output=True, timeout=30,
-                              env={"PATH": "/usr/bin:/bin", "HOME": tmp, "LC_ALL": "C.UTF-8"})
+        proc = subprocess.run(
+            [BASH, str(script)],
+            capture_output=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin", "HOME": tmp, "LC_ALL": "C.UTF-8"},
+        )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     return proc.stdout.decode("utf-8", errors="surrogateescape").split("\0")[:-1]
 
@@ -71,11 +92,34 @@ def test_bash_command_line_runs_the_program_with_the_same_argv(program_dir, name
     assert _run_bash(bash_join(argv)) == argv
 
 
-BASH_BUILTINS = (set(subprocess.run([BASH, "-c", "compgen -b"], capture_output=True, text=True).stdout.split())
-                 if BASH else set())
-COMMAND_NAMES = st.one_of(st.sampled_from(["if", "then", "time", "coproc", "function", "!", "{", "}", "[[", "A=B",
-                                           "x=1", "#x", "~x", "a b", "é=1", "llama-server", "while", "!!"]),
-                          file_names)
+BASH_BUILTINS = (
+    set(subprocess.run([BASH, "-c", "compgen -b"], capture_output=True, text=True).stdout.split()) if BASH else set()
+)
+COMMAND_NAMES = st.one_of(
+    st.sampled_from(
+        [
+            "if",
+            "then",
+            "time",
+            "coproc",
+            "function",
+            "!",
+            "{",
+            "}",
+            "[[",
+            "A=B",
+            "x=1",
+            "#x",
+            "~x",
+            "a b",
+            "é=1",
+            "llama-server",
+            "while",
+            "!!",
+        ]
+    ),
+    file_names,
+)
 
 
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
@@ -85,8 +129,7 @@ def test_bash_bare_program_name_reaches_command_lookup_unchanged(name, args):
     # a bare name is looked up on PATH; with an empty PATH bash hands it to command_not_found_handle
     assume(name not in BASH_BUILTINS and not name.startswith("%") and name != "command_not_found_handle")
     line = bash_join([name] + args)
-    body = ("command_not_found_handle() { printf '%s\\0' \"$@\"; return 0; }\nPATH=/nonexistent-spectune\n"
-            + line)
+    body = "command_not_found_handle() { printf '%s\\0' \"$@\"; return 0; }\nPATH=/nonexistent-spectune\n" + line
     assert _run_bash(body) == [name] + args
 
 
@@ -97,8 +140,10 @@ def test_bash_refuses_a_bare_program_name_bash_takes_for_a_job():
 
 
 def test_bash_leaves_plain_words_bare():
-    assert bash_join(["/usr/bin/llama-server", "-m", "/models/a.gguf", "--temp", "0.7"]) == \
-        "/usr/bin/llama-server -m /models/a.gguf --temp 0.7"
+    assert (
+        bash_join(["/usr/bin/llama-server", "-m", "/models/a.gguf", "--temp", "0.7"])
+        == "/usr/bin/llama-server -m /models/a.gguf --temp 0.7"
+    )
     assert bash_join(["A=B/x", "it's"]) == "'A=B/x' 'it'\"'\"'s'"
 
 
@@ -123,7 +168,7 @@ def parse_pwsh(line: str) -> list[str]:
             i += 1
             value = []
             while True:
-                ch = line[i]   # IndexError: an unterminated string
+                ch = line[i]  # IndexError: an unterminated string
                 if ch in PWSH_QUOTE_CHARS:
                     if i + 1 < len(line) and line[i + 1] in PWSH_QUOTE_CHARS:
                         value.append(line[i + 1])
@@ -150,13 +195,15 @@ def parse_pwsh(line: str) -> list[str]:
 @given(program=words.filter(bool), args=argument_lists)
 def test_pwsh_command_line_parses_back_to_the_argv(program, args):
     line = pwsh_join([program] + args)
-    assert line.startswith("& '")   # the call operator runs a quoted program
+    assert line.startswith("& '")  # the call operator runs a quoted program
     assert parse_pwsh(line) == [program] + args
 
 
 def test_pwsh_doubles_every_kind_of_single_quote():
-    assert pwsh_join(["C:\\Program Files\\llama-server.exe", "-m", "it's \u2019q\u2019", "-c", "4096", "0.95"]) == \
-        "& 'C:\\Program Files\\llama-server.exe' -m 'it''s \u2019\u2019q\u2019\u2019' -c 4096 '0.95'"
+    assert (
+        pwsh_join(["C:\\Program Files\\llama-server.exe", "-m", "it's \u2019q\u2019", "-c", "4096", "0.95"])
+        == "& 'C:\\Program Files\\llama-server.exe' -m 'it''s \u2019\u2019q\u2019\u2019' -c 4096 '0.95'"
+    )
 
 
 def test_pwsh_warns_where_old_powershell_passes_arguments_wrongly():
@@ -166,6 +213,7 @@ def test_pwsh_warns_where_old_powershell_passes_arguments_wrongly():
 
 
 # -- cmd: cmd.exe's reading, then CommandLineToArgvW's ------------------------------------------
+
 
 def _defined(name: str) -> bool:
     """Adversarial environment: every variable is defined unless its name starts with ^."""
@@ -178,7 +226,7 @@ def cmd_percent_phase_interactive(line: str) -> str:
     while i < len(line):
         if line[i] == "%":
             close = line.find("%", i + 1)
-            if close > 0 and _defined(line[i + 1:close].split(":", 1)[0]):
+            if close > 0 and _defined(line[i + 1 : close].split(":", 1)[0]):
                 out.append("<EXPANDED>")
                 i = close + 1
                 continue
@@ -195,7 +243,7 @@ def cmd_percent_phase_batch(line: str) -> str:
             out.append(line[i])
             i += 1
             continue
-        nxt = line[i + 1:i + 2]
+        nxt = line[i + 1 : i + 2]
         if nxt == "%":
             out.append("%")
             i += 2
@@ -205,9 +253,9 @@ def cmd_percent_phase_batch(line: str) -> str:
         else:
             close = line.find("%", i + 1)
             if close < 0:
-                i += 1   # a lone % is dropped
+                i += 1  # a lone % is dropped
             else:
-                out.append("<EXPANDED>" if _defined(line[i + 1:close].split(":", 1)[0]) else "")
+                out.append("<EXPANDED>" if _defined(line[i + 1 : close].split(":", 1)[0]) else "")
                 i = close + 1
     return "".join(out)
 
@@ -239,7 +287,7 @@ def command_line_to_argv(line: str) -> list[str]:
     """CommandLineToArgvW as documented (with the post-2008 "" rule inside quotes)."""
     args, n = [], len(line)
     if line.startswith('"'):
-        end = line.index('"', 1)   # argv[0]: up to the next quote, no escapes
+        end = line.index('"', 1)  # argv[0]: up to the next quote, no escapes
         args.append(line[1:end])
         i = end + 1
     else:
@@ -285,13 +333,16 @@ def command_line_to_argv(line: str) -> list[str]:
         args.append("".join(value))
 
 
-cmd_programs = st.one_of(st.sampled_from(["C:\\Program Files\\llama.cpp\\llama-server.exe", "llama-server",
-                                          "C:\\a&b (x86)\\^caret^\\llama server.exe"]),
-                         st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters='\0"%!\r\n'),
-                                 min_size=1, max_size=16))
-cmd_words = st.one_of(st.lists(st.sampled_from(TRICKY + ["\\", "\\\\", '\\"', "a\\"]), max_size=8).map("".join),
-                      st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0\r\n"),
-                              max_size=16))
+cmd_programs = st.one_of(
+    st.sampled_from(
+        ["C:\\Program Files\\llama.cpp\\llama-server.exe", "llama-server", "C:\\a&b (x86)\\^caret^\\llama server.exe"]
+    ),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters='\0"%!\r\n'), min_size=1, max_size=16),
+)
+cmd_words = st.one_of(
+    st.lists(st.sampled_from(TRICKY + ["\\", "\\\\", '\\"', "a\\"]), max_size=8).map("".join),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0\r\n"), max_size=16),
+)
 
 
 @HYPOTHESIS
@@ -339,7 +390,7 @@ def test_join_names_its_shells():
 def test_bash_round_trip_of_an_exported_windows_like_path():
     if BASH is None:
         pytest.skip("bash is not installed")
-    args = ["-m", "C:\\Users\\Zoë O'Neil\\models\\100% \"best\" $HOME !! `id` ^&.gguf", ""]
+    args = ["-m", 'C:\\Users\\Zoë O\'Neil\\models\\100% "best" $HOME !! `id` ^&.gguf', ""]
     line = bash_join(["llama-server"] + args)
-    body = ("command_not_found_handle() { printf '%s\\0' \"$@\"; return 0; }\nPATH=/nonexistent-spectune\n" + line)
+    body = "command_not_found_handle() { printf '%s\\0' \"$@\"; return 0; }\nPATH=/nonexistent-spectune\n" + line
     assert _run_bash(body) == ["llama-server"] + args

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from engine.client import EngineClient
-from engine.settings import LoadSettings, SpecSettings
-from engine.tuner import TuneCancelled, Tuner
+from engine.core.settings import LoadSettings, SpecSettings
+from engine.measure.tuner import TuneCancelled, Tuner
+from engine.runtime.client import EngineClient
 
 from .conftest import PROMPTS
 
@@ -25,8 +25,7 @@ def loaded(pair):
 def test_tuner_reports_a_measured_best_with_predictions(loaded):
     client, load = loaded
     lines = []
-    tuner = Tuner(client, load, list(PROMPTS), max_tokens=24, budget_s=600, seed=3, k_max=6,
-                  progress=lines.append)
+    tuner = Tuner(client, load, list(PROMPTS), max_tokens=24, budget_s=600, seed=3, k_max=6, progress=lines.append)
     result = tuner.run()
     out = result.to_dict()
     assert out["baseline_tps"] > 0 and out["best"]["measured_tps"] > 0
@@ -35,8 +34,8 @@ def test_tuner_reports_a_measured_best_with_predictions(loaded):
     # the speedup compares like with like: the baseline ran on exactly the best's prompts
     ran = result.best.prompts_run
     assert ran and set(ran) <= set(tuner._baseline)
-    tokens = sum(tuner._baseline[p][0] for p in ran)
-    wall = sum(tuner._baseline[p][1] for p in ran)
+    tokens = sum(tuner._baseline[p]["tokens_generated"] - 1 for p in ran)   # each first token is the prompt's
+    wall = sum(tuner._baseline[p]["wall_ms"] for p in ran)
     assert result.baseline_tps == pytest.approx(tokens * 1000.0 / wall)
     predicted = [r for r in out["candidates"] if r["predicted_tps"]]
     assert predicted and all(r["setting"].startswith("draft-simple") for r in predicted)
@@ -47,8 +46,11 @@ def test_tuner_reports_a_measured_best_with_predictions(loaded):
     assert any("round with" in line for line in lines)
     # the model's curve covers every K, not only the candidates that were kept for measuring
     assert sorted(result.predicted_by_k) == list(range(1, 7))
-    assert all(c.predicted_tps == round(result.predicted_by_k[c.spec.draft_n_max], 3)
-               for c in result.candidates if c.predicted_tps)
+    assert all(
+        c.predicted_tps == round(result.predicted_by_k[c.spec.draft_n_max], 3)
+        for c in result.candidates
+        if c.predicted_tps
+    )
 
 
 def test_same_seed_same_plan():
@@ -69,8 +71,16 @@ def test_a_stop_before_the_first_request_touches_no_engine():
 
 def test_stop_between_runs_leaves_the_engine_usable(loaded):
     client, load = loaded
-    tuner = Tuner(client, load, list(PROMPTS), max_tokens=8, seed=1, k_max=4, progress=lambda m: None,
-                  should_stop=lambda: tuner.runs >= 3)
+    tuner = Tuner(
+        client,
+        load,
+        list(PROMPTS),
+        max_tokens=8,
+        seed=1,
+        k_max=4,
+        progress=lambda m: None,
+        should_stop=lambda: tuner.runs >= 3,
+    )
     with pytest.raises(TuneCancelled):
         tuner.run()
     assert tuner.runs == 3
@@ -89,11 +99,12 @@ def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
         client.load(load)
 
         def on_progress(message: str) -> None:
-            if message.startswith("baseline"):   # the next request is a long generation
+            if message.startswith("baseline"):  # the next request is a long generation
                 threading.Timer(0.3, lambda: (stop.set(), client.cancel())).start()
 
-        tuner = Tuner(client, load, list(PROMPTS), max_tokens=3000, seed=1, k_max=4, progress=on_progress,
-                      should_stop=stop.is_set)
+        tuner = Tuner(
+            client, load, list(PROMPTS), max_tokens=3000, seed=1, k_max=4, progress=on_progress, should_stop=stop.is_set
+        )
         t0 = time.monotonic()
         with pytest.raises(TuneCancelled):
             tuner.run()
@@ -102,7 +113,7 @@ def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
 
 
 def test_a_close_call_is_settled_head_to_head_on_every_prompt(loaded):
-    from engine.tuner import Candidate
+    from engine.measure.tuner import Candidate
 
     client, load = loaded
     lines = []

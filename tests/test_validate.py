@@ -13,11 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from engine.demo_models import demo_pair
-from engine.server_runner import TERMINATE_GRACE_S
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.validate import (StopSwitch, ValidateCancelled, ValidateError, _fits_beside, _offloads, format_report, load_prompts, parse_metrics,
-                             validate)
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.llama.server import TERMINATE_GRACE_S
+from engine.measure.validate import (
+    StopSwitch,
+    ValidateCancelled,
+    ValidateError,
+    _fits_beside,
+    _offloads,
+    format_report,
+    load_prompts,
+    parse_metrics,
+    validate,
+)
+from engine.models.demo_models import demo_pair
 
 from .conftest import PROMPTS
 
@@ -26,8 +35,13 @@ pytestmark = pytest.mark.server
 
 def test_validate_agrees_with_the_lab_at_temperature_0(pair):
     target, draft = pair
-    report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=4),
-                      SamplingSettings(temp=0.0), list(PROMPTS[1:3]), 64)
+    report = validate(
+        LoadSettings(target, draft, ctx=2048),
+        SpecSettings("draft-simple", draft_n_max=4),
+        SamplingSettings(temp=0.0),
+        list(PROMPTS[1:3]),
+        64,
+    )
     lab, server = report["lab"], report["server"]
     assert report["agree"] is True
     for p in report["per_prompt"]:
@@ -48,12 +62,18 @@ def test_validate_agrees_with_the_lab_at_temperature_0(pair):
 
 def test_validate_repeats_passes_side_by_side_and_compares_medians(pair):
     target, draft = pair
-    report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=3),
-                      SamplingSettings(temp=0.0), list(PROMPTS[1:3]), 32, passes=3)
+    report = validate(
+        LoadSettings(target, draft, ctx=2048),
+        SpecSettings("draft-simple", draft_n_max=3),
+        SamplingSettings(temp=0.0),
+        list(PROMPTS[1:3]),
+        32,
+        passes=3,
+    )
     passes = report["passes"]
-    assert report["mode"] == "side by side"     # a small pair on a CPU build fits twice in RAM
+    assert report["mode"] == "side by side"  # a small pair on a CPU build fits twice in RAM
     assert len(passes) == 3 and all(p["lab_tps"] > 0 and p["server_tps"] > 0 for p in passes)
-    assert report["agree"] is True     # every pass drafted and accepted the same as the first
+    assert report["agree"] is True  # every pass drafted and accepted the same as the first
     assert report["lab"]["tokens_per_s"] == sorted(p["lab_tps"] for p in passes)[1]
     assert report["server"]["tokens_per_s"] == sorted(p["server_tps"] for p in passes)[1]
     assert report["ratio"] == sorted(p["ratio"] for p in passes)[1]
@@ -71,8 +91,14 @@ def test_an_ngram_pool_that_learns_across_passes_learns_alike_on_both_sides():
     # from what the first taught it, on both sides the same (the demo pair repeats itself enough to draft)
     target, _ = demo_pair("q8_0")
     prompt = load_prompts("code-completion")[0]
-    report = validate(LoadSettings(target, ctx=1024, threads=1), SpecSettings("ngram-mod"),
-                      SamplingSettings(temp=0.0), [prompt, prompt], 64, passes=2)
+    report = validate(
+        LoadSettings(target, ctx=1024, threads=1),
+        SpecSettings("ngram-mod"),
+        SamplingSettings(temp=0.0),
+        [prompt, prompt],
+        64,
+        passes=2,
+    )
     assert report["mode"] == "side by side" and report["agree"] is True
     assert report["server"]["drafted"] > 0
     # the second pass drafted on its first prompt too: the server's pool outlived the first pass
@@ -82,16 +108,25 @@ def test_an_ngram_pool_that_learns_across_passes_learns_alike_on_both_sides():
 def test_validate_one_after_the_other_agrees_too(pair):
     # the way a pair on the GPU is validated: the server stopped before the lab loads
     target, draft = pair
-    report = validate(LoadSettings(target, draft, ctx=2048), SpecSettings("draft-simple", draft_n_max=3),
-                      SamplingSettings(temp=0.0), [PROMPTS[1]], 32, passes=2, sequential=True)
+    report = validate(
+        LoadSettings(target, draft, ctx=2048),
+        SpecSettings("draft-simple", draft_n_max=3),
+        SamplingSettings(temp=0.0),
+        [PROMPTS[1]],
+        32,
+        passes=2,
+        sequential=True,
+    )
     assert report["mode"] == "one after the other" and len(report["passes"]) == 2
     assert report["agree"] is True and report["metrics_agree"] is True
     assert report["server"]["metrics"]["spec_decode_num_draft_tokens_total"] == report["server"]["drafted"]
 
 
 def test_only_a_pair_outside_the_gpu_with_room_in_ram_runs_side_by_side():
-    small = [{"buffer_type": "CPU_REPACK", "model_bytes": 1 << 20, "context_bytes": 0, "compute_bytes": 0},
-             {"buffer_type": "CPU_Mapped", "model_bytes": 1 << 40}]   # mapped pages are shared
+    small = [
+        {"buffer_type": "CPU_REPACK", "model_bytes": 1 << 20, "context_bytes": 0, "compute_bytes": 0},
+        {"buffer_type": "CPU_Mapped", "model_bytes": 1 << 40},
+    ]  # mapped pages are shared
     assert _fits_beside({"memory": small})
     assert not _fits_beside({"memory": small + [{"buffer_type": "CUDA0", "model_bytes": 1 << 20}]})
     huge = [{"buffer_type": "CPU", "context_bytes": 1 << 50}]
@@ -105,40 +140,76 @@ def test_only_a_pair_outside_the_gpu_with_room_in_ram_runs_side_by_side():
 
 def test_validate_above_temperature_0_does_not_claim_agreement(pair):
     target, draft = pair
-    report = validate(LoadSettings(target, draft, ctx=1024), SpecSettings("draft-simple", draft_n_max=3),
-                      SamplingSettings(temp=0.9, seed=3), [PROMPTS[0]], 24)
+    report = validate(
+        LoadSettings(target, draft, ctx=1024),
+        SpecSettings("draft-simple", draft_n_max=3),
+        SamplingSettings(temp=0.9, seed=3),
+        [PROMPTS[0]],
+        24,
+    )
     assert report["agree"] is None
     assert report["server"]["tokens_generated"] == 24 and report["lab"]["tokens_generated"] == 24
     assert "not compared" in format_report(report)
 
 
-CLI = ("import argparse, sys\n"
-       "from engine.cli_deploy import register\n"
-       "p = argparse.ArgumentParser(prog='spectune')\n"
-       "register(p.add_subparsers(dest='command'))\n"
-       "a = p.parse_args(sys.argv[1:])\n"
-       "sys.exit(a.func(a))\n")
+CLI = (
+    "import argparse, sys\n"
+    "from engine.cli.deploy import register\n"
+    "p = argparse.ArgumentParser(prog='spectune')\n"
+    "register(p.add_subparsers(dest='command'))\n"
+    "a = p.parse_args(sys.argv[1:])\n"
+    "sys.exit(a.func(a))\n"
+)
 
 
 def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, SPECTUNE_DATA_DIR=str(data_dir))
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).parent.parent, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parent.parent,
+        env=env,
+    )
 
 
 def test_cli_validate_json_is_stored_in_the_history(pair, tmp_path):
     target, draft = pair
-    proc = run_cli(tmp_path, "validate", "--target", str(target), "--draft", str(draft), "--ctx", "1024",
-                   "--spec-type", "ngram-simple,draft-simple", "--draft-n-max", "3", "--ngram-size-n", "3",
-                   "--ngram-size-m", "8", "--prompt", PROMPTS[3], "--prompt", PROMPTS[2], "--max-tokens", "48",
-                   "--json")
+    proc = run_cli(
+        tmp_path,
+        "validate",
+        "--target",
+        str(target),
+        "--draft",
+        str(draft),
+        "--ctx",
+        "1024",
+        "--spec-type",
+        "ngram-simple,draft-simple",
+        "--draft-n-max",
+        "3",
+        "--ngram-size-n",
+        "3",
+        "--ngram-size-m",
+        "8",
+        "--prompt",
+        PROMPTS[3],
+        "--prompt",
+        PROMPTS[2],
+        "--max-tokens",
+        "48",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert {"tokens_per_s", "drafted", "accepted", "acceptance_rate"} <= set(report["lab"])
     assert {"tokens_per_s", "drafted", "accepted"} <= set(report["server"])
     assert report["agree"] is True and report["ratio"] > 0
-    assert (report["lab"]["drafted"], report["lab"]["accepted"]) == \
-        (report["server"]["drafted"], report["server"]["accepted"])
+    assert (report["lab"]["drafted"], report["lab"]["accepted"]) == (
+        report["server"]["drafted"],
+        report["server"]["accepted"],
+    )
     shown = run_cli(tmp_path, "history", "show", str(report["history_id"]), "--json")
     entry = json.loads(shown.stdout)
     assert entry["kind"] == "validate" and entry["llama_build"] == report["server"]["build_info"]
@@ -164,20 +235,24 @@ def test_prompts_come_from_the_options_and_a_workload_file(tmp_path):
 
 
 def test_metrics_text_is_read_for_the_spec_decode_counters():
-    text = "\n".join([
-        "# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens generated",
-        "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter",
-        "llamacpp:spec_decode_num_draft_tokens_total 120",
-        "llamacpp:spec_decode_num_accepted_tokens_total 77",
-        "llamacpp:spec_decode_num_drafts_total 40",
-        "llamacpp:tokens_predicted_total 200",
-        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 35',
-        'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 12',
-    ])
-    assert parse_metrics(text) == {"spec_decode_num_draft_tokens_total": 120,
-                                   "spec_decode_num_accepted_tokens_total": 77,
-                                   "spec_decode_num_drafts_total": 40,
-                                   "accepted_by_position": [35, 0, 12]}
+    text = "\n".join(
+        [
+            "# HELP llamacpp:spec_decode_num_draft_tokens_total Speculative: Total draft tokens generated",
+            "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter",
+            "llamacpp:spec_decode_num_draft_tokens_total 120",
+            "llamacpp:spec_decode_num_accepted_tokens_total 77",
+            "llamacpp:spec_decode_num_drafts_total 40",
+            "llamacpp:tokens_predicted_total 200",
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 35',
+            'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="2"} 12',
+        ]
+    )
+    assert parse_metrics(text) == {
+        "spec_decode_num_draft_tokens_total": 120,
+        "spec_decode_num_accepted_tokens_total": 77,
+        "spec_decode_num_drafts_total": 40,
+        "accepted_by_position": [35, 0, 12],
+    }
 
 
 def test_validate_reports_progress_and_stops_between_runs_when_asked(pair):
@@ -188,15 +263,22 @@ def test_validate_reports_progress_and_stops_between_runs_when_asked(pair):
     def progress(done: int, total: int, what: str) -> None:
         seen.append((done, total, what))
         if done == 2:
-            stop.set()     # after two runs (one prompt on each side)
+            stop.set()  # after two runs (one prompt on each side)
 
     with pytest.raises(ValidateCancelled):
-        validate(LoadSettings(target, draft, ctx=1024), SpecSettings("draft-simple", draft_n_max=3),
-                 SamplingSettings(temp=0.0), list(PROMPTS[:3]), 16, progress=progress, stop=stop)
+        validate(
+            LoadSettings(target, draft, ctx=1024),
+            SpecSettings("draft-simple", draft_n_max=3),
+            SamplingSettings(temp=0.0),
+            list(PROMPTS[:3]),
+            16,
+            progress=progress,
+            stop=stop,
+        )
     assert seen[0][2] == "starting the lab's engine" and all(total == 6 for _, total, _ in seen)
     assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen) and seen[-1][0] == 2
     assert any(what.startswith("llama-server: prompt 1 of 3") for _, _, what in seen)
-    assert not _children_named("llama-server")   # the server it started is gone
+    assert not _children_named("llama-server")  # the server it started is gone
 
 
 def _children_named(name: str) -> list[str]:
@@ -219,15 +301,23 @@ def test_a_stop_interrupts_the_run_under_way(pair):
 
     def stop_soon() -> None:
         started.wait(120)
-        time.sleep(0.3)      # the request is in flight by now
+        time.sleep(0.3)  # the request is in flight by now
         stopped_at.append(time.monotonic())
         stop.set()
+
     threading.Thread(target=stop_soon, daemon=True).start()
     with pytest.raises(ValidateCancelled):
-        validate(LoadSettings(target, draft, ctx=4096), SpecSettings("draft-simple", draft_n_max=3),
-                 SamplingSettings(temp=0.0), [PROMPTS[0], PROMPTS[1]], 4000, progress=progress, stop=stop,
-                 sequential=True)
-    assert started.is_set() and max(seen) == 0   # the long run never finished
+        validate(
+            LoadSettings(target, draft, ctx=4096),
+            SpecSettings("draft-simple", draft_n_max=3),
+            SamplingSettings(temp=0.0),
+            [PROMPTS[0], PROMPTS[1]],
+            4000,
+            progress=progress,
+            stop=stop,
+            sequential=True,
+        )
+    assert started.is_set() and max(seen) == 0  # the long run never finished
     # llama-server often ignores SIGTERM while it streams to a reader; it is killed after a grace period
     # (server_runner.TERMINATE_GRACE_S) rather than left streaming its 4000 tokens, or longer
     assert time.monotonic() - stopped_at[0] < TERMINATE_GRACE_S + 5
@@ -235,19 +325,19 @@ def test_a_stop_interrupts_the_run_under_way(pair):
 
 
 def test_a_server_stopped_before_or_while_starting_gives_up(pair):
-    from engine.llama_install import server_path
-    from engine.server_runner import LlamaServer, ServerError
+    from engine.llama.install import server_path
+    from engine.llama.server import LlamaServer, ServerError
 
     argv = [str(server_path()), "-m", str(pair[0]), "-c", "512", "-np", "1"]
     srv = LlamaServer(argv)
-    srv.terminate()                      # a stop that came first: nothing is started
+    srv.terminate()  # a stop that came first: nothing is started
     with pytest.raises(ServerError, match="stopped before it started"):
         srv.start()
     srv = LlamaServer(argv)
     threading.Timer(0.05, srv.terminate).start()
     try:
         with srv:
-            pass                         # the server won the race: it stops at the end of the block
+            pass  # the server won the race: it stops at the end of the block
     except ServerError as exc:
         assert "stopped while starting" in str(exc) or "while starting" in str(exc)
     assert not _children_named("llama-server")

@@ -1,4 +1,4 @@
-"""The worker process behind engine.client: protocol, states, mid-run knobs, crashes, bad files."""
+"""The worker process behind engine.runtime.client: protocol, states, mid-run knobs, crashes, bad files."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import signal
 
 import pytest
 
-from engine import client as C
-from engine.client import EngineClient, EngineCrashed, EngineError
-from engine.settings import LoadSettings
+from engine.core.settings import LoadSettings
+from engine.runtime import client as C
+from engine.runtime.client import EngineClient, EngineCrashed, EngineError
 
 from .conftest import PROMPTS
 
@@ -29,8 +29,9 @@ def test_handshake_and_states(client, pair):
     assert client.state == C.READY
     states = []
     client.on_event = lambda e: states.append(e.get("state")) if e["event"] == "state" else None
-    events = list(client.generate(PROMPTS[0], 32, spec={"spec_type": "draft-simple", "draft_n_max": 3},
-                                  sampling={"temp": 0.0}))
+    events = list(
+        client.generate(PROMPTS[0], 32, spec={"spec_type": "draft-simple", "draft_n_max": 3}, sampling={"temp": 0.0})
+    )
     assert events[0]["event"] == "started" and events[-1]["event"] == "done"
     assert C.RUNNING in states and states[-1] == C.READY
     cycles = [e for e in events if e["event"] == "cycle"]
@@ -56,12 +57,13 @@ def test_load_reports_progress_for_target_then_draft(client, pair):
 
 def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair):
     target, draft = pair
-    load(client, pair)           # a pair is loaded; a new load frees it first, so a cancelled one leaves none
+    load(client, pair)  # a pair is loaded; a new load frees it first, so a cancelled one leaves none
 
     def cancel_once_loading(ev):
         # from the reader thread, as soon as the worker says the load has begun: it is mid-load now
         if ev["event"] == "load_progress" and ev["stage"] == "loading":
             client.cancel()
+
     client.on_event = cancel_once_loading
     with pytest.raises(EngineError) as info:
         client.load(LoadSettings(target, draft, ctx=2048))
@@ -70,7 +72,7 @@ def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair
     assert client.loaded is None and client.state == C.READY
     with pytest.raises(EngineError, match="no model is loaded"):
         list(client.generate(PROMPTS[0], 4))
-    load(client, pair)           # and a load after it works
+    load(client, pair)  # and a load after it works
     assert list(client.generate(PROMPTS[0], 4))[-1]["event"] == "done"
 
 
@@ -80,8 +82,9 @@ def test_knob_sent_mid_run_is_used_by_the_next_cycle(client, pair):
     updated = None
     cycles = []
     after = None
-    for ev in client.generate(PROMPTS[1], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 6},
-                              sampling={"temp": 0.0}):
+    for ev in client.generate(
+        PROMPTS[1], 100000, spec={"spec_type": "draft-simple", "draft_n_max": 6}, sampling={"temp": 0.0}
+    ):
         if ev["event"] == "cycle":
             cycles.append(ev)
             if ev["i"] >= 3 and not sent:
@@ -175,7 +178,7 @@ def test_kill_from_another_thread_wakes_a_waiting_generation(client, pair):
     t.join(30)
     assert not t.is_alive() and outcome and "stopped" in str(outcome[0])
     assert time.monotonic() - t0 < 10
-    client.start()   # a stale "stopped" from the old process must not reach the new one
+    client.start()  # a stale "stopped" from the old process must not reach the new one
     assert client.state == C.READY
 
 
@@ -187,11 +190,14 @@ def test_worker_abort_inside_llama_cpp_is_reported(client):
     assert client.state == C.CRASHED
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "too short"),
-    (os.urandom(4096), "not a GGUF file"),
-    (b"GGUF" + (7).to_bytes(4, "little") + bytes(16), "version 7"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "too short"),
+        (os.urandom(4096), "not a GGUF file"),
+        (b"GGUF" + (7).to_bytes(4, "little") + bytes(16), "version 7"),
+    ],
+)
 def test_broken_files_give_a_clear_error(client, tmp_path, content, message):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(content)

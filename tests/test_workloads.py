@@ -7,15 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from engine.workloads import (MAX_PROMPTS, MIN_PROMPTS, WORKLOADS_DIR, Workload, WorkloadError, list_workloads,
-                              load_workload, parse_workload, shipped_names)
+from engine.core.workloads import (
+    MAX_PROMPTS,
+    MIN_PROMPTS,
+    WORKLOADS_DIR,
+    Workload,
+    WorkloadError,
+    list_workloads,
+    load_workload,
+    parse_workload,
+    shipped_names,
+)
 
 REQUIRED_SETS = {"code-completion", "code-editing", "explanation", "summarization", "creative"}
 
 
 def valid(n: int = 10) -> dict:
-    return {"name": "my-set", "description": "prompts for a test",
-            "prompts": [{"id": f"p{i}", "text": f"def f{i}():\n"} for i in range(n)]}
+    return {
+        "name": "my-set",
+        "description": "prompts for a test",
+        "prompts": [{"id": f"p{i}", "text": f"def f{i}():\n"} for i in range(n)],
+    }
 
 
 def write(tmp_path: Path, data, name: str = "set.json") -> Path:
@@ -45,7 +57,7 @@ def test_code_editing_prompts_restate_code_the_answer_can_copy():
     """The set exists to be n-gram friendly: each prompt already holds a stretch of code twice."""
     width = 20
     for p in load_workload("code-editing").prompts:
-        windows = [p.text[i:i + width] for i in range(len(p.text) - width + 1)]
+        windows = [p.text[i : i + width] for i in range(len(p.text) - width + 1)]
         assert len(windows) != len(set(windows)), f"{p.id} repeats no {width}-character stretch"
 
 
@@ -94,26 +106,29 @@ def broken(change) -> dict:
     return data
 
 
-@pytest.mark.parametrize("data, message", [
-    ([], "top level must be an object"),
-    (broken(lambda d: d.pop("description")), "missing field.*description"),
-    (broken(lambda d: d.update(extra=1)), "unknown field.*extra"),
-    (broken(lambda d: d.update(name="Has Spaces")), "name must be"),
-    (broken(lambda d: d.update(name="")), "name must be"),
-    (broken(lambda d: d.update(description="  ")), "description must be a non-empty"),
-    (broken(lambda d: d.update(description="two\nlines")), "one line"),
-    (broken(lambda d: d.update(prompts="def f():")), "prompts must be a list"),
-    (valid(MIN_PROMPTS - 1), f"{MIN_PROMPTS} to {MAX_PROMPTS} prompts, this one has {MIN_PROMPTS - 1}"),
-    (valid(MAX_PROMPTS + 1), f"this one has {MAX_PROMPTS + 1}"),
-    (broken(lambda d: d["prompts"][2].update(id="p1")), "prompt 3: duplicate id 'p1'"),
-    (broken(lambda d: d["prompts"][0].update(text="")), "prompt 1 .p0.: text must be a non-empty"),
-    (broken(lambda d: d["prompts"][0].update(text=" \n\t")), "text must be a non-empty"),
-    (broken(lambda d: d["prompts"][4].update(text=7)), "prompt 5 .p4.: text must be"),
-    (broken(lambda d: d["prompts"][0].update(id="")), "prompt 1: id must be"),
-    (broken(lambda d: d["prompts"][0].update(id=3)), "prompt 1: id must be"),
-    (broken(lambda d: d["prompts"][1].update(note="x")), "prompt 2 must be an object with exactly"),
-    (broken(lambda d: d["prompts"].__setitem__(0, "text only")), "prompt 1 must be an object"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ([], "top level must be an object"),
+        (broken(lambda d: d.pop("description")), "missing field.*description"),
+        (broken(lambda d: d.update(extra=1)), "unknown field.*extra"),
+        (broken(lambda d: d.update(name="Has Spaces")), "name must be"),
+        (broken(lambda d: d.update(name="")), "name must be"),
+        (broken(lambda d: d.update(description="  ")), "description must be a non-empty"),
+        (broken(lambda d: d.update(description="two\nlines")), "one line"),
+        (broken(lambda d: d.update(prompts="def f():")), "prompts must be a list"),
+        (valid(MIN_PROMPTS - 1), f"{MIN_PROMPTS} to {MAX_PROMPTS} prompts, this one has {MIN_PROMPTS - 1}"),
+        (valid(MAX_PROMPTS + 1), f"this one has {MAX_PROMPTS + 1}"),
+        (broken(lambda d: d["prompts"][2].update(id="p1")), "prompt 3: duplicate id 'p1'"),
+        (broken(lambda d: d["prompts"][0].update(text="")), "prompt 1 .p0.: text must be a non-empty"),
+        (broken(lambda d: d["prompts"][0].update(text=" \n\t")), "text must be a non-empty"),
+        (broken(lambda d: d["prompts"][4].update(text=7)), "prompt 5 .p4.: text must be"),
+        (broken(lambda d: d["prompts"][0].update(id="")), "prompt 1: id must be"),
+        (broken(lambda d: d["prompts"][0].update(id=3)), "prompt 1: id must be"),
+        (broken(lambda d: d["prompts"][1].update(note="x")), "prompt 2 must be an object with exactly"),
+        (broken(lambda d: d["prompts"].__setitem__(0, "text only")), "prompt 1 must be an object"),
+    ],
+)
 def test_validation_rejects(tmp_path, data, message):
     with pytest.raises(WorkloadError, match=message):
         parse_workload(data)

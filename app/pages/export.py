@@ -18,20 +18,29 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.pages.lab_controls import PathPicker
 from app.pages.validate_runner import ValidateRunner
 from app.widgets.page_shortcuts import add_page_shortcuts
-from engine.settings import SettingsError
+from engine.core.settings import SettingsError
 
 SHELLS = ("bash", "pwsh", "cmd")
-_STRAY_RUNNERS: list[ValidateRunner] = []   # threads still ending when their page went away
+_STRAY_RUNNERS: list[ValidateRunner] = []  # threads still ending when their page went away
 
 
 class ExportPage(QWidget):
-    validationRecorded = Signal(int)   # history entry id of a finished validation
+    validationRecorded = Signal(int)  # history entry id of a finished validation
 
     def __init__(self, lab, parent: QWidget | None = None):
         super().__init__(parent)
@@ -53,8 +62,10 @@ class ExportPage(QWidget):
         self.last_report: dict | None = None
         self.last_error: str | None = None
         self.validate_button = QPushButton("Validate against llama-server")
-        self.validate_button.setToolTip("run this command in the bundled llama-server and the same settings in the "
-                                        "lab, on the Lab's prompts, and compare counts and speed (Ctrl+Shift+V)")
+        self.validate_button.setToolTip(
+            "run this command in the bundled llama-server and the same settings in the "
+            "lab, on the Lab's prompts, and compare counts and speed (Ctrl+Shift+V)"
+        )
         self.validate_button.clicked.connect(self.start_validation)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("stop the validation now (Esc)")
@@ -100,7 +111,7 @@ class ExportPage(QWidget):
         col.addLayout(row)
         col.addWidget(self.progress)
         col.addWidget(self.validate_status)
-        col.addWidget(self.report, 2)   # the report has more lines than the command
+        col.addWidget(self.report, 2)  # the report has more lines than the command
         add_page_shortcuts(self, (("Ctrl+Shift+V", self.start_validation), (Qt.Key.Key_Escape, self.cancel_validation)))
 
         self.shell.currentTextChanged.connect(self.refresh)
@@ -124,8 +135,8 @@ class ExportPage(QWidget):
         super().showEvent(event)
 
     def refresh(self) -> None:
-        from engine.export import ExportError, export_llama_server
-        from engine.server_dialect import DialectError
+        from engine.deploy.export import ExportError, export_llama_server
+        from engine.llama.dialect import DialectError
 
         self._stale = False
         c = self.lab.controls
@@ -159,7 +170,7 @@ class ExportPage(QWidget):
             spec = c.spec_settings().validate(has_draft=load.draft is not None)
             sampling = c.sampling_settings().validate()
             prompts = self.lab.collect_prompts()
-        except (SettingsError, ValueError, OSError) as exc:   # WorkloadError is a ValueError
+        except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self._say(f"Cannot validate: {exc}", error=True)
             return False
         problem = self.lab.explain_before_loading(load)
@@ -173,8 +184,9 @@ class ExportPage(QWidget):
         self.last_report, self.last_error = None, None
         self.report.setPlainText("")
         self._run_settings = (load, spec, sampling)
-        self.runner = ValidateRunner(load, spec, sampling, prompts, self.max_tokens.value(), self.passes.value(),
-                                     parent=self)
+        self.runner = ValidateRunner(
+            load, spec, sampling, prompts, self.max_tokens.value(), self.passes.value(), parent=self
+        )
         notes.append(self.lab.free_pair_for(self.runner.lab_freed, "llama-server's"))
         runner = self.runner
         runner.progress.connect(self._on_progress)
@@ -183,8 +195,11 @@ class ExportPage(QWidget):
         runner.cancelled.connect(self._on_cancelled)
         runner.finished.connect(self._on_thread_finished)
         self._set_running(True)
-        self._say(f"Validating on {len(prompts)} prompt(s) of {c.workload.currentText()}"
-                  + "".join(f"; {n}" for n in notes if n) + ".")
+        self._say(
+            f"Validating on {len(prompts)} prompt(s) of {c.workload.currentText()}"
+            + "".join(f"; {n}" for n in notes if n)
+            + "."
+        )
         self.runner.start()
         return True
 
@@ -202,7 +217,7 @@ class ExportPage(QWidget):
             return
         runner.request_stop()
         if not runner.wait(timeout_ms):
-            runner.setParent(None)          # never destroy a running QThread: Qt would abort the process
+            runner.setParent(None)  # never destroy a running QThread: Qt would abort the process
             _STRAY_RUNNERS.append(runner)
         self.runner = None
 
@@ -211,7 +226,7 @@ class ExportPage(QWidget):
         self.cancel_button.setEnabled(running)
         self.progress.setVisible(running)
         if running:
-            self.progress.setRange(0, 0)    # busy until the first count arrives
+            self.progress.setRange(0, 0)  # busy until the first count arrives
 
     def _say(self, text: str, error: bool = False) -> None:
         self.validate_status.setText(f"<span style='color:#c62828'>{text}</span>" if error else text)
@@ -224,24 +239,31 @@ class ExportPage(QWidget):
         self._say(f"Validating: {what} ...")
 
     def _on_succeeded(self, report: dict) -> None:
-        from engine.validate import format_report
+        from engine.measure.validate import format_report
 
         self.last_report = report
         text = format_report(report)
         if report.get("warnings"):
             text += "\n\nwarnings:\n" + "\n".join(f"- {w}" for w in report["warnings"])
         self.report.setPlainText(text)
-        verdict = ("counts agree" if report["agree"] else "COUNTS DIFFER" if report["agree"] is False
-                   else "counts not compared above temperature 0")
+        verdict = (
+            "counts agree"
+            if report["agree"]
+            else "COUNTS DIFFER"
+            if report["agree"] is False
+            else "counts not compared above temperature 0"
+        )
         ratio = f", llama-server at {report['ratio']:.2f}x the lab's speed" if report.get("ratio") else ""
         saved = self._record(report)
-        self._say(f"Validated: {verdict}{ratio}" + (", saved to the history." if saved else "."),
-                  error=report["agree"] is False)
+        self._say(
+            f"Validated: {verdict}{ratio}" + (", saved to the history." if saved else "."),
+            error=report["agree"] is False,
+        )
 
     def _record(self, report: dict) -> bool:
         """As ``spectune validate`` does."""
-        from engine.history import HistoryError
-        from engine.validate import record_validation
+        from engine.measure.history import HistoryError
+        from engine.measure.validate import record_validation
 
         try:
             entry = record_validation(report, *self._run_settings)

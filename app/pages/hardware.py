@@ -1,4 +1,4 @@
-"""The Hardware page: every NVIDIA GPU (NVML, through engine.hardware) with its
+"""The Hardware page: every NVIDIA GPU (NVML, through engine.planning.hardware) with its
 VRAM bar, bandwidth, PCIe link and load, the CPU and RAM, and the devices the
 engine's llama.cpp build actually runs on. Without a GPU or a driver the page
 says so plainly and shows the CPU fallback. Re-read every 2 s while visible.
@@ -12,9 +12,9 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.widgets.page_shortcuts import add_page_shortcuts
-from engine.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
+from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
 
-GIB = 2 ** 30
+GIB = 2**30
 
 
 def _gib(n: int | None) -> str:
@@ -38,20 +38,24 @@ class GpuBox(QGroupBox):
         if g.memory_total_bytes:
             used = g.memory_used_bytes or 0
             self.bar.setValue(int(1000 * used / g.memory_total_bytes))
-            self.bar.setFormat(f"VRAM used {_gib(used)} of {_gib(g.memory_total_bytes)}, "
-                               f"free {_gib(g.memory_free_bytes)}")
+            self.bar.setFormat(
+                f"VRAM used {_gib(used)} of {_gib(g.memory_total_bytes)}, free {_gib(g.memory_free_bytes)}"
+            )
         else:
             self.bar.setValue(0)
             self.bar.setFormat("VRAM unknown")
         parts = []
         if g.peak_memory_bandwidth_bytes_per_s:
-            parts.append(f"peak memory bandwidth {g.peak_memory_bandwidth_bytes_per_s / 1e9:.0f} GB/s "
-                         f"({g.memory_bus_width_bits}-bit bus at {g.max_memory_clock_mhz} MHz)")
+            parts.append(
+                f"peak memory bandwidth {g.peak_memory_bandwidth_bytes_per_s / 1e9:.0f} GB/s "
+                f"({g.memory_bus_width_bits}-bit bus at {g.max_memory_clock_mhz} MHz)"
+            )
         if g.compute_capability:
             parts.append(f"compute capability {g.compute_capability}")
         if g.pcie_generation:
-            parts.append(f"PCIe gen {g.pcie_generation} x{g.pcie_width} (max gen {g.pcie_max_generation} "
-                         f"x{g.pcie_max_width})")
+            parts.append(
+                f"PCIe gen {g.pcie_generation} x{g.pcie_width} (max gen {g.pcie_max_generation} x{g.pcie_max_width})"
+            )
         if g.utilization_gpu_percent is not None:
             parts.append(f"load {g.utilization_gpu_percent}% (memory {g.utilization_memory_percent}%)")
         if g.uuid:
@@ -102,7 +106,7 @@ class HardwarePage(QWidget):
         self._show()
 
     def showEvent(self, event) -> None:
-        self._show()       # what the polls read while the page was out of view
+        self._show()  # what the polls read while the page was out of view
         super().showEvent(event)
 
     def _poll(self) -> None:
@@ -113,7 +117,7 @@ class HardwarePage(QWidget):
             self.report = refresh(self.report, self._nvml)
             self._show()
         else:
-            self.report = refresh_ram(self.report)     # shown when the page is next in view
+            self.report = refresh_ram(self.report)  # shown when the page is next in view
 
     def _show(self) -> None:
         r = self.report
@@ -121,8 +125,10 @@ class HardwarePage(QWidget):
             self.status.setText(f"<b>{r.message}</b>")
             self.status.setStyleSheet("")
         else:
-            self.status.setText(f"<b>No NVIDIA GPU in use.</b> {r.message}. SpecTune runs the engine on the CPU; "
-                                "speeds will be far below a GPU's.")
+            self.status.setText(
+                f"<b>No NVIDIA GPU in use.</b> {r.message}. SpecTune runs the engine on the CPU; "
+                "speeds will be far below a GPU's."
+            )
             self.status.setStyleSheet("background: #fff9c4; padding: 6px;")
         while len(self.gpu_boxes) > len(r.gpus):
             box = self.gpu_boxes.pop()
@@ -136,15 +142,19 @@ class HardwarePage(QWidget):
                 self.gpu_boxes.append(box)
                 self.gpu_col.addWidget(box)
         c = r.cpu
-        self.cpu.setText(f"{c.logical_cores} logical cores · RAM {_gib(c.ram_total_bytes)}, available "
-                         f"{_gib(c.ram_available_bytes)} · {', '.join(c.features) or 'no AVX2/AVX-512/AMX'}")
+        self.cpu.setText(
+            f"{c.logical_cores} logical cores · RAM {_gib(c.ram_total_bytes)}, available "
+            f"{_gib(c.ram_available_bytes)} · {', '.join(c.features) or 'no AVX2/AVX-512/AMX'}"
+        )
 
     def _on_hello(self, ev: dict) -> None:
         devices = ", ".join(f"{d['name']} ({d['description']})" for d in ev.get("devices", []))
         warn = ""
         if self.report.gpus and not any(d["name"].startswith("CUDA") for d in ev.get("devices", [])):
-            warn = ("<br><b style='color:#c62828'>An NVIDIA GPU is present but this engine is a CPU build.</b> "
-                    "Rebuild with <code>bash scripts/setup.sh --cuda</code>.")
+            warn = (
+                "<br><b style='color:#c62828'>An NVIDIA GPU is present but this engine is a CPU build.</b> "
+                "Rebuild with <code>bash scripts/setup.sh --cuda</code>."
+            )
         self.engine_label.setText(f"<b>llama.cpp devices:</b> {devices}{warn}<br><small>{ev.get('llama', '')}</small>")
 
     def vram_summary(self) -> str:

@@ -1,4 +1,4 @@
-"""The History page: runs kept in the SQLite history (engine.history), newest
+"""The History page: runs kept in the SQLite history (engine.measure.history), newest
 first; every Lab generation that finishes is stored with its settings, the
 model fingerprints and its summary. The table shows the newest ``limit``
 runs (older rows leave it as new ones come, so a session of hours keeps its
@@ -10,13 +10,21 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QTableWidget, QTableWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.history import History, HistoryError, record_summary
-from engine.settings import SamplingSettings, SpecSettings, from_dict
+from engine.core.settings import SamplingSettings, SpecSettings, from_dict
+from engine.measure.history import History, HistoryError, record_summary
 
-CREATED_ROLE = Qt.ItemDataRole.UserRole   # the time column's item keeps the exact timestamp for trimming
+CREATED_ROLE = Qt.ItemDataRole.UserRole  # the time column's item keeps the exact timestamp for trimming
 COLUMNS = ("id", "time", "kind", "method", "K", "temp", "tokens", "tokens/s", "acceptance", "mean length", "target")
 
 
@@ -51,15 +59,23 @@ class HistoryPage(QWidget):
         self.table.setSortingEnabled(False)
         self.table.setRowCount(0)
         for e in reversed(entries):
-            self._append(e.id, e.created_at, e.kind, e.settings.get("spec", {}), e.settings.get("sampling", {}),
-                         e.results, e.target)
+            self._append(
+                e.id,
+                e.created_at,
+                e.kind,
+                e.settings.get("spec", {}),
+                e.settings.get("sampling", {}),
+                e.results,
+                e.target,
+            )
         self.table.setSortingEnabled(True)
         self._shown_note()
 
     def _shown_note(self) -> None:
         n = self.table.rowCount()
-        self.status.setText(f"{n} runs shown, newest last" + (" (the newest only: export CSV for all)"
-                                                             if n >= self.limit else ""))
+        self.status.setText(
+            f"{n} runs shown, newest last" + (" (the newest only: export CSV for all)" if n >= self.limit else "")
+        )
 
     def add_run(self, ev: dict) -> None:
         """Store a finished Lab generation and show it; a failing database costs the row, not the run."""
@@ -72,14 +88,25 @@ class HistoryPage(QWidget):
         entry_id = None
         if load is not None:
             try:
-                entry_id = record_summary("lab", load, from_dict(SpecSettings, ev.get("spec", {})),
-                                          from_dict(SamplingSettings, ev.get("sampling", {})),
-                                          {**summary, "event": ev.get("event")})
+                entry_id = record_summary(
+                    "lab",
+                    load,
+                    from_dict(SpecSettings, ev.get("spec", {})),
+                    from_dict(SamplingSettings, ev.get("sampling", {})),
+                    {**summary, "event": ev.get("event")},
+                )
             except (HistoryError, OSError, ValueError) as exc:
                 self.status.setText(f"not saved to the history: {exc}")
         self.table.setSortingEnabled(False)
-        self._append(entry_id, time.time(), "lab", ev.get("spec", {}), ev.get("sampling", {}), summary,
-                     str(load.target) if load else "")
+        self._append(
+            entry_id,
+            time.time(),
+            "lab",
+            ev.get("spec", {}),
+            ev.get("sampling", {}),
+            summary,
+            str(load.target) if load else "",
+        )
         self._trim()
         self.table.setSortingEnabled(True)
         if self.table.rowCount() >= self.limit:
@@ -94,12 +121,19 @@ class HistoryPage(QWidget):
     def _append(self, entry_id, created, kind, spec: dict, sampling: dict, results: dict, target) -> None:
         row = self.table.rowCount()
         self.table.insertRow(row)
-        values = (entry_id if entry_id is not None else "", time.strftime("%Y-%m-%d %H:%M:%S",
-                                                                            time.localtime(created)), kind,
-                  spec.get("spec_type", "?"), spec.get("draft_n_max", ""), sampling.get("temp", ""),
-                  _number(results.get("tokens_generated")), _number(results.get("tokens_per_s"), 1),
-                  _number(results.get("acceptance_rate"), 3), _number(results.get("mean_accepted_length"), 2),
-                  (target or "").rsplit("/", 1)[-1])
+        values = (
+            entry_id if entry_id is not None else "",
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created)),
+            kind,
+            spec.get("spec_type", "?"),
+            spec.get("draft_n_max", ""),
+            sampling.get("temp", ""),
+            _number(results.get("tokens_generated")),
+            _number(results.get("tokens_per_s"), 1),
+            _number(results.get("acceptance_rate"), 3),
+            _number(results.get("mean_accepted_length"), 2),
+            (target or "").rsplit("/", 1)[-1],
+        )
         for i, value in enumerate(values):
             item = QTableWidgetItem()
             item.setData(0, value)

@@ -1,7 +1,7 @@
 """The Lab: run a pair live while the knobs move.
 
 Start loops over the chosen prompts until Stop, one engine generation per
-prompt, all cycles feeding one engine.live.LiveSession. A knob moved while a
+prompt, all cycles feeding one engine.measure.live.LiveSession. A knob moved while a
 run is going is sent to the worker after a short pause (so a dragged slider
 sends one change, not thirty), and when the worker says which cycle first used
 it, every chart gets a labelled marker there. Baseline measures tokens/s with
@@ -14,24 +14,26 @@ from __future__ import annotations
 import threading
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineController
 from app.pages.lab_controls import CUSTOM_PROMPT, LabControls
 from app.widgets.live_charts import LiveCharts
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.token_text import TokenText
-from engine.live import LiveSession
-from engine.settings import LoadSettings, SettingsError, to_dict
+from engine.core.settings import LoadSettings, SettingsError, to_dict
+from engine.measure.live import LiveSession
+from engine.planning.fit import MemoryBudget
+from engine.planning.preflight import Preflight, preflight
 
-CHART_INTERVAL_MS = 40      # 25 Hz
-TEXT_INTERVAL_MS = 250      # 4 Hz
-KNOB_SETTLE_MS = 150        # a knob must rest this long before it is sent
+CHART_INTERVAL_MS = 40  # 25 Hz
+TEXT_INTERVAL_MS = 250  # 4 Hz
+KNOB_SETTLE_MS = 150  # a knob must rest this long before it is sent
 
 
 class Banner(QFrame):
     """A message strip with an optional action button (restart after a crash)."""
+
     actionClicked = Signal()
 
     def __init__(self, parent: QWidget | None = None):
@@ -61,27 +63,27 @@ class Banner(QFrame):
 
 
 class LabPage(QWidget):
-    runFinished = Signal(dict)     # a summary, for history and other pages
+    runFinished = Signal(dict)  # a summary, for history and other pages
 
     def __init__(self, controller: EngineController, parent: QWidget | None = None):
         super().__init__(parent)
         self.controller = controller
         self.live = LiveSession()
-        self.mode = "idle"           # idle | loading | running | baseline | stopping
-        self._pending = None         # what to do once the pair is loaded: "start" | "baseline"
+        self.mode = "idle"  # idle | loading | running | baseline | stopping
+        self._pending = None  # what to do once the pair is loaded: "start" | "baseline"
         self._prompts: list[str] = []
         self._prompt_index = 0
         self._sent_spec: dict = {}
         self._sent_sampling: dict = {}
         self._pending_labels: list[str] = []
         self._dirty = False
-        self._bars_due = False       # the next repaint brings the bar charts up to date as well
+        self._bars_due = False  # the next repaint brings the bar charts up to date as well
         self.last_summary: dict | None = None
         self.last_error: dict | None = None
-        self.hardware_report = None  # () -> engine.hardware.HardwareReport; set by the main window
-        self._fit_override: LoadSettings | None = None   # "Load anyway" was chosen for exactly these settings
+        self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
+        self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
-        self.busy_elsewhere = lambda: None   # () -> "a tune is running ..." or None; set by the main window
+        self.busy_elsewhere = lambda: None  # () -> "a tune is running ..." or None; set by the main window
 
         self.controls = LabControls()
         scroll = QScrollArea()
@@ -139,8 +141,16 @@ class LabPage(QWidget):
         controller.unloaded.connect(self._on_unloaded)
         c.set_running(False)
 
-        add_page_shortcuts(self, (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.stop),
-                                  ("Ctrl+B", self.baseline), ("Ctrl+L", self.load)))
+        add_page_shortcuts(
+            self,
+            (
+                ("Ctrl+Return", self.start),
+                ("Ctrl+Enter", self.start),
+                ("Esc", self.stop),
+                ("Ctrl+B", self.baseline),
+                ("Ctrl+L", self.load),
+            ),
+        )
 
     # -- prompts ----------------------------------------------------------
     def set_workloads(self, names: list[str]) -> None:
@@ -158,7 +168,7 @@ class LabPage(QWidget):
             if not text.strip():
                 raise SettingsError("write a prompt, or choose a workload set")
             return [text]
-        from engine.workloads import load_workload
+        from engine.core.workloads import load_workload
 
         return [p.text for p in load_workload(name).prompts]
 
@@ -168,13 +178,16 @@ class LabPage(QWidget):
         beside it (and says so) until it ends."""
         busy = self.busy_elsewhere()
         if busy:
-            self.banner.show_message(f"Not now: {busy}. Try again when it ends: two engines sharing the machine "
-                                     "would spoil both measurements (and may not both fit).", "warning")
+            self.banner.show_message(
+                f"Not now: {busy}. Try again when it ends: two engines sharing the machine "
+                "would spoil both measurements (and may not both fit).",
+                "warning",
+            )
         return bool(busy)
 
     def load(self) -> bool:
         if self.mode != "idle":
-            return False            # a run, a baseline or a load is under way: its end comes first
+            return False  # a run, a baseline or a load is under way: its end comes first
         # a refused load drops what it was for (a start, a baseline), lest the next load do it unasked
         if self._refused_while_busy():
             self._pending = None
@@ -185,12 +198,12 @@ class LabPage(QWidget):
             self.banner.show_message(str(exc), "warning")
             self._pending = None
             return False
-        problem = self.explain_before_loading(settings)
-        if problem:
-            self.banner.show_message(problem, "error")
+        check = self.preflight(settings, with_memory=settings != self._fit_override)
+        if check.refusal:
+            self.banner.show_message(check.refusal, "error")
             self._pending = None
             return False
-        too_big = self.fit_problem(settings) if settings != self._fit_override else None
+        too_big = check.too_big
         if too_big:
             pending, self._pending = self._pending, None
 
@@ -198,6 +211,7 @@ class LabPage(QWidget):
                 self._fit_override, self._pending = settings, pending
                 if not self.load():
                     self._pending = None
+
             self._banner_handler = load_anyway
             self.banner.show_message(too_big, "error", "Load anyway")
             return False
@@ -207,51 +221,23 @@ class LabPage(QWidget):
         self.controller.load(settings)
         return True
 
-    def explain_before_loading(self, settings: LoadSettings) -> str | None:
-        """Reasons not to load this pair (broken file, incompatible vocabularies), in words."""
-        from engine.gguf_check import GGUFError, check_gguf
+    def preflight(self, settings: LoadSettings, with_memory: bool = True) -> Preflight:
+        """The one pre-load check (engine.planning.preflight): the files, llama.cpp's vocabulary rule and,
+        with_memory, the memory plan against the free VRAM (or RAM) the Hardware page sees. The Lab's own
+        loaded pair is freed before a load, so its memory counts as free."""
+        report = self.hardware_report() if with_memory and self.hardware_report else None
+        budget = MemoryBudget.from_report(report, **self.fit_context()) if report is not None else None
+        return preflight(settings.target, settings.draft, settings.ctx, budget, ngl=settings.ngl)
 
-        try:
-            check_gguf(settings.target, "target")
-            if settings.draft:
-                check_gguf(settings.draft, "draft")
-        except GGUFError as exc:
-            return str(exc)
-        if settings.draft:
-            try:
-                from engine.compat import check_pair
-            except ImportError:
-                return None
-            verdict = check_pair(settings.target, settings.draft)
-            if not verdict["compatible"]:
-                return ("This draft cannot speculate for this target (llama.cpp's vocabulary rule): "
-                        + "; ".join(verdict["reasons"]))
-        return None
+    def explain_before_loading(self, settings: LoadSettings) -> str | None:
+        """Reasons not to load this pair at all (broken file, incompatible vocabularies), in words."""
+        return self.preflight(settings, with_memory=False).refusal
 
     def fit_context(self) -> dict:
-        """What check_fit needs to know about this engine: the memory its loaded pair holds (freed
+        """What a memory budget needs to know about this engine: the memory its loaded pair holds (freed
         before a load) and whether it can use a GPU at all (a CPU build cannot)."""
         loaded = self.controller.loaded_info
         return {"held": loaded.get("memory") if loaded else None, "gpu_backend": self.controller.gpu_backend}
-
-    def fit_problem(self, settings: LoadSettings) -> str | None:
-        """The memory plan against the free VRAM (or RAM) the Hardware page sees: why this pair will not
-        fit, or None (fits, or nothing to compare with). The Lab's own loaded pair is freed before a
-        load, so its memory counts as free."""
-        report = self.hardware_report() if self.hardware_report else None
-        if report is None:
-            return None
-        from engine.fit import check_fit
-        from engine.gguf_inspect import GGUFInspectError, inspect_gguf
-        from engine.memory_plan import PlanError
-
-        try:
-            verdict = check_fit(inspect_gguf(settings.target), settings.ctx,
-                                draft=inspect_gguf(settings.draft) if settings.draft else None,
-                                n_gpu_layers=settings.ngl, report=report, **self.fit_context())
-        except (GGUFInspectError, PlanError, OSError):
-            return None      # the file checks above speak for broken files; no plan is no verdict
-        return verdict.explanation(settings.ctx) if verdict.fits is False else None
 
     def _ready_for(self, action: str) -> bool:
         """True when the pair in the controls is loaded; otherwise start loading it and remember the action."""
@@ -293,11 +279,16 @@ class LabPage(QWidget):
 
     def _next_generation(self) -> None:
         if self._prompt_index:
-            self.live._pending_text.append(("\n\n", False))   # one paragraph per generation
+            self.live._pending_text.append(("\n\n", False))  # one paragraph per generation
         prompt = self._prompts[self._prompt_index % len(self._prompts)]
         self._prompt_index += 1
-        self.controller.generate(prompt, self.controls.max_tokens.value(), self._sent_spec, self._sent_sampling,
-                                 baseline=self.mode == "baseline")
+        self.controller.generate(
+            prompt,
+            self.controls.max_tokens.value(),
+            self._sent_spec,
+            self._sent_sampling,
+            baseline=self.mode == "baseline",
+        )
 
     def stop(self) -> None:
         if self.mode in ("running", "baseline"):
@@ -305,7 +296,7 @@ class LabPage(QWidget):
             self.controller.cancel()
         elif self.mode == "loading" and self.controller.state == LOADING:
             self._pending = None
-            self.controller.cancel()      # llama.cpp stops reading at its next progress report
+            self.controller.cancel()  # llama.cpp stops reading at its next progress report
 
     def baseline(self) -> None:
         if self.mode != "idle" or self._refused_while_busy():
@@ -328,7 +319,7 @@ class LabPage(QWidget):
     # -- knobs while running ----------------------------------------------
     def _knobs_moved(self) -> None:
         if self.mode == "running":
-            self.knob_timer.start()   # restarts: sends once the knob rests
+            self.knob_timer.start()  # restarts: sends once the knob rests
 
     def _send_knobs(self) -> None:
         if self.mode != "running":
@@ -344,8 +335,10 @@ class LabPage(QWidget):
         sampling_changes = {k: v for k, v in new_sampling.items() if self._sent_sampling.get(k) != v}
         if not spec_changes and not sampling_changes:
             return
-        label = ", ".join(f"{_short(k)} {_fmt(self._sent_spec.get(k, self._sent_sampling.get(k)))}→{_fmt(v)}"
-                          for k, v in list(spec_changes.items()) + list(sampling_changes.items()))
+        label = ", ".join(
+            f"{_short(k)} {_fmt(self._sent_spec.get(k, self._sent_sampling.get(k)))}→{_fmt(v)}"
+            for k, v in list(spec_changes.items()) + list(sampling_changes.items())
+        )
         self._pending_labels.append(label)
         self._sent_spec, self._sent_sampling = new_spec, new_sampling
         self.controller.update(spec=spec_changes, sampling=sampling_changes)
@@ -354,7 +347,7 @@ class LabPage(QWidget):
     def _on_hello(self, ev: dict) -> None:
         # after a restart, bring back the pair that was loaded before the crash
         if isinstance(self._pending, tuple) and self._pending[0] == "reload":
-            self._pending = self._pending[1]   # then do what the load was for
+            self._pending = self._pending[1]  # then do what the load was for
             self.load()
         elif self._pending == "reload":
             self._pending = None
@@ -365,8 +358,10 @@ class LabPage(QWidget):
             self.mode = "idle"
             self.controls.set_running(False)
         mem = sum(m["model_bytes"] + m["context_bytes"] + m["compute_bytes"] for m in ev.get("memory", []))
-        self.controls.badges.setText(f"loaded: n_ctx {ev.get('n_ctx')}, {mem / 2 ** 20:.0f} MiB as llama.cpp "
-                                     f"reports it, {'with' if ev.get('has_draft') else 'no'} draft model")
+        self.controls.badges.setText(
+            f"loaded: n_ctx {ev.get('n_ctx')}, {mem / 2**20:.0f} MiB as llama.cpp "
+            f"reports it, {'with' if ev.get('has_draft') else 'no'} draft model"
+        )
         action, self._pending = self._pending, None
         if action == "start":
             self.start()
@@ -381,9 +376,11 @@ class LabPage(QWidget):
             self.stop()
             return "the Lab's run was stopped so that it does not compete for the machine"
         if self.mode == "loading" and self.controller.gpu_backend:
-            self.stop()       # cancels the load
-            return (f"the Lab's load was cancelled so that {whose} copy fits on the GPU; the Lab loads its pair "
-                    "again when you start it there")
+            self.stop()  # cancels the load
+            return (
+                f"the Lab's load was cancelled so that {whose} copy fits on the GPU; the Lab loads its pair "
+                "again when you start it there"
+            )
         if self.mode == "loading":
             return f"the Lab is still loading its pair; that may slow the {job}'s first measurements"
         return None
@@ -407,16 +404,20 @@ class LabPage(QWidget):
             controller.stateChanged.disconnect(gone)
 
         def gone(state: str, _message: str) -> None:
-            if state in (CRASHED, "stopped"):     # the Lab's worker is gone, and its copy with it
+            if state in (CRASHED, "stopped"):  # the Lab's worker is gone, and its copy with it
                 done()
+
         controller.unloaded.connect(done)
         controller.stateChanged.connect(gone)
-        return (f"the Lab's copy of the pair was freed so that {whose} copy fits on the GPU; the Lab loads it "
-                "again when you start it there")
+        return (
+            f"the Lab's copy of the pair was freed so that {whose} copy fits on the GPU; the Lab loads it "
+            "again when you start it there"
+        )
 
     def _on_unloaded(self) -> None:
-        self.controls.badges.setText("not loaded: the pair was freed for the copy of a tune or a validation; "
-                                     "Start or Load loads it again")
+        self.controls.badges.setText(
+            "not loaded: the pair was freed for the copy of a tune or a validation; Start or Load loads it again"
+        )
 
     def _on_cycles(self, batch: list) -> None:
         if self.mode not in ("running", "stopping"):
@@ -434,14 +435,16 @@ class LabPage(QWidget):
 
     def _on_run_finished(self, ev: dict) -> None:
         summary = ev.get("summary", {})
-        self._dirty = self._bars_due = True   # the bars show the run's last cycles too
+        self._dirty = self._bars_due = True  # the bars show the run's last cycles too
         if self.mode == "baseline":
             self.live.baseline_tps = summary.get("tokens_per_s") or None
             self.mode = "idle"
             self.controls.set_running(False)
             self._dirty = True
-            self.banner.show_message(f"baseline: {summary.get('tokens_per_s', 0):.1f} tokens/s without speculation "
-                                     "on the loaded models", "info")
+            self.banner.show_message(
+                f"baseline: {summary.get('tokens_per_s', 0):.1f} tokens/s without speculation on the loaded models",
+                "info",
+            )
             return
         self.last_summary = summary
         self.runFinished.emit(ev)
@@ -459,25 +462,34 @@ class LabPage(QWidget):
             self.mode = "idle"
             self.controls.set_running(False)
             self.controls.badges.setText("not loaded: loading was cancelled")
-            self.banner.show_message("Loading cancelled; no model is loaded. Load or Start loads the pair again.",
-                                     "info")
+            self.banner.show_message(
+                "Loading cancelled; no model is loaded. Load or Start loads the pair again.", "info"
+            )
             return
         self.banner.show_message(f"{ev.get('message')} ({ev.get('kind')})", "error")
-        if self.mode in ("loading", "stopping", "baseline") or (self.mode == "running" and
-                                                                 self.controller.state == ERROR):
+        if self.mode in ("loading", "stopping", "baseline") or (
+            self.mode == "running" and self.controller.state == ERROR
+        ):
             self._pending = None
             self.mode = "idle"
             self.controls.set_running(False)
 
     def _on_state(self, state: str, message: str) -> None:
-        if state == CRASHED and self.mode == "loading" and "SIGILL" in (message or "") \
-                and self.controls.repack.isChecked():
+        if (
+            state == CRASHED
+            and self.mode == "loading"
+            and "SIGILL" in (message or "")
+            and self.controls.repack.isChecked()
+        ):
             # a CPU that reports AMX the system will not run: load again without repacking, once
             self.controls.repack.setChecked(False)
             self.mode = "idle"
             self._pending = ("reload", self._pending)
-            self.banner.show_message("Loading stopped with an illegal instruction while llama.cpp repacked the "
-                                     "weights for this CPU; loading again with repacking off.", "warning")
+            self.banner.show_message(
+                "Loading stopped with an illegal instruction while llama.cpp repacked the "
+                "weights for this CPU; loading again with repacking off.",
+                "warning",
+            )
             self.controller.restart()
             return
         if state == CRASHED:
@@ -486,8 +498,11 @@ class LabPage(QWidget):
             self.controls.set_running(False)
             self._pending = "reload" if had_pair else None
             self._banner_handler = self.controller.restart
-            self.banner.show_message("The engine process stopped: " + (message or "no message") +
-                                     "\nYour settings and the charts are kept.", "error", "Restart engine")
+            self.banner.show_message(
+                "The engine process stopped: " + (message or "no message") + "\nYour settings and the charts are kept.",
+                "error",
+                "Restart engine",
+            )
         elif state == ERROR and self.mode == "loading":
             self.mode = "idle"
             self.controls.set_running(False)
@@ -504,14 +519,17 @@ class LabPage(QWidget):
 
     def _update_summary(self) -> None:
         s = self.live
-        base = f", baseline {s.baseline_tps:.1f}, speedup {s.tokens_per_s / s.baseline_tps:.2f}x" \
-            if s.baseline_tps and s.tokens_per_s else ""
-        rate = s.accepted / s.drafted if s.drafted else 0.0
-        length = 1 + s.accepted / s.steps if s.steps else 1.0
+        base = (
+            f", baseline {s.baseline_tps:.1f}, speedup {s.tokens_per_s / s.baseline_tps:.2f}x"
+            if s.baseline_tps and s.tokens_per_s
+            else ""
+        )
+        rate, length = s.stats.acceptance_rate, s.stats.mean_accepted_length
         self.summary.setText(
             f"<b>{s.tokens_per_s:.1f}</b> tokens/s{base} &nbsp; acceptance <b>{rate:.3f}</b> "
             f"({s.accepted}/{s.drafted}) &nbsp; mean accepted length {length:.2f} &nbsp; "
-            f"{s.tokens} tokens, {s.steps} steps")
+            f"{s.tokens} tokens, {s.steps} steps"
+        )
 
     def _flush_text(self) -> None:
         pieces = self.live.take_text()
@@ -520,13 +538,21 @@ class LabPage(QWidget):
             self._update_summary()
 
     def save_charts(self, path: str) -> None:
-        self.charts.refresh(self.live.snapshot(), bars=True)   # the bars may be a few frames behind
+        self.charts.refresh(self.live.snapshot(), bars=True)  # the bars may be a few frames behind
         self.charts.save_png(path)
 
 
 def _short(key: str) -> str:
-    return {"draft_n_max": "K", "draft_n_min": "n-min", "draft_p_min": "p-min", "spec_type": "method",
-            "ngram_size_n": "n", "ngram_size_m": "m", "ngram_min_hits": "hits", "temp": "temp"}.get(key, key)
+    return {
+        "draft_n_max": "K",
+        "draft_n_min": "n-min",
+        "draft_p_min": "p-min",
+        "spec_type": "method",
+        "ngram_size_n": "n",
+        "ngram_size_m": "m",
+        "ngram_min_hits": "hits",
+        "temp": "temp",
+    }.get(key, key)
 
 
 def _fmt(v) -> str:

@@ -3,7 +3,7 @@ sampling, prompt source, and the Start / Stop / Baseline buttons.
 
 The panel only reads and writes widgets and says when something changed; the
 Lab page decides what to do with it (send to a running session, or keep for
-the next run). Values are the engine.settings dataclasses.
+the next run). Values are the engine.core.settings dataclasses.
 """
 
 from __future__ import annotations
@@ -11,15 +11,41 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox, QHBoxLayout,
-                               QLabel, QLineEdit, QPlainTextEdit, QPushButton, QSlider, QSpinBox, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
+from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
 
-METHOD_CHOICES = ("draft-simple", "ngram-mod", "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-cache",
-                  "ngram-mod,draft-simple", "ngram-simple,draft-simple", "draft-eagle3", "draft-mtp",
-                  "draft-dflash", "draft-dspark", "none")
+METHOD_CHOICES = (
+    "draft-simple",
+    "ngram-mod",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-cache",
+    "ngram-mod,draft-simple",
+    "ngram-simple,draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+    "none",
+)
 CUSTOM_PROMPT = "custom prompt"
 
 
@@ -77,7 +103,7 @@ class PathPicker(QWidget):
 
 class LabControls(QWidget):
     modelsChanged = Signal()
-    knobsChanged = Signal()          # any speculation or sampling knob
+    knobsChanged = Signal()  # any speculation or sampling knob
     startRequested = Signal()
     stopRequested = Signal()
     baselineRequested = Signal()
@@ -117,8 +143,9 @@ class LabControls(QWidget):
         self.method = QComboBox()
         self.method.setEditable(True)
         self.method.addItems(METHOD_CHOICES)
-        self.method.setToolTip("llama.cpp speculative types, comma separated; n-gram types draft first\n"
-                               "known: " + ", ".join(SPEC_TYPES))
+        self.method.setToolTip(
+            "llama.cpp speculative types, comma separated; n-gram types draft first\nknown: " + ", ".join(SPEC_TYPES)
+        )
         self.k_slider = QSlider(Qt.Orientation.Horizontal)
         self.k_slider.setRange(0, 32)
         self.k_slider.setValue(d.draft_n_max)
@@ -150,7 +177,7 @@ class LabControls(QWidget):
         self.temp = _dspin(0.0, 5.0, s.temp, 0.1, "0 = greedy (speculation is exact)")
         self.top_k = _spin(0, 1000, s.top_k)
         self.top_p = _dspin(0.01, 1.0, s.top_p, 0.05)
-        self.seed = _spin(-1, 2 ** 31 - 1, -1, "-1 = random")
+        self.seed = _spin(-1, 2**31 - 1, -1, "-1 = random")
         f.addRow("temperature", self.temp)
         f.addRow("top-k", self.top_k)
         f.addRow("top-p", self.top_p)
@@ -184,8 +211,18 @@ class LabControls(QWidget):
 
         self.k_slider.valueChanged.connect(self.k.setValue)
         self.k.valueChanged.connect(lambda v: self.k_slider.setValue(min(v, self.k_slider.maximum())))
-        for w in (self.k, self.n_min, self.size_n, self.size_m, self.min_hits, self.mod_match, self.mod_min,
-                  self.mod_max, self.top_k, self.seed):
+        for w in (
+            self.k,
+            self.n_min,
+            self.size_n,
+            self.size_m,
+            self.min_hits,
+            self.mod_match,
+            self.mod_min,
+            self.mod_max,
+            self.top_k,
+            self.seed,
+        ):
             w.valueChanged.connect(self.knobsChanged)
         for w in (self.p_min, self.temp, self.top_p):
             w.valueChanged.connect(self.knobsChanged)
@@ -212,17 +249,29 @@ class LabControls(QWidget):
         target = self.target.path()
         if target is None:
             raise SettingsError("choose a target model first")
-        return LoadSettings(target=target, draft=self.draft.path(), ctx=self.ctx.value(), ngl=self.ngl.value(),
-                            ngl_draft=self.ngl.value(), threads=self.threads.value(),
-                            repack=self.repack.isChecked()).validate()
+        return LoadSettings(
+            target=target,
+            draft=self.draft.path(),
+            ctx=self.ctx.value(),
+            ngl=self.ngl.value(),
+            ngl_draft=self.ngl.value(),
+            threads=self.threads.value(),
+            repack=self.repack.isChecked(),
+        ).validate()
 
     def spec_settings(self) -> SpecSettings:
         return SpecSettings(
-            spec_type=self.method.currentText().strip() or "none", draft_n_max=self.k.value(),
-            draft_n_min=min(self.n_min.value(), self.k.value()), draft_p_min=round(self.p_min.value(), 4),
-            ngram_size_n=self.size_n.value(), ngram_size_m=self.size_m.value(), ngram_min_hits=self.min_hits.value(),
-            ngram_mod_n_match=self.mod_match.value(), ngram_mod_n_min=min(self.mod_min.value(), self.mod_max.value()),
-            ngram_mod_n_max=self.mod_max.value())
+            spec_type=self.method.currentText().strip() or "none",
+            draft_n_max=self.k.value(),
+            draft_n_min=min(self.n_min.value(), self.k.value()),
+            draft_p_min=round(self.p_min.value(), 4),
+            ngram_size_n=self.size_n.value(),
+            ngram_size_m=self.size_m.value(),
+            ngram_min_hits=self.min_hits.value(),
+            ngram_mod_n_match=self.mod_match.value(),
+            ngram_mod_n_min=min(self.mod_min.value(), self.mod_max.value()),
+            ngram_mod_n_max=self.mod_max.value(),
+        )
 
     def set_spec_settings(self, spec: SpecSettings) -> None:
         """The inverse of spec_settings(): set every speculation knob (each widget, so the Lab's
@@ -241,31 +290,58 @@ class LabControls(QWidget):
 
     def sampling_settings(self) -> SamplingSettings:
         seed = self.seed.value()
-        return SamplingSettings(temp=round(self.temp.value(), 4), top_k=self.top_k.value(),
-                                top_p=round(self.top_p.value(), 4), min_p=SamplingSettings().min_p,
-                                seed=0xFFFFFFFF if seed < 0 else seed)
+        return SamplingSettings(
+            temp=round(self.temp.value(), 4),
+            top_k=self.top_k.value(),
+            top_p=round(self.top_p.value(), 4),
+            min_p=SamplingSettings().min_p,
+            seed=0xFFFFFFFF if seed < 0 else seed,
+        )
 
     def set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
         self.baseline_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
         self.load_button.setEnabled(not running)
-        for w in (self.target, self.draft, self.ctx, self.ngl, self.threads, self.repack, self.workload, self.prompt,
-                  self.max_tokens):
+        for w in (
+            self.target,
+            self.draft,
+            self.ctx,
+            self.ngl,
+            self.threads,
+            self.repack,
+            self.workload,
+            self.prompt,
+            self.max_tokens,
+        ):
             w.setEnabled(not running)
         if not running:
             self.prompt.setEnabled(self.workload.currentText() == CUSTOM_PROMPT)
 
     # -- persistence ------------------------------------------------------
     def save_state(self) -> dict:
-        return {"target": self.target.edit.text(), "draft": self.draft.edit.text(), "ctx": self.ctx.value(),
-                "ngl": self.ngl.value(), "threads": self.threads.value(),
-                "repack": int(self.repack.isChecked()), "method": self.method.currentText(), "k": self.k.value(),
-                "n_min": self.n_min.value(), "p_min": self.p_min.value(), "size_n": self.size_n.value(),
-                "size_m": self.size_m.value(), "min_hits": self.min_hits.value(), "temp": self.temp.value(),
-                "top_k": self.top_k.value(), "top_p": self.top_p.value(), "seed": self.seed.value(),
-                "workload": self.workload.currentText(), "prompt": self.prompt.toPlainText(),
-                "max_tokens": self.max_tokens.value()}
+        return {
+            "target": self.target.edit.text(),
+            "draft": self.draft.edit.text(),
+            "ctx": self.ctx.value(),
+            "ngl": self.ngl.value(),
+            "threads": self.threads.value(),
+            "repack": int(self.repack.isChecked()),
+            "method": self.method.currentText(),
+            "k": self.k.value(),
+            "n_min": self.n_min.value(),
+            "p_min": self.p_min.value(),
+            "size_n": self.size_n.value(),
+            "size_m": self.size_m.value(),
+            "min_hits": self.min_hits.value(),
+            "temp": self.temp.value(),
+            "top_k": self.top_k.value(),
+            "top_p": self.top_p.value(),
+            "seed": self.seed.value(),
+            "workload": self.workload.currentText(),
+            "prompt": self.prompt.toPlainText(),
+            "max_tokens": self.max_tokens.value(),
+        }
 
     def restore_state(self, state: dict) -> None:
         def get(key, cast, default):
@@ -273,6 +349,7 @@ class LabControls(QWidget):
                 return cast(state.get(key, default))
             except (TypeError, ValueError):
                 return default
+
         self.target.edit.setText(get("target", str, ""))
         self.draft.edit.setText(get("draft", str, ""))
         self.ctx.setValue(get("ctx", int, self.ctx.value()))

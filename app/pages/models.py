@@ -1,12 +1,12 @@
 """The Models page: what is on this machine, what to get, and the Lab's pair checked.
 
 Three tabs, each in its own module and each a view over engine functions the CLI has too:
-  Library      engine.library.scan (spectune models): the GGUF files found, their pairs
-  Downloads    engine.downloads.pull (spectune pull) of the catalog's presets or REPO:FILE
-  Recommended  engine.recommend (spectune recommend / presets) for the free VRAM, else RAM
+  Library      engine.models.library.scan (spectune models): the GGUF files found, their pairs
+  Downloads    engine.models.downloads.pull (spectune pull) of the catalog's presets or REPO:FILE
+  Recommended  engine.planning.recommend (spectune recommend / presets) for the free VRAM, else RAM
 Below them, the check of the Lab's current pair before anything is loaded: llama.cpp's
-vocabulary rule (engine.compat) and a memory plan that counts both models
-(engine.memory_plan) against the free VRAM the Hardware page sees, or the free RAM.
+vocabulary rule (engine.models.compat) and a memory plan that counts both models
+(engine.planning.memory_plan) against the free VRAM the Hardware page sees, or the free RAM.
 
 Disks, the catalog and the hub are only touched in background threads, and only once the
 page is first shown; closing the window stops them (see shutdown).
@@ -25,28 +25,29 @@ from app.pages.models_library import LibraryPanel
 from app.pages.models_presets import PresetsPanel
 from app.pages.models_recommend import RecommendPanel
 
-GIB = 2 ** 30
+GIB = 2**30
 _FROM_HARDWARE = object()
 
 
 @dataclass
 class CatalogView:
-    """What one background pass over the catalog learnt (engine.recommend's answers)."""
+    """What one background pass over the catalog learnt (engine.planning.recommend's answers)."""
+
     catalog: Any
     ctx: int
-    budget: Any = None              # engine.recommend.Budget, None when it could not be measured
+    budget: Any = None  # engine.planning.recommend.Budget, None when it could not be measured
     recommendation: Any = None
-    fits: Any = None                # engine.recommend.PresetFit list
-    error: str = ""                 # why there is no recommendation
+    fits: Any = None  # engine.planning.recommend.PresetFit list
+    error: str = ""  # why there is no recommendation
 
 
 def rank_catalog(catalog, nvml, ctx: int) -> CatalogView:
     """The catalog (loaded when None), the budget NVML sees (or RAM), the ranked list and the presets' fits;
     what `spectune recommend` and `spectune presets` print. A budget that cannot be measured still leaves
     the presets with their sizes."""
-    from engine.catalog import CatalogError, load_catalog
-    from engine.memory_plan import PlanError
-    from engine.recommend import RecommendError, budget_from_hardware, preset_fits, recommend
+    from engine.models.catalog import CatalogError, load_catalog
+    from engine.planning.memory_plan import PlanError
+    from engine.planning.recommend import RecommendError, budget_from_hardware, preset_fits, recommend
 
     catalog = catalog if catalog is not None else load_catalog()
     try:
@@ -58,11 +59,20 @@ def rank_catalog(catalog, nvml, ctx: int) -> CatalogView:
 
 
 class ModelsPage(QWidget):
-    def __init__(self, lab, hardware=None, parent: QWidget | None = None, *, catalog=None, sources=None,
-                 download_options: dict | None = None, nvml: Any = _FROM_HARDWARE):
-        """catalog: an engine.catalog.Catalog instead of the shipped one; sources: the library's places
-        (engine.library.Source list) instead of the usual ones; download_options: keyword arguments for
-        engine.downloads.download_files; nvml: the NVML module for the budget (default: the Hardware page's)."""
+    def __init__(
+        self,
+        lab,
+        hardware=None,
+        parent: QWidget | None = None,
+        *,
+        catalog=None,
+        sources=None,
+        download_options: dict | None = None,
+        nvml: Any = _FROM_HARDWARE,
+    ):
+        """catalog: an engine.models.catalog.Catalog instead of the shipped one; sources: the library's places
+        (engine.models.library.Source list) instead of the usual ones; download_options: keyword arguments for
+        engine.models.downloads.download_files; nvml: the NVML module for the budget (default: the Hardware page's)."""
         super().__init__(parent)
         self.lab = lab
         self.hardware = hardware
@@ -114,7 +124,7 @@ class ModelsPage(QWidget):
     # -- background work ------------------------------------------------------------------
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if not self._started:       # the first look at the page: scan and rank
+        if not self._started:  # the first look at the page: scan and rank
             self._started = True
             self.library.rescan()
             self.rank()
@@ -122,7 +132,7 @@ class ModelsPage(QWidget):
 
     def rank(self) -> None:
         if self.rank_job is not None and self.rank_job.running:
-            self._rank_again = True     # asked with another context while ranking: once more when done
+            self._rank_again = True  # asked with another context while ranking: once more when done
             return
         self._rank_again = False
         self._hook_close()
@@ -181,7 +191,7 @@ class ModelsPage(QWidget):
             self.rank_job.stop(timeout_s=10.0)
 
     def use_demo_pair(self) -> None:
-        from engine.demo import demo_pair
+        from engine.measure.demo import demo_pair
 
         target, draft = demo_pair()
         self.lab.controls.target.set_path(target)
@@ -196,34 +206,31 @@ class ModelsPage(QWidget):
             self.fit_badge.setText("")
             self.plan_label.setText("")
             return
-        from engine.compat import check_pair
-        from engine.gguf_inspect import GGUFInspectError, inspect_gguf
-        from engine.fit import check_fit
-        from engine.memory_plan import PlanError
+        from engine.planning.fit import MemoryBudget
+        from engine.planning.preflight import preflight
 
-        try:
-            t_info = inspect_gguf(target)
-            d_info = inspect_gguf(draft) if draft and draft.is_file() else None
-        except (GGUFInspectError, OSError) as exc:
-            self.compat_badge.setText(f"<b style='color:#c62828'>✗ cannot read the model:</b> {exc}")
+        report = self.hardware.report if self.hardware is not None else None
+        check = preflight(
+            target,
+            draft if draft and draft.is_file() else None,
+            c.ctx.value(),
+            MemoryBudget.from_report(report, **self.lab.fit_context()),
+            ngl=c.ngl.value(),
+            check_files=False,
+        )
+        if check.target is None:  # unreadable: the one reason says why
+            self.compat_badge.setText(f"<b style='color:#c62828'>✗ {check.reasons[0].message}</b>")
             self.fit_badge.setText("")
             return
-        if d_info is None:
+        if check.compat is None:
             self.compat_badge.setText("no draft model: only the n-gram methods can speculate")
+        elif check.compat["compatible"]:
+            self.compat_badge.setText("<b style='color:#2e7d32'>✓ compatible</b> (same vocabulary by llama.cpp's rule)")
         else:
-            verdict = check_pair(t_info, d_info)
-            if verdict["compatible"]:
-                self.compat_badge.setText("<b style='color:#2e7d32'>✓ compatible</b> (same vocabulary by "
-                                          "llama.cpp's rule)")
-            else:
-                self.compat_badge.setText("<b style='color:#c62828'>✗ incompatible:</b> "
-                                          + "; ".join(verdict["reasons"]))
-        report = self.hardware.report if self.hardware is not None else None
-        try:
-            verdict = check_fit(t_info, c.ctx.value(), draft=d_info, n_gpu_layers=c.ngl.value(), report=report,
-                                **self.lab.fit_context())
-        except PlanError as exc:
-            self.fit_badge.setText(f"no memory plan: {exc}")
+            self.compat_badge.setText("<b style='color:#c62828'>✗ incompatible:</b> " + "; ".join(check.vocab_reasons))
+        verdict = check.fit
+        if verdict is None:
+            self.fit_badge.setText(check.reasons[-1].message)
             return
         plan = verdict.plan
         colour = {True: "#2e7d32", False: "#c62828", None: "#757575"}[verdict.fits]
@@ -236,5 +243,5 @@ class ModelsPage(QWidget):
         for item in plan.items:
             key = f"{item.model} {item.kind}"
             by_kind[key] = by_kind.get(key, 0) + item.bytes
-        self.plan_label.setText("plan: " + ", ".join(f"{k} {v / 2 ** 20:.1f} MiB" for k, v in by_kind.items()))
+        self.plan_label.setText("plan: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in by_kind.items()))
         self.last_plan = plan

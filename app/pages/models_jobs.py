@@ -9,7 +9,8 @@ result, their exception or their progress callback across.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
@@ -21,18 +22,19 @@ class BackgroundJob(QObject):
 
     progress = Signal(object)
     done = Signal(object)
-    failed = Signal(object)         # the exception
+    failed = Signal(object)  # the exception
 
     def __init__(self, name: str, fn: Callable[[Callable[[Any], None]], Any], parent: QObject | None = None):
         super().__init__(parent)
-        collect_in_gui_thread()     # this job's thread must never run the cycle collector
+        collect_in_gui_thread()  # this job's thread must never run the cycle collector
         self.name = name
         self._fn = fn
         self._thread: threading.Thread | None = None
         self.cancel = threading.Event()
 
-    def on(self, done: Callable | None = None, failed: Callable | None = None,
-           progress: Callable | None = None) -> "BackgroundJob":
+    def on(
+        self, done: Callable | None = None, failed: Callable | None = None, progress: Callable | None = None
+    ) -> BackgroundJob:
         """Connect handlers, queued: they run in the GUI thread even when they are plain functions."""
         queued = Qt.ConnectionType.QueuedConnection
         for signal, slot in ((self.done, done), (self.failed, failed), (self.progress, progress)):
@@ -40,7 +42,7 @@ class BackgroundJob(QObject):
                 signal.connect(slot, queued)
         return self
 
-    def start(self) -> "BackgroundJob":
+    def start(self) -> BackgroundJob:
         # daemon: a scan of a slow disk must not keep the process alive after the window has gone
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
@@ -59,13 +61,13 @@ class BackgroundJob(QObject):
     def _emit(self, signal_name: str, value: Any) -> None:
         try:
             getattr(self, signal_name).emit(value)
-        except RuntimeError:        # the page was deleted while the job ran: nobody is listening
+        except RuntimeError:  # the page was deleted while the job ran: nobody is listening
             pass
 
     def _run(self) -> None:
         try:
             result = self._fn(lambda value: self._emit("progress", value))
-        except BaseException as exc:    # noqa: BLE001 - every failure is shown, never lost in a thread
+        except BaseException as exc:  # noqa: BLE001 - every failure is shown, never lost in a thread
             self._emit("failed", exc)
         else:
             self._emit("done", result)

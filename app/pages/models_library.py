@@ -1,4 +1,4 @@
-"""The Models page's library: the GGUF files already on this machine (engine.library.scan over
+"""The Models page's library: the GGUF files already on this machine (engine.models.library.scan over
 the Hugging Face cache, LM Studio, llama.cpp's cache, Ollama and the user's folders), the pairs
 they make, and buttons that hand a file or a pair to the Lab's pickers.
 
@@ -12,11 +12,23 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog, QLabel,
-                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.pages.models_jobs import BackgroundJob
-from engine.downloads import format_bytes
+from engine.models.downloads import format_bytes
 
 COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")
 ERROR_COLOUR = QColor("#c62828")
@@ -45,10 +57,10 @@ def _family_text(m) -> str:
 
 
 class LibraryPanel(QWidget):
-    scanned = Signal(object)            # engine.library.Library
+    scanned = Signal(object)  # engine.models.library.Library
 
     def __init__(self, lab, sources=None, parent: QWidget | None = None):
-        """sources: engine.library.Source list to scan instead of the usual places (None: those)."""
+        """sources: engine.models.library.Source list to scan instead of the usual places (None: those)."""
         super().__init__(parent)
         self.lab = lab
         self.sources = sources
@@ -75,19 +87,20 @@ class LibraryPanel(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
-        self.table.setWordWrap(False)                   # one line a file; the tooltips hold the rest
+        self.table.setWordWrap(False)  # one line a file; the tooltips hold the rest
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
-        header.setSortIndicator(-1, Qt.SortOrder.AscendingOrder)   # the scan's order until a header is clicked
+        header.setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # the scan's order until a header is clicked
         header.setSortIndicatorShown(True)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.table.itemDoubleClicked.connect(lambda item: self.use_selected())
 
         self.use_button = QPushButton("Use in Lab")
-        self.use_button.setToolTip("one file: the Lab's target; two files: the larger one as target, the smaller "
-                                   "as draft")
+        self.use_button.setToolTip(
+            "one file: the Lab's target; two files: the larger one as target, the smaller as draft"
+        )
         self.use_button.clicked.connect(self.use_selected)
         self.draft_button = QPushButton("Use as draft")
         self.draft_button.clicked.connect(self.use_selected_as_draft)
@@ -109,7 +122,8 @@ class LibraryPanel(QWidget):
         self.pair_button = QPushButton("Use this pair in the Lab")
         self.pair_button.clicked.connect(self.use_selected_pair)
         self.pairs.itemSelectionChanged.connect(
-            lambda: self.pair_button.setEnabled(bool(self.pairs.selectionModel().selectedRows())))
+            lambda: self.pair_button.setEnabled(bool(self.pairs.selectionModel().selectedRows()))
+        )
         self.pairs_label = QLabel("compatible pairs")
 
         upper = QWidget()
@@ -142,9 +156,9 @@ class LibraryPanel(QWidget):
     # -- the scan ---------------------------------------------------------------------------
     def rescan(self) -> None:
         if self.job is not None and self.job.running:
-            self._again = True          # files changed while scanning: look once more when it ends
+            self._again = True  # files changed while scanning: look once more when it ends
             return
-        from engine.library import scan
+        from engine.models.library import scan
 
         sources = self.sources
         self.status.setText("scanning…")
@@ -152,7 +166,8 @@ class LibraryPanel(QWidget):
         self.job = BackgroundJob(
             "models-library-scan",
             lambda report: scan(sources, on_progress=lambda done, total, path: report((done, total, path))),
-            self)
+            self,
+        )
         self.job.on(done=self._scanned, failed=self._scan_failed, progress=self._scan_progress).start()
 
     @property
@@ -175,10 +190,14 @@ class LibraryPanel(QWidget):
         found = [s for s in lib.sources if s["exists"]]
         broken = sum(1 for m in lib.models if m.error)
         where = ", ".join(f"{s['kind']} {s['files']}" for s in found) or "none of the usual places exist"
-        self.status.setText(f"{len(lib.models)} file{'s' if len(lib.models) != 1 else ''}"
-                            + (f" ({broken} unreadable)" if broken else "") + f" · {where}")
-        self.status.setToolTip("\n".join(f"{s['kind']}: {s['path']} ({s['files'] if s['exists'] else 'not found'})"
-                                         for s in lib.sources))
+        self.status.setText(
+            f"{len(lib.models)} file{'s' if len(lib.models) != 1 else ''}"
+            + (f" ({broken} unreadable)" if broken else "")
+            + f" · {where}"
+        )
+        self.status.setToolTip(
+            "\n".join(f"{s['kind']}: {s['path']} ({s['files'] if s['exists'] else 'not found'})" for s in lib.sources)
+        )
         self._update_remove_button()
         self.scanned.emit(lib)
         self._maybe_again()
@@ -195,11 +214,15 @@ class LibraryPanel(QWidget):
         for r, m in enumerate(lib.models):
             name = m.name + (f" (also {', '.join(m.aliases)})" if m.aliases else "")
             size = format_bytes(m.size_bytes) + (f" in {m.split_parts} parts" if m.split_parts else "")
-            cells = [_SortItem(name, m.name.lower()), _SortItem(m.source, m.source),
-                     _SortItem(size, m.size_bytes),
-                     _SortItem(f"✗ {m.error}" if m.error else _family_text(m), m.error or _family_text(m)),
-                     _SortItem(m.quant or "", m.quant or ""), _SortItem(m.path, m.path)]
-            cells[0].setData(Qt.ItemDataRole.UserRole, r)      # back to lib.models after a sort
+            cells = [
+                _SortItem(name, m.name.lower()),
+                _SortItem(m.source, m.source),
+                _SortItem(size, m.size_bytes),
+                _SortItem(f"✗ {m.error}" if m.error else _family_text(m), m.error or _family_text(m)),
+                _SortItem(m.quant or "", m.quant or ""),
+                _SortItem(m.path, m.path),
+            ]
+            cells[0].setData(Qt.ItemDataRole.UserRole, r)  # back to lib.models after a sort
             for c, item in enumerate(cells):
                 if m.error:
                     item.setForeground(ERROR_COLOUR)
@@ -218,8 +241,11 @@ class LibraryPanel(QWidget):
                 item = QTableWidgetItem(p[f"{key}_name"])
                 item.setToolTip(p[key])
                 self.pairs.setItem(r, c, item)
-        self.pairs_label.setText(f"compatible pairs ({len(lib.pairs)})" if lib.pairs else
-                                 "compatible pairs: none (no two files share a vocabulary llama.cpp accepts)")
+        self.pairs_label.setText(
+            f"compatible pairs ({len(lib.pairs)})"
+            if lib.pairs
+            else "compatible pairs: none (no two files share a vocabulary llama.cpp accepts)"
+        )
         self.pair_button.setEnabled(False)
 
     # -- selection -> the Lab ------------------------------------------------------------------
@@ -249,14 +275,21 @@ class LibraryPanel(QWidget):
             by_path = {x.path: x for x in self.library.models}
             mates = [by_path[p].name for p in m.compatible_with if p in by_path]
             self.selection_label.setText(
-                f"<b>{m.name}</b> pairs with: {', '.join(mates)}" if mates
-                else f"<b>{m.name}</b>: no other file here shares its vocabulary (n-gram methods need no draft)")
+                f"<b>{m.name}</b> pairs with: {', '.join(mates)}"
+                if mates
+                else f"<b>{m.name}</b>: no other file here shares its vocabulary (n-gram methods need no draft)"
+            )
         elif len(chosen) == 2:
             a, b = chosen
             ok = b.path in a.compatible_with
-            self.selection_label.setText("two files: " + ("<b style='color:#2e7d32'>✓ compatible</b>" if ok else
-                                                          "<b style='color:#c62828'>✗ not a pair llama.cpp "
-                                                          "accepts</b>"))
+            self.selection_label.setText(
+                "two files: "
+                + (
+                    "<b style='color:#2e7d32'>✓ compatible</b>"
+                    if ok
+                    else "<b style='color:#c62828'>✗ not a pair llama.cpp accepts</b>"
+                )
+            )
         else:
             self.selection_label.setText("select a file (or two: target and draft)")
 
@@ -286,7 +319,7 @@ class LibraryPanel(QWidget):
 
     # -- the user's folders -------------------------------------------------------------------
     def add_folder(self, folder: str | Path) -> bool:
-        from engine.library import LibraryError, add_folder
+        from engine.models.library import LibraryError, add_folder
 
         try:
             path = add_folder(folder)
@@ -298,7 +331,7 @@ class LibraryPanel(QWidget):
         return True
 
     def remove_folder(self, folder: str | Path) -> bool:
-        from engine.library import LibraryError, remove_folder
+        from engine.models.library import LibraryError, remove_folder
 
         try:
             remove_folder(folder)
@@ -309,7 +342,7 @@ class LibraryPanel(QWidget):
         return True
 
     def _user_folders(self) -> list[Path]:
-        from engine.library import LibraryError, user_folders
+        from engine.models.library import LibraryError, user_folders
 
         try:
             return user_folders()

@@ -1,6 +1,6 @@
 """The Models page's downloads: the catalog's presets (a target and a draft each) with their
 size and whether they fit, single REPO:FILENAME files, and the pairs the recommendations
-hand over. Download runs engine.downloads.pull in a background thread with its progress
+hand over. Download runs engine.models.downloads.pull in a background thread with its progress
 (bytes, rate, ETA) on a bar; Cancel keeps the partial file, so Download again resumes it.
 "Use in Lab" is offered once every file of a row is on disk.
 """
@@ -12,12 +12,30 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QProgressBar,
-                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.pages.models_jobs import BackgroundJob
-from engine.downloads import (ChecksumError, DiskSpaceError, DownloadCancelled, DownloadError, format_bytes,
-                              format_progress, parse_repo_file)
+from engine.models.downloads import (
+    ChecksumError,
+    DiskSpaceError,
+    DownloadCancelled,
+    DownloadError,
+    format_bytes,
+    format_progress,
+    parse_repo_file,
+)
 
 GREEN, RED, GREY = QColor("#2e7d32"), QColor("#c62828"), QColor("#757575")
 COLUMNS = ("preset / file", "download", "fits", "progress", "")
@@ -25,30 +43,30 @@ COLUMNS = ("preset / file", "download", "fits", "progress", "")
 
 @dataclass
 class FileWanted:
-    role: str                       # target | draft | model
-    repo: str                       # hub repository, or "bundled"
+    role: str  # target | draft | model
+    repo: str  # hub repository, or "bundled"
     filename: str
     bundled_path: str | None = None
 
     @property
     def library_name(self) -> str:
-        """How engine.library names this file once it is in the Hugging Face cache."""
+        """How engine.models.library names this file once it is in the Hugging Face cache."""
         return f"{self.repo}:{self.filename}"
 
 
 @dataclass
 class DownloadRow:
-    name: str                       # what pull() is given: a preset name or REPO:FILENAME
-    kind: str                       # preset | file | pick (a recommended pair that has no preset)
+    name: str  # what pull() is given: a preset name or REPO:FILENAME
+    kind: str  # preset | file | pick (a recommended pair that has no preset)
     description: str
     files: list[FileWanted]
-    pull_catalog: Any = None        # what pull(catalog=) resolves the name in (None: the page's catalog)
+    pull_catalog: Any = None  # what pull(catalog=) resolves the name in (None: the page's catalog)
     size_text: str = "?"
     fit: bool | None = None
     fit_text: str = ""
-    paths: dict[str, str] = field(default_factory=dict)     # role -> file on disk, when known
-    message: str = ""               # the last thing that happened, in full
-    state: str = "idle"             # idle | running | cancelling | done | failed | cancelled
+    paths: dict[str, str] = field(default_factory=dict)  # role -> file on disk, when known
+    message: str = ""  # the last thing that happened, in full
+    state: str = "idle"  # idle | running | cancelling | done | failed | cancelled
     job: BackgroundJob | None = None
     # widgets
     bar: QProgressBar | None = None
@@ -89,7 +107,7 @@ def explain(exc: BaseException) -> tuple[str, str]:
         return "not enough disk space", str(exc)
     if isinstance(exc, ChecksumError):
         return "corrupt download (sha256)", str(exc)
-    if isinstance(exc, (DownloadError, ValueError)):     # ValueError: the catalog's CatalogError
+    if isinstance(exc, (DownloadError, ValueError)):  # ValueError: the catalog's CatalogError
         return "failed", str(exc)
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
@@ -98,10 +116,10 @@ def explain(exc: BaseException) -> tuple[str, str]:
 
 
 class PresetsPanel(QWidget):
-    downloaded = Signal(object)     # engine.downloads.PullResult
+    downloaded = Signal(object)  # engine.models.downloads.PullResult
 
     def __init__(self, lab, download_options: dict | None = None, parent: QWidget | None = None):
-        """download_options: keyword arguments for engine.downloads.download_files (cache_dir, endpoint, ...)."""
+        """download_options: keyword arguments for engine.models.downloads.download_files (cache_dir, endpoint, ...)."""
         super().__init__(parent)
         self.lab = lab
         self.download_options = dict(download_options or {})
@@ -153,7 +171,7 @@ class PresetsPanel(QWidget):
         return next((r for r in self.rows if r.name == name), None)
 
     def set_catalog(self, catalog, fits=None, budget=None, ctx: int | None = None) -> None:
-        """The catalog's presets, with engine.recommend.preset_fits' sizes and verdicts when given."""
+        """The catalog's presets, with engine.planning.recommend.preset_fits' sizes and verdicts when given."""
         self.catalog = catalog
         by_name = {f.name: f for f in (fits or [])}
         for p in catalog.presets:
@@ -164,8 +182,11 @@ class PresetsPanel(QWidget):
             fit = by_name.get(p.name)
             if fit is not None:
                 bundled = all(f.bundled_path for f in row.files)
-                row.size_text = ("~" if fit.sizes_estimated else "") + format_bytes(fit.download_bytes) + (
-                    " bundled" if bundled else "")
+                row.size_text = (
+                    ("~" if fit.sizes_estimated else "")
+                    + format_bytes(fit.download_bytes)
+                    + (" bundled" if bundled else "")
+                )
                 row.fit, row.fit_text = fit.fits, fit.why
             self._paint(row)
         where = budget.describe() if budget is not None else "no memory budget (sizes only)"
@@ -181,8 +202,10 @@ class PresetsPanel(QWidget):
             return row
         request = parse_repo_file(name)
         if request is None:
-            self.details.setText(f"<b style='color:#c62828'>{name!r} is not REPO:FILENAME</b> "
-                                 "(for example bartowski/Qwen2.5-0.5B-Instruct-GGUF:Qwen2.5-0.5B-Instruct-Q8_0.gguf)")
+            self.details.setText(
+                f"<b style='color:#c62828'>{name!r} is not REPO:FILENAME</b> "
+                "(for example bartowski/Qwen2.5-0.5B-Instruct-GGUF:Qwen2.5-0.5B-Instruct-Q8_0.gguf)"
+            )
             return None
         row = DownloadRow(name, "file", "one file from the hub", [FileWanted("model", request.repo, request.filename)])
         self._append(row)
@@ -237,8 +260,13 @@ class PresetsPanel(QWidget):
             self.table.setItem(r, c, item)
         running = row.state in ("running", "cancelling")
         row.download_button.setEnabled(not running)
-        row.download_button.setText("Resume" if row.state == "cancelled" else
-                                    "Check" if row.present or all(f.bundled_path for f in row.files) else "Download")
+        row.download_button.setText(
+            "Resume"
+            if row.state == "cancelled"
+            else "Check"
+            if row.present or all(f.bundled_path for f in row.files)
+            else "Download"
+        )
         row.cancel_button.setEnabled(row.state == "running")
         row.use_button.setEnabled(row.present and not running)
         if not running and row.state in ("idle", "done") and row.present:
@@ -276,7 +304,7 @@ class PresetsPanel(QWidget):
         row = self.row(name)
         if row is None or row.state in ("running", "cancelling"):
             return False
-        from engine.downloads import pull
+        from engine.models.downloads import pull
 
         catalog = row.pull_catalog if row.pull_catalog is not None else self.catalog
         options = dict(self.download_options)
@@ -291,14 +319,17 @@ class PresetsPanel(QWidget):
         self._paint(row)
         self.table.selectRow(self._index(row))
         self._show_details()
-        job.on(done=lambda result: self._pulled(row, result), failed=lambda exc: self._pull_failed(row, exc),
-               progress=lambda p: self._progress(row, p)).start()
+        job.on(
+            done=lambda result: self._pulled(row, result),
+            failed=lambda exc: self._pull_failed(row, exc),
+            progress=lambda p: self._progress(row, p),
+        ).start()
         return True
 
     def cancel(self, name: str) -> None:
         row = self.row(name)
         if row is not None and row.job is not None and row.job.running:
-            row.job.cancel.set()        # the download stops at its next chunk and keeps the partial file
+            row.job.cancel.set()  # the download stops at its next chunk and keeps the partial file
             row.state = "cancelling"
             row.bar.setFormat("cancelling…")
             self._paint(row)
@@ -309,7 +340,7 @@ class PresetsPanel(QWidget):
         if p.fraction is not None:
             row.bar.setValue(int(1000 * p.fraction))
         if row.kind == "file" and p.total_bytes and row.size_text == "?":
-            row.size_text = format_bytes(p.total_bytes)     # the hub has told us now
+            row.size_text = format_bytes(p.total_bytes)  # the hub has told us now
             self._paint(row)
         bits = [f"file {p.file_index + 1}/{p.file_count}"] if p.file_count > 1 else []
         if p.stage == "verifying":
@@ -334,8 +365,11 @@ class PresetsPanel(QWidget):
                 row.paths[f.role] = f.path
         lines = []
         for f in result.files:
-            how = "already here" if f.already_present else (
-                f"downloaded, resumed from byte {f.resumed_from}" if f.resumed_from else "downloaded")
+            how = (
+                "already here"
+                if f.already_present
+                else (f"downloaded, resumed from byte {f.resumed_from}" if f.resumed_from else "downloaded")
+            )
             check = f"sha256 checked against the {f.sha256_source}" if f.sha256_verified else "no sha256 to check"
             lines.append(f"{f.role}: {f.path} ({how}; {check})")
         row.bar.setValue(1000)
@@ -345,8 +379,10 @@ class PresetsPanel(QWidget):
             lines += [f"<b style='color:#c62828'>{f.filename} is not a usable GGUF:</b> {f.gguf_error}" for f in broken]
         elif result.compat is not None and not result.compat["compatible"]:
             row.bar.setFormat("done (llama.cpp refuses the pair)")
-            lines.append("<b style='color:#c62828'>llama.cpp will refuse this draft for this target:</b> "
-                         + "; ".join(result.compat["reasons"]))
+            lines.append(
+                "<b style='color:#c62828'>llama.cpp will refuse this draft for this target:</b> "
+                + "; ".join(result.compat["reasons"])
+            )
         else:
             row.bar.setFormat("done")
         row.message = "<br>".join(lines)
@@ -389,7 +425,7 @@ class PresetsPanel(QWidget):
         selected = self.table.selectionModel().selectedRows()
         current = self.rows[selected[0].row()] if selected else None
         if row is not None and row is not current:
-            return      # news about a row that is not the one shown
+            return  # news about a row that is not the one shown
         row = current
         if row is None:
             self.details.setText("select a preset to see its files")

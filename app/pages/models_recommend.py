@@ -1,4 +1,4 @@
-"""The Models page's recommendations: engine.recommend's ranked target/draft/quant choices
+"""The Models page's recommendations: engine.planning.recommend's ranked target/draft/quant choices
 for the memory this machine has (free VRAM from NVML, else available RAM for a CPU-only
 run), each with the reasons behind its score, then the near-misses with why they missed,
 then what was left out. Download hands the chosen pair to the downloads tab.
@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QSpinBox, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
-from engine.downloads import format_bytes
+from engine.models.downloads import format_bytes
 
 COLUMNS = ("target + draft", "score", "memory", "expected", "preset")
 ROLE = Qt.ItemDataRole.UserRole
@@ -19,7 +28,7 @@ ROLE = Qt.ItemDataRole.UserRole
 
 class RecommendPanel(QWidget):
     refreshRequested = Signal()
-    downloadRequested = Signal(object)      # engine.recommend.Candidate
+    downloadRequested = Signal(object)  # engine.planning.recommend.Candidate
 
     def __init__(self, default_ctx: int = 8192, parent: QWidget | None = None):
         super().__init__(parent)
@@ -81,7 +90,7 @@ class RecommendPanel(QWidget):
         self.budget_label.setText(f"<b style='color:#c62828'>no recommendations:</b> {message}")
 
     def set_result(self, rec) -> None:
-        """rec: an engine.recommend.Recommendation."""
+        """rec: an engine.planning.recommend.Recommendation."""
         self.refresh_button.setEnabled(True)
         self.result = rec
         self.budget_label.setText(f"<b>budget:</b> {rec.budget.describe()}")
@@ -94,7 +103,7 @@ class RecommendPanel(QWidget):
         self.tree.addTopLevelItem(top)
         for i, c in enumerate(rec.recommended, 1):
             item = self._candidate(top, c, f"{i}. ")
-            item.setExpanded(i == 1)        # the best one's reasons in view; the others a click away
+            item.setExpanded(i == 1)  # the best one's reasons in view; the others a click away
         top.setExpanded(True)
 
         if rec.near_misses:
@@ -105,7 +114,7 @@ class RecommendPanel(QWidget):
                 why = QTreeWidgetItem([f"why not: {c.why_not}"])
                 why.setForeground(0, QColor("#c62828"))
                 item.insertChild(0, why)
-                item.setText(0, f"{c.label} — {c.why_not}")   # why it missed, readable without a click
+                item.setText(0, f"{c.label} — {c.why_not}")  # why it missed, readable without a click
                 item.setToolTip(0, f"why not: {c.why_not}")
             misses.setExpanded(True)
         if rec.left_out:
@@ -118,8 +127,15 @@ class RecommendPanel(QWidget):
 
     def _candidate(self, parent: QTreeWidgetItem, c, prefix: str) -> QTreeWidgetItem:
         tps = f", ≤{c.tokens_per_s_bound:.0f} tok/s" if c.tokens_per_s_bound else ""
-        item = QTreeWidgetItem([f"{prefix}{c.label}", f"{c.score:+.1f}", format_bytes(c.needed_bytes),
-                                f"x{c.speedup:.2f} at K={c.draft_n_max}{tps}", c.preset or ""])
+        item = QTreeWidgetItem(
+            [
+                f"{prefix}{c.label}",
+                f"{c.score:+.1f}",
+                format_bytes(c.needed_bytes),
+                f"x{c.speedup:.2f} at K={c.draft_n_max}{tps}",
+                c.preset or "",
+            ]
+        )
         item.setData(0, ROLE, c)
         item.setToolTip(0, f"{c.target.repo}/{c.target.filename}\n{c.draft.repo}/{c.draft.filename}")
         for reason in c.reasons():

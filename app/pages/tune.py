@@ -1,6 +1,6 @@
 """The Tune page: find the fastest speculation setting for the Lab's pair.
 
-The auto-tuner (engine.tuner: a cost model from measured verify times proposes,
+The auto-tuner (engine.measure.tuner: a cost model from measured verify times proposes,
 successive halving over real runs decides) runs on a TuneRunner thread against
 an engine worker of its own, so the GUI never waits and a crash of that worker
 costs the tune, not the window. The pair, context, threads and sampling come
@@ -24,23 +24,34 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
-                               QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.pages.lab import Banner
 from app.pages.tune_runner import TuneRunner
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
-from engine.settings import SettingsError
-from engine.tuner import TuneResult
+from engine.core.settings import SettingsError
+from engine.measure.tuner import TuneResult
 
 LAB_PROMPT = "the Lab's prompt"
 PICK_FILE = "a file…"
-KILL_AFTER_MS = 3000        # a cancel not honoured by then (loading, measuring) ends the tune's worker
+KILL_AFTER_MS = 3000  # a cancel not honoured by then (loading, measuring) ends the tune's worker
 PROGRESS_INTERVAL_MS = 500  # the progress line's refresh (elapsed time, runs)
 LOG_LINES = 5000
-_STRAY_RUNNERS: list[TuneRunner] = []   # runners that outlived a shutdown; kept so Qt never deletes them running
+_STRAY_RUNNERS: list[TuneRunner] = []  # runners that outlived a shutdown; kept so Qt never deletes them running
 
 
 def _spin(lo: int, hi: int, value: int, tip: str, suffix: str = "") -> QSpinBox:
@@ -53,13 +64,13 @@ def _spin(lo: int, hi: int, value: int, tip: str, suffix: str = "") -> QSpinBox:
 
 
 class TunePage(QWidget):
-    tuneRecorded = Signal(int)      # history entry id of a finished tune
-    exportRequested = Signal()      # the best setting is in the Lab; show the Export page
+    tuneRecorded = Signal(int)  # history entry id of a finished tune
+    exportRequested = Signal()  # the best setting is in the Lab; show the Export page
 
     def __init__(self, lab, parent: QWidget | None = None):
         super().__init__(parent)
         self.lab = lab
-        self.mode = "idle"          # idle | running | stopping
+        self.mode = "idle"  # idle | running | stopping
         self.runner: TuneRunner | None = None
         # another job that must not run beside a tune (the main window says which): a reason, or None
         self.busy_elsewhere: Callable[[], str | None] = lambda: None
@@ -77,18 +88,33 @@ class TunePage(QWidget):
         self.workload = QComboBox()
         self.workload.setToolTip("the prompts the candidates are measured on")
         self.workload.setMinimumWidth(180)
-        self.max_prompts = _spin(0, 1000, 0, "use at most this many of the set's prompts (0: all); "
-                                             "fewer prompts tune faster but trust one prompt more")
+        self.max_prompts = _spin(
+            0,
+            1000,
+            0,
+            "use at most this many of the set's prompts (0: all); fewer prompts tune faster but trust one prompt more",
+        )
         self.max_prompts.setSpecialValueText("all")
-        self.budget = _spin(5, 24 * 3600, 120, "stop confirming candidates after the round that passes this time "
-                                               "(measuring the pair comes first)", " s")
+        self.budget = _spin(
+            5,
+            24 * 3600,
+            120,
+            "stop confirming candidates after the round that passes this time (measuring the pair comes first)",
+            " s",
+        )
         self.max_tokens = _spin(4, 4096, 128, "tokens generated per prompt and candidate")
         self.k_max = _spin(1, 32, 12, "the largest K the cost model considers for draft-simple")
-        self.seed = _spin(0, 2 ** 31 - 1, 0, "prompt order and tie-breaks (the same seed replays the same plan)")
+        self.seed = _spin(0, 2**31 - 1, 0, "prompt order and tie-breaks (the same seed replays the same plan)")
         # one row of inputs: the page's height belongs to the table and the charts
         inputs = QHBoxLayout()
-        for label, widget in (("workload", self.workload), ("prompts", self.max_prompts), ("budget", self.budget),
-                              ("max tokens", self.max_tokens), ("K max", self.k_max), ("seed", self.seed)):
+        for label, widget in (
+            ("workload", self.workload),
+            ("prompts", self.max_prompts),
+            ("budget", self.budget),
+            ("max tokens", self.max_tokens),
+            ("K max", self.k_max),
+            ("seed", self.seed),
+        ):
             inputs.addWidget(QLabel(label))
             inputs.addWidget(widget)
             inputs.addSpacing(8)
@@ -126,7 +152,7 @@ class TunePage(QWidget):
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(LOG_LINES)
         self.log.setPlaceholderText("the tuner's progress appears here")
-        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)   # the tuner aligns its columns
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # the tuner aligns its columns
         self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         # table and log side by side (the table's seven columns need about 700 px), the charts under them
         # at full width, where a K axis of up to 32 points stays readable
@@ -175,14 +201,15 @@ class TunePage(QWidget):
         self.refresh_lab_summary()
 
     def showEvent(self, event) -> None:
-        self.refresh_lab_summary()   # the Lab's context and threads do not signal their changes
+        self.refresh_lab_summary()  # the Lab's context and threads do not signal their changes
         super().showEvent(event)
 
     # -- inputs -------------------------------------------------------------------------------------
     @staticmethod
     def _shipped() -> list[str]:
         try:
-            from engine.workloads import shipped_names
+            from engine.core.workloads import shipped_names
+
             return shipped_names()
         except (ImportError, OSError, ValueError):
             return []
@@ -196,7 +223,7 @@ class TunePage(QWidget):
         self._previous_workload = self.workload.currentIndex()
 
     def set_workload_file(self, path: str | Path) -> None:
-        """Use a workload JSON file (engine.workloads format); it joins the list before 'a file…'."""
+        """Use a workload JSON file (engine.core.workloads format); it joins the list before 'a file…'."""
         text = str(path)
         idx = self.workload.findText(text)
         if idx < 0:
@@ -209,8 +236,9 @@ class TunePage(QWidget):
         if self.workload.itemText(index) != PICK_FILE:
             self._previous_workload = index
             return
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a workload file", str(Path.home()),
-                                              "Workload sets (*.json)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Choose a workload file", str(Path.home()), "Workload sets (*.json)"
+        )
         if path:
             self.set_workload_file(path)
         else:
@@ -226,7 +254,7 @@ class TunePage(QWidget):
         elif name == PICK_FILE:
             raise SettingsError("choose a workload file first")
         else:
-            from engine.workloads import load_workload
+            from engine.core.workloads import load_workload
 
             prompts = load_workload(name).texts()
         limit = self.max_prompts.value()
@@ -244,7 +272,8 @@ class TunePage(QWidget):
         threads = f"{load.threads} threads" if load.threads else "default threads"
         self.lab_summary.setText(
             f"From the Lab page: <b>{load.target.name}</b> + <b>{draft}</b>, context {load.ctx}, {threads}, "
-            f"GPU layers {load.ngl}, temperature {s.temp:g}. Change them there.")
+            f"GPU layers {load.ngl}, temperature {s.temp:g}. Change them there."
+        )
 
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -259,7 +288,7 @@ class TunePage(QWidget):
             load = c.load_settings()
             sampling = c.sampling_settings().validate()
             prompts = self.collect_prompts()
-        except (SettingsError, ValueError, OSError) as exc:   # WorkloadError is a ValueError
+        except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self.banner.show_message(str(exc), "warning")
             return
         problem = self.lab.explain_before_loading(load)
@@ -276,8 +305,16 @@ class TunePage(QWidget):
         self.log.clear()
         self.last_error = None
         self._run_load, self._run_sampling = load, sampling
-        self.runner = TuneRunner(load, prompts, self.max_tokens.value(), sampling, float(self.budget.value()),
-                                 self.seed.value(), self.k_max.value(), parent=self)
+        self.runner = TuneRunner(
+            load,
+            prompts,
+            self.max_tokens.value(),
+            sampling,
+            float(self.budget.value()),
+            self.seed.value(),
+            self.k_max.value(),
+            parent=self,
+        )
         notes = [n for n in (made_way, self.lab.free_pair_for(self.runner.lab_freed, "the tune's")) if n]
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_succeeded)
@@ -288,8 +325,11 @@ class TunePage(QWidget):
         self._started_at = time.monotonic()
         self._set_running(True)
         self.status.setText("Tuning " + load.target.name + (f"; {notes[0]}." if notes else "."))
-        self._log(f"tune of {load.target.name}" + (f" with {load.draft.name}" if load.draft else "")
-                  + f" on {len(prompts)} prompt(s) of {self.workload.currentText()}")
+        self._log(
+            f"tune of {load.target.name}"
+            + (f" with {load.draft.name}" if load.draft else "")
+            + f" on {len(prompts)} prompt(s) of {self.workload.currentText()}"
+        )
         for note in notes:
             self._log(note)
         self.runner.start()
@@ -319,9 +359,15 @@ class TunePage(QWidget):
             same_pair = self.lab.controls.load_settings() == self._run_load
         except SettingsError:
             same_pair = False
-        self.status.setText(f"The Lab now uses {self.result.best.label}." + (
-            "" if same_pair else " Note: the Lab's models or their settings changed since this tune, so it may "
-                                 "not be the best there."))
+        self.status.setText(
+            f"The Lab now uses {self.result.best.label}."
+            + (
+                ""
+                if same_pair
+                else " Note: the Lab's models or their settings changed since this tune, so it may "
+                "not be the best there."
+            )
+        )
         return True
 
     def export_best(self) -> None:
@@ -335,7 +381,7 @@ class TunePage(QWidget):
         runner = self.runner
         if runner is None:
             return
-        for _ in range(2):   # a second kill covers a worker that was spawned just after the first
+        for _ in range(2):  # a second kill covers a worker that was spawned just after the first
             if not runner.isRunning():
                 break
             runner.request_stop()
@@ -364,24 +410,37 @@ class TunePage(QWidget):
             + (f", <b>{speedup:.2f}×</b> the baseline" if speedup else "")
             + f" (baseline {result.baseline_tps:.1f} tokens/s without speculation, same prompts). "
             f"Found in {result.elapsed_s:.0f} s with {result.runs} runs."
-            + ("" if result.beats_baseline else " <b>No speculative setting beat the baseline here: run this "
-               "pair without speculation.</b>"))
-        self._log(f"best: {best.label} at {best.measured_tps:.1f} tokens/s"
-                  + (f", {speedup:.3f}x the baseline" if speedup else ""))
+            + (
+                ""
+                if result.beats_baseline
+                else " <b>No speculative setting beat the baseline here: run this pair without speculation.</b>"
+            )
+        )
+        self._log(
+            f"best: {best.label} at {best.measured_tps:.1f} tokens/s"
+            + (f", {speedup:.3f}x the baseline" if speedup else "")
+        )
         saved = self._record(result)
-        self.status.setText(f"Tune finished in {result.elapsed_s:.0f} s" + (", saved to the history." if saved
-                                                                             else "."))
+        self.status.setText(
+            f"Tune finished in {result.elapsed_s:.0f} s" + (", saved to the history." if saved else ".")
+        )
 
     def _record(self, result: TuneResult) -> bool:
         """As ``spectune tune`` does; the best's tokens/s as tokens_per_s so the History page shows it."""
-        from engine.history import HistoryError, record_summary
+        from engine.measure.history import HistoryError, record_summary
 
         out = result.to_dict()
         out["tokens_per_s"] = out["best"]["measured_tps"]
         hello = self.runner.client.hello if self.runner is not None else None
         try:
-            entry = record_summary("tune", self._run_load, result.best.spec, self._run_sampling, out,
-                                   llama_build=(hello or {}).get("llama"))
+            entry = record_summary(
+                "tune",
+                self._run_load,
+                result.best.spec,
+                self._run_sampling,
+                out,
+                llama_build=(hello or {}).get("llama"),
+            )
         except (HistoryError, OSError, ValueError) as exc:
             self._log(f"not saved to the history: {exc}")
             self.banner.show_message(f"The tune was not saved to the history: {exc}", "warning")
@@ -393,8 +452,11 @@ class TunePage(QWidget):
         self.last_error = (kind, message)
         self._log(f"failed ({kind}): {message}")
         if kind == "crashed":
-            text = ("The tune's engine process stopped, so the tune ended without a result: " + message +
-                    "\nThe Lab's engine is not affected; start the tune again when ready.")
+            text = (
+                "The tune's engine process stopped, so the tune ended without a result: "
+                + message
+                + "\nThe Lab's engine is not affected; start the tune again when ready."
+            )
         else:
             text = f"The tune failed: {message} ({kind})"
         self.banner.show_message(text, "error")
@@ -403,8 +465,10 @@ class TunePage(QWidget):
     def _on_cancelled(self) -> None:
         runs = self.runner.runs if self.runner is not None else 0
         self._log(f"cancelled after {runs} run(s)")
-        self.status.setText(f"Tune cancelled after {time.monotonic() - self._started_at:.1f} s and {runs} run(s); "
-                            "no setting was chosen.")
+        self.status.setText(
+            f"Tune cancelled after {time.monotonic() - self._started_at:.1f} s and {runs} run(s); "
+            "no setting was chosen."
+        )
 
     def _on_thread_finished(self) -> None:
         runner, self.runner = self.runner, None
@@ -440,17 +504,23 @@ class TunePage(QWidget):
                 self.progress_line.setText("idle")
             return
         elapsed = time.monotonic() - self._started_at
-        self.progress_line.setText(f"{elapsed:.0f} s of {self.budget.value()} s budget · {self.runner.runs} runs · "
-                                   f"{self._last_message}")
+        self.progress_line.setText(
+            f"{elapsed:.0f} s of {self.budget.value()} s budget · {self.runner.runs} runs · {self._last_message}"
+        )
 
     def _log(self, line: str) -> None:
         self.log.appendPlainText(f"[{time.strftime('%H:%M:%S')}] {line}")
 
     # -- persistence ----------------------------------------------------------------------------------
     def save_state(self) -> dict:
-        return {"workload": self.workload.currentText(), "max_prompts": self.max_prompts.value(),
-                "budget": self.budget.value(), "max_tokens": self.max_tokens.value(), "k_max": self.k_max.value(),
-                "seed": self.seed.value()}
+        return {
+            "workload": self.workload.currentText(),
+            "max_prompts": self.max_prompts.value(),
+            "budget": self.budget.value(),
+            "max_tokens": self.max_tokens.value(),
+            "k_max": self.k_max.value(),
+            "seed": self.seed.value(),
+        }
 
     def restore_state(self, state: dict) -> None:
         def get(key, default):
@@ -458,6 +528,7 @@ class TunePage(QWidget):
                 return int(state.get(key, default))
             except (TypeError, ValueError):
                 return default
+
         workload = str(state.get("workload", ""))
         if workload and workload not in (PICK_FILE,):
             if self.workload.findText(workload) >= 0:
@@ -465,6 +536,11 @@ class TunePage(QWidget):
             elif Path(workload).is_file():
                 self.set_workload_file(workload)
             self._previous_workload = self.workload.currentIndex()
-        for key, spin in (("max_prompts", self.max_prompts), ("budget", self.budget),
-                          ("max_tokens", self.max_tokens), ("k_max", self.k_max), ("seed", self.seed)):
+        for key, spin in (
+            ("max_prompts", self.max_prompts),
+            ("budget", self.budget),
+            ("max_tokens", self.max_tokens),
+            ("k_max", self.k_max),
+            ("seed", self.seed),
+        ):
             spin.setValue(get(key, spin.value()))

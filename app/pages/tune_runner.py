@@ -1,4 +1,4 @@
-"""The Tune page's background job: one auto-tune (engine.tuner.Tuner) on a
+"""The Tune page's background job: one auto-tune (engine.measure.tuner.Tuner) on a
 QThread, against an engine worker process of its own.
 
 Why its own worker: the Lab's worker keeps serving the Lab page (and its
@@ -17,7 +17,7 @@ anything else that hangs) at once (the blocked request then fails with
 
 Signals (queued to the GUI thread)
   progress(str)          one line from the tuner
-  succeeded(object)      the engine.tuner.TuneResult
+  succeeded(object)      the engine.measure.tuner.TuneResult
   failed(str, str)       kind and message (an engine crash, a load error, ...)
   cancelled()            the tune stopped because it was asked to
 """
@@ -31,11 +31,11 @@ import time
 
 from PySide6.QtCore import QThread, Signal
 
-from engine.client import EngineClient, EngineError
-from engine.settings import LoadSettings, SamplingSettings
-from engine.tuner import TuneCancelled, Tuner
+from engine.core.settings import LoadSettings, SamplingSettings
+from engine.measure.tuner import TuneCancelled, Tuner
+from engine.runtime.client import EngineClient, EngineError
 
-LAB_FREE_TIMEOUT_S = 60.0   # a Lab generation ends within a cycle of its cancel, a load at its next progress report
+LAB_FREE_TIMEOUT_S = 60.0  # a Lab generation ends within a cycle of its cancel, a load at its next progress report
 
 
 class TuneRunner(QThread):
@@ -44,16 +44,25 @@ class TuneRunner(QThread):
     failed = Signal(str, str)
     cancelled = Signal()
 
-    def __init__(self, load: LoadSettings, prompts: list[str], max_tokens: int, sampling: SamplingSettings,
-                 budget_s: float, seed: int, k_max: int, parent=None):
+    def __init__(
+        self,
+        load: LoadSettings,
+        prompts: list[str],
+        max_tokens: int,
+        sampling: SamplingSettings,
+        budget_s: float,
+        seed: int,
+        k_max: int,
+        parent=None,
+    ):
         super().__init__(parent)
         self.setObjectName("tune-runner")
         self.load, self.prompts, self.max_tokens, self.sampling = load, list(prompts), max_tokens, sampling
         self.budget_s, self.seed, self.k_max = budget_s, seed, k_max
-        self.client = EngineClient()   # created here so the GUI thread can reach it to cancel or kill
+        self.client = EngineClient()  # created here so the GUI thread can reach it to cancel or kill
         self.tuner: Tuner | None = None
         self._stop = threading.Event()
-        self.lab_freed = threading.Event()   # set by the page: nothing else holds the pair now
+        self.lab_freed = threading.Event()  # set by the page: nothing else holds the pair now
         self.lab_freed.set()
         self.lab_free_timeout_s = LAB_FREE_TIMEOUT_S
 
@@ -69,9 +78,9 @@ class TuneRunner(QThread):
     def request_stop(self) -> None:
         self._stop.set()
         try:
-            self.client.cancel()   # ends a running generation at its next cycle
+            self.client.cancel()  # ends a running generation at its next cycle
         except EngineError:
-            pass                   # no worker (yet, or any more): the flag is enough
+            pass  # no worker (yet, or any more): the flag is enough
 
     def kill_worker(self) -> None:
         """End the tune's worker process now. Not EngineClient.kill(): that marks the exit as
@@ -83,7 +92,7 @@ class TuneRunner(QThread):
         try:
             os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
         except (ProcessLookupError, PermissionError, OSError):
-            pass                   # it has already exited
+            pass  # it has already exited
 
     # -- the thread ---------------------------------------------------------
     def run(self) -> None:
@@ -101,23 +110,38 @@ class TuneRunner(QThread):
                     if self._stop.is_set():
                         raise TuneCancelled()
                     if time.monotonic() > t_end:
-                        self.progress.emit(f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; "
-                                           "loading anyway")
+                        self.progress.emit(
+                            f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; loading anyway"
+                        )
                         break
-            self.progress.emit(f"engine process {self.client.pid} ready; loading {self.load.target.name}"
-                               + (f" and {self.load.draft.name}" if self.load.draft else "") + " ...")
+            self.progress.emit(
+                f"engine process {self.client.pid} ready; loading {self.load.target.name}"
+                + (f" and {self.load.draft.name}" if self.load.draft else "")
+                + " ..."
+            )
             loaded = self.client.load(self.load)
-            self.progress.emit(f"loaded (n_ctx {loaded.get('n_ctx')}); {len(self.prompts)} prompt(s), "
-                               f"max {self.max_tokens} tokens each, budget {self.budget_s:g} s")
-            self.tuner = Tuner(self.client, self.load, self.prompts, max_tokens=self.max_tokens,
-                               sampling=self.sampling, budget_s=self.budget_s, seed=self.seed, k_max=self.k_max,
-                               progress=self.progress.emit, should_stop=self._stop.is_set)
+            self.progress.emit(
+                f"loaded (n_ctx {loaded.get('n_ctx')}); {len(self.prompts)} prompt(s), "
+                f"max {self.max_tokens} tokens each, budget {self.budget_s:g} s"
+            )
+            self.tuner = Tuner(
+                self.client,
+                self.load,
+                self.prompts,
+                max_tokens=self.max_tokens,
+                sampling=self.sampling,
+                budget_s=self.budget_s,
+                seed=self.seed,
+                k_max=self.k_max,
+                progress=self.progress.emit,
+                should_stop=self._stop.is_set,
+            )
             result = self.tuner.run()
         except TuneCancelled:
             self.cancelled.emit()
         except EngineError as exc:
             if self._stop.is_set():
-                self.cancelled.emit()   # the worker was ended on purpose
+                self.cancelled.emit()  # the worker was ended on purpose
             else:
                 self.failed.emit(exc.kind, str(exc) or exc.kind)
         except (ValueError, OSError, TimeoutError) as exc:

@@ -1,4 +1,4 @@
-"""The Export page's background job: one validation (engine.validate) on a QThread.
+"""The Export page's background job: one validation (engine.measure.validate) on a QThread.
 
 Validation starts llama-server from the exported command and an engine worker
 of its own, so the Lab's worker keeps serving the Lab page. Where two copies
@@ -11,7 +11,7 @@ ends within moments, its processes stopped.
 
 Signals (queued to the GUI thread)
   progress(int, int, str)  runs done, runs in all, what now
-  succeeded(object)        the report (engine.validate.validate's dict)
+  succeeded(object)        the report (engine.measure.validate.validate's dict)
   failed(str)              why it could not run
   cancelled()              it stopped because it was asked to
 """
@@ -23,8 +23,8 @@ import time
 
 from PySide6.QtCore import QThread, Signal
 
-from engine.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.validate import StopSwitch, ValidateCancelled, validate
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.measure.validate import StopSwitch, ValidateCancelled, validate
 
 LAB_FREE_TIMEOUT_S = 60.0
 
@@ -35,14 +35,22 @@ class ValidateRunner(QThread):
     failed = Signal(str)
     cancelled = Signal()
 
-    def __init__(self, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, prompts: list[str],
-                 max_tokens: int, passes: int = 1, parent=None):
+    def __init__(
+        self,
+        load: LoadSettings,
+        spec: SpecSettings,
+        sampling: SamplingSettings,
+        prompts: list[str],
+        max_tokens: int,
+        passes: int = 1,
+        parent=None,
+    ):
         super().__init__(parent)
         self.setObjectName("validate-runner")
         self.load, self.spec, self.sampling = load, spec, sampling
         self.prompts, self.max_tokens, self.passes = list(prompts), max_tokens, passes
         self.stop = StopSwitch()
-        self.lab_freed = threading.Event()   # set by the page: nothing else holds the pair now
+        self.lab_freed = threading.Event()  # set by the page: nothing else holds the pair now
         self.lab_freed.set()
         self.lab_free_timeout_s = LAB_FREE_TIMEOUT_S
 
@@ -59,11 +67,22 @@ class ValidateRunner(QThread):
                     if self.stop.is_set():
                         raise ValidateCancelled("validation cancelled")
                     if time.monotonic() > t_end:
-                        self.progress.emit(0, 0, f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; "
-                                                 "validating anyway")
+                        self.progress.emit(
+                            0,
+                            0,
+                            f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; validating anyway",
+                        )
                         break
-            report = validate(self.load, self.spec, self.sampling, self.prompts, self.max_tokens,
-                              passes=self.passes, progress=self.progress.emit, stop=self.stop)
+            report = validate(
+                self.load,
+                self.spec,
+                self.sampling,
+                self.prompts,
+                self.max_tokens,
+                passes=self.passes,
+                progress=self.progress.emit,
+                stop=self.stop,
+            )
         except ValidateCancelled:
             self.cancelled.emit()
         except Exception as exc:  # noqa: BLE001 - whatever happens here must reach the page, not kill the thread

@@ -19,7 +19,7 @@ def nice_ceiling(value: float) -> float:
         return 1.0
     exp = math.floor(math.log10(value))
     for m in (1.0, 2.0, 2.5, 5.0, 10.0):
-        c = m * 10 ** exp
+        c = m * 10**exp
         if c >= value * (1 - 1e-12):
             return c
     return 10.0 ** (exp + 1)

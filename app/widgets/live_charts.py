@@ -1,4 +1,4 @@
-"""The Lab's charts, painted from engine.live snapshots by one timer.
+"""The Lab's charts, painted from engine.measure.live snapshots by one timer.
 
 Five plots: tokens/s (speculative against the measured baseline and, when
 known, the bandwidth-bound ceiling), acceptance (rolling, cumulative, mean
@@ -19,7 +19,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.chart_ranges import StickyCeiling, time_window
-from engine.live import Marker, Snapshot
+from engine.measure.live import Marker, Snapshot
 
 pg.setConfigOptions(antialias=False, background="w", foreground="k")
 
@@ -30,7 +30,7 @@ PEN_ROLL = pg.mkPen("#2e7d32", width=1)
 PEN_CUM = pg.mkPen("#6a1b9a", width=1)
 PEN_LEN = pg.mkPen("#ef6c00", width=1)
 PEN_MARK = pg.mkPen("#9e9e9e", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
-BAR_EVERY = 6      # frames per bar-chart update: ~4 Hz at the page's 25 Hz
+BAR_EVERY = 6  # frames per bar-chart update: ~4 Hz at the page's 25 Hz
 # The session keeps up to 2048 cycles; a plot is about 1000 px wide. Drawing every cycle
 # cost a third of the GUI's CPU (path building and raster work for 9 curves, 25 times a second)
 # for detail a screen cannot show. Past this many points a curve is thinned in whole bins
@@ -40,15 +40,15 @@ MAX_POINTS = 400
 
 def thin(t: np.ndarray, step: int) -> np.ndarray:
     """Every step-th time, ending on the newest: the bins' right edges."""
-    return t[len(t) - 1 - (len(t) - 1) // step * step::step] if step > 1 else t
+    return t[len(t) - 1 - (len(t) - 1) // step * step :: step] if step > 1 else t
 
 
 def thin_peaks(y: np.ndarray, step: int) -> np.ndarray:
     """The largest value of each bin (aligned with thin()), so a slow cycle still shows as a spike."""
     if step <= 1:
         return y
-    n = (len(y) - 1) // step * step + 1         # the oldest point stands alone, the rest in whole bins
-    head, body = y[:len(y) - n + 1], y[len(y) - n + 1:]
+    n = (len(y) - 1) // step * step + 1  # the oldest point stands alone, the rest in whole bins
+    head, body = y[: len(y) - n + 1], y[len(y) - n + 1 :]
     return np.concatenate([head[-1:], body.reshape(-1, step).max(axis=1)])
 
 
@@ -56,7 +56,7 @@ def _curve(plot: pg.PlotItem, pen, name: str | None = None) -> pg.PlotCurveItem:
     """A bare curve: plot.plot()'s PlotDataItem wraps one in symbols, log modes and its own dataset
     bookkeeping, which cost a quarter of each frame's CPU here and draw nothing these charts use."""
     curve = pg.PlotCurveItem(pen=pen, name=name)
-    plot.addItem(curve)    # the plot's legend takes a named curve
+    plot.addItem(curve)  # the plot's legend takes a named curve
     return curve
 
 
@@ -87,7 +87,7 @@ class LiveCharts(QWidget):
             # the stepped ranges and assume PlotDataItem curves; File > Save charts (Ctrl+S) saves a PNG
             p.setMenuEnabled(False)
             for name in ("left", "bottom"):
-                p.getAxis(name).enableAutoSIPrefix(False)   # a changing prefix re-lays out the label
+                p.getAxis(name).enableAutoSIPrefix(False)  # a changing prefix re-lays out the label
         self.p_acc.setYRange(0, 1.05, padding=0)
         self._x_window: tuple[float, float] | None = None
         self._tps_ceiling = StickyCeiling()
@@ -96,7 +96,7 @@ class LiveCharts(QWidget):
 
         self.c_tps = _curve(self.p_tps, PEN_SPEC, "speculative")
         self.c_base = _curve(self.p_tps, PEN_BASE, "baseline")
-        self.c_ceiling = _curve(self.p_tps, PEN_CEIL)   # in the legend once a ceiling is known
+        self.c_ceiling = _curve(self.p_tps, PEN_CEIL)  # in the legend once a ceiling is known
         self.c_roll = _curve(self.p_acc, PEN_ROLL, "rolling")
         self.c_cum = _curve(self.p_acc, PEN_CUM, "cumulative")
         self.c_len = _curve(self.p_acc, PEN_LEN, "accepted length / longest possible")
@@ -112,12 +112,21 @@ class LiveCharts(QWidget):
         self.p_hist.addItem(self.b_hist)
         self.p_hist.setLabel("bottom", "accepted tokens per step")
         for p in (self.p_pos, self.p_hist):
-            p.getAxis("bottom").setTickSpacing(1, 1)     # whole positions and lengths only
+            p.getAxis("bottom").setTickSpacing(1, 1)  # whole positions and lengths only
         self._marker_items: list[tuple[Marker, tuple[pg.InfiniteLine, ...]]] = []
 
     def clear(self) -> None:
-        for curve in (self.c_tps, self.c_base, self.c_ceiling, self.c_roll, self.c_cum, self.c_len,
-                      self.c_draft, self.c_verify, self.c_other):
+        for curve in (
+            self.c_tps,
+            self.c_base,
+            self.c_ceiling,
+            self.c_roll,
+            self.c_cum,
+            self.c_len,
+            self.c_draft,
+            self.c_verify,
+            self.c_other,
+        ):
             curve.setData([], [])
         self.b_pos.setOpts(x=[], height=[])
         self.b_hist.setOpts(x=[], height=[])
@@ -182,12 +191,17 @@ class LiveCharts(QWidget):
         if self._marker_items and (not markers or self._marker_items[0][0] is not markers[0]):
             kept = {id(m) for m in markers}
             self._drop_markers(sum(1 for m, _ in self._marker_items if id(m) not in kept))
-        for m in markers[len(self._marker_items):]:
+        for m in markers[len(self._marker_items) :]:
             lines = []
             for plot in (self.p_tps, self.p_acc, self.p_time):
-                line = pg.InfiniteLine(pos=m.t, angle=90, pen=PEN_MARK, movable=False,
-                                       label=m.label if plot is self.p_tps else None,
-                                       labelOpts={"position": 0.92, "color": "#424242", "anchors": [(0, 0), (0, 0)]})
+                line = pg.InfiniteLine(
+                    pos=m.t,
+                    angle=90,
+                    pen=PEN_MARK,
+                    movable=False,
+                    label=m.label if plot is self.p_tps else None,
+                    labelOpts={"position": 0.92, "color": "#424242", "anchors": [(0, 0), (0, 0)]},
+                )
                 plot.addItem(line)
                 lines.append(line)
             self._marker_items.append((m, tuple(lines)))

@@ -1,6 +1,6 @@
 """Streamed output text; tokens that came from accepted drafts are coloured.
 
-Text arrives in pieces tagged accepted / not accepted (engine.live.take_text)
+Text arrives in pieces tagged accepted / not accepted (engine.measure.live.take_text)
 and is appended by the page's slow timer (~4 Hz), so it stays readable and
 the document is not reformatted per token.
 """
@@ -17,15 +17,16 @@ class TokenText(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None, max_blocks: int = 5000, max_chars: int = 20000):
         super().__init__(parent)
         self.setReadOnly(True)
-        self.setUndoRedoEnabled(False)   # a read-only log: an undo stack would only keep every insert alive
+        self.setUndoRedoEnabled(False)  # a read-only log: an undo stack would only keep every insert alive
         self.setMaximumBlockCount(max_blocks)
-        self.setPlaceholderText("generated text appears here; green = tokens proposed by the draft and "
-                                "accepted by the target")
+        self.setPlaceholderText(
+            "generated text appears here; green = tokens proposed by the draft and accepted by the target"
+        )
         self._plain = QTextCharFormat()
         self._accepted = QTextCharFormat()
         self._accepted.setBackground(ACCEPTED_BG)
         self.accepted_chars = 0
-        self.max_chars = max_chars   # a long single-line block re-lays out on every insert: keep it bounded
+        self.max_chars = max_chars  # a long single-line block re-lays out on every insert: keep it bounded
 
     def append_pieces(self, pieces: list[tuple[str, bool]]) -> None:
         if not pieces:

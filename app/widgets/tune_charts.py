@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from engine.tuner import TuneResult
+from engine.measure.tuner import TuneResult
 
 PEN_PRED = pg.mkPen("#1565c0", width=2)
 PEN_BASE = pg.mkPen("#757575", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
@@ -37,16 +37,16 @@ class TuneCharts(QWidget):
         self.p_cost.setLabel("bottom", "tokens in the batch")
         self.p_cost.setLabel("left", "ms")
         self.p_cost.addLegend(offset=(5, 5))
-        self.c_pred = self.p_k.plot(pen=PEN_PRED, symbol="o", symbolSize=5, symbolBrush="#1565c0",
-                                    name="predicted")
-        self.c_meas = self.p_k.plot(pen=None, symbol="s", symbolSize=9, symbolBrush=BRUSH_MEASURED,
-                                    name="measured")
+        self.c_pred = self.p_k.plot(pen=PEN_PRED, symbol="o", symbolSize=5, symbolBrush="#1565c0", name="predicted")
+        self.c_meas = self.p_k.plot(pen=None, symbol="s", symbolSize=9, symbolBrush=BRUSH_MEASURED, name="measured")
         self.c_best = self.p_k.plot(pen=None, symbol="star", symbolSize=16, symbolBrush=BRUSH_BEST, name="best")
         self.c_base = self.p_k.plot(pen=PEN_BASE, name="baseline (no speculation)")
-        self.c_verify = self.p_cost.plot(pen=PEN_VERIFY, symbol="o", symbolSize=5, symbolBrush="#6a1b9a",
-                                         name="target verify")
-        self.c_draft = self.p_cost.plot(pen=PEN_DRAFT, symbol="t", symbolSize=6, symbolBrush="#ef6c00",
-                                        name="draft forward")
+        self.c_verify = self.p_cost.plot(
+            pen=PEN_VERIFY, symbol="o", symbolSize=5, symbolBrush="#6a1b9a", name="target verify"
+        )
+        self.c_draft = self.p_cost.plot(
+            pen=PEN_DRAFT, symbol="t", symbolSize=6, symbolBrush="#ef6c00", name="draft forward"
+        )
 
     def clear(self) -> None:
         for curve in (self.c_pred, self.c_meas, self.c_best, self.c_base, self.c_verify, self.c_draft):
@@ -58,8 +58,9 @@ class TuneCharts(QWidget):
         ks = sorted(result.predicted_by_k)
         self.c_pred.setData(ks, [result.predicted_by_k[k] for k in ks])
         # only plain draft-simple points belong on a K axis (p-min and combinations change the draft length rule)
-        plain = [c for c in result.candidates if c.spec.spec_type == "draft-simple" and not c.spec.draft_p_min
-                 and c.measured]
+        plain = [
+            c for c in result.candidates if c.spec.spec_type == "draft-simple" and not c.spec.draft_p_min and c.measured
+        ]
         plain.sort(key=lambda c: c.spec.draft_n_max)
         self.c_meas.setData([c.spec.draft_n_max for c in plain], [c.measured_tps for c in plain])
         best = result.best

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from engine.tuner import Candidate, TuneResult
+from engine.measure.tuner import Candidate, TuneResult
 
 COLUMNS = ("rank", "setting", "predicted tok/s", "measured tok/s", "error %", "speedup", "prompts")
 SORT_ROLE = Qt.ItemDataRole.UserRole
@@ -67,12 +67,15 @@ class TuneTable(QTableWidget):
         for rank, c in enumerate(ranked(result), start=1):
             err = error_pct(c)
             speedup = c.measured_tps / result.baseline_tps if result.baseline_tps and c.measured else None
-            cells = ((str(rank), rank), (c.label, c.label),
-                     (f"{c.predicted_tps:.1f}" if c.predicted_tps else "–", c.predicted_tps),
-                     (f"{c.measured_tps:.1f}" if c.measured else "–", c.measured_tps if c.measured else None),
-                     (f"{err:+.1f}" if err is not None else "–", err),
-                     (f"{speedup:.2f}×" if speedup is not None else "–", speedup),
-                     (str(len(c.measured)), len(c.measured)))
+            cells = (
+                (str(rank), rank),
+                (c.label, c.label),
+                (f"{c.predicted_tps:.1f}" if c.predicted_tps else "–", c.predicted_tps),
+                (f"{c.measured_tps:.1f}" if c.measured else "–", c.measured_tps if c.measured else None),
+                (f"{err:+.1f}" if err is not None else "–", err),
+                (f"{speedup:.2f}×" if speedup is not None else "–", speedup),
+                (str(len(c.measured)), len(c.measured)),
+            )
             row = self.rowCount()
             self.insertRow(row)
             for col, (text, key) in enumerate(cells):

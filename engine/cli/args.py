@@ -1,0 +1,95 @@
+"""The arguments several ``spectune`` commands share: the model pair, the load and the knobs.
+
+``settings_from`` turns them into validated engine settings; the commands do the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
+from engine.models.demo_models import demo_pair
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", type=Path, help="target model (GGUF); required unless --demo")
+    p.add_argument("--draft", type=Path, help="draft model (GGUF) for draft-simple")
+    p.add_argument("--ctx", type=int, default=4096, help="context size (default 4096)")
+    p.add_argument("--ngl", type=int, default=-1, help="target layers on the GPU (-1: llama.cpp decides)")
+    p.add_argument("--ngl-draft", type=int, default=-1, help="draft layers on the GPU (-1: llama.cpp decides)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
+    p.add_argument(
+        "--no-repack",
+        action="store_true",
+        help="no CPU weight repacking (AMX / AVX-512 layouts), as llama-server's -nr",
+    )
+    p.add_argument(
+        "--demo",
+        nargs="?",
+        const="f16",
+        choices=("f16", "q8_0"),
+        help="use the bundled demo pair (resources/models) in this quantization (default f16)",
+    )
+
+
+def add_knob_args(p: argparse.ArgumentParser) -> None:
+    d = SpecSettings()
+    p.add_argument(
+        "--spec-type",
+        default=None,
+        help="comma list of llama.cpp types (draft-simple, ngram-mod, ...); default draft-simple "
+        "with --draft, else ngram-mod",
+    )
+    p.add_argument("--draft-n-max", type=int, default=d.draft_n_max, help="K, most draft tokens per step")
+    p.add_argument("--draft-n-min", type=int, default=d.draft_n_min)
+    p.add_argument("--draft-p-min", type=float, default=d.draft_p_min)
+    p.add_argument("--ngram-size-n", type=int, default=d.ngram_size_n)
+    p.add_argument("--ngram-size-m", type=int, default=d.ngram_size_m)
+    p.add_argument("--ngram-min-hits", type=int, default=d.ngram_min_hits)
+    p.add_argument("--ngram-mod-n-match", type=int, default=d.ngram_mod_n_match)
+    p.add_argument("--ngram-mod-n-min", type=int, default=d.ngram_mod_n_min)
+    p.add_argument("--ngram-mod-n-max", type=int, default=d.ngram_mod_n_max)
+    p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
+    p.add_argument("--top-k", type=int, default=40)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--min-p", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0xFFFFFFFF)
+
+
+def resolve_models(a: argparse.Namespace) -> None:
+    """--demo stands for --target/--draft of the bundled demo pair; otherwise --target is required."""
+    if getattr(a, "demo", None):
+        if a.target is not None or a.draft is not None:
+            raise SettingsError("--demo picks both models itself: leave out --target and --draft")
+        a.target, a.draft = demo_pair(a.demo)
+    elif a.target is None:
+        raise SettingsError("no target model: give --target (and --draft), or --demo for the bundled pair")
+
+
+def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
+    resolve_models(a)
+    load = LoadSettings(
+        target=a.target,
+        draft=a.draft,
+        ctx=a.ctx,
+        ngl=a.ngl,
+        ngl_draft=a.ngl_draft,
+        threads=a.threads,
+        repack=not a.no_repack,
+    ).validate()
+    spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
+    spec = SpecSettings(
+        spec_type=spec_type,
+        draft_n_max=a.draft_n_max,
+        draft_n_min=a.draft_n_min,
+        draft_p_min=a.draft_p_min,
+        ngram_size_n=a.ngram_size_n,
+        ngram_size_m=a.ngram_size_m,
+        ngram_min_hits=a.ngram_min_hits,
+        ngram_mod_n_match=a.ngram_mod_n_match,
+        ngram_mod_n_min=a.ngram_mod_n_min,
+        ngram_mod_n_max=a.ngram_mod_n_max,
+    ).validate(has_draft=a.draft is not None)
+    sampling = SamplingSettings(temp=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed).validate()
+    return load, spec, sampling

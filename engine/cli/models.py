@@ -1,0 +1,141 @@
+"""The ``spectune`` subcommands about hardware and model files.
+
+  spectune gpus [--json]                      NVIDIA GPUs (NVML), CPU and RAM
+  spectune inspect FILE [--json]              what a GGUF holds (header only)
+  spectune compat TARGET DRAFT [--json]       llama.cpp's draft/target vocab rule
+  spectune plan --target T [--draft D] --ctx N [--ngl N] [--ngl-draft N]
+                [--cache-type-k T] [--cache-type-v T] [--vram SIZE] [--json]
+
+engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
+``spectune: error: ...``, on stderr and return exit code 2; ``compat`` returns 1
+for an incompatible pair so scripts can test it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from engine.cli.errors import guarded
+from engine.models.compat import check_pair
+from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+from engine.models.gguf_inspect import format_report as format_model
+from engine.planning.fit import MemoryBudget
+from engine.planning.hardware import cpu_features, probe, ram
+from engine.planning.hardware import format_report as format_hardware
+from engine.planning.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size
+from engine.planning.preflight import VOCAB, preflight
+
+EXIT_INCOMPATIBLE = 1
+
+
+_guarded = guarded(GGUFInspectError, PlanError)
+
+
+def cmd_gpus(a: argparse.Namespace) -> int:
+    report = probe(a.nvml)
+    print(json.dumps(report.to_dict()) if a.json else format_hardware(report))
+    return 0
+
+
+def cmd_inspect(a: argparse.Namespace) -> int:
+    info = inspect_gguf(a.file)
+    print(json.dumps(info.to_dict()) if a.json else format_model(info))
+    return 0
+
+
+def cmd_compat(a: argparse.Namespace) -> int:
+    verdict = check_pair(a.target, a.draft)
+    if a.json:
+        print(json.dumps({"compatible": verdict["compatible"], "reasons": verdict["reasons"]}))
+    elif verdict["compatible"]:
+        print(f"compatible: {Path(a.draft).name} can draft for {Path(a.target).name}")
+    else:
+        print(f"not compatible: llama.cpp will refuse {Path(a.draft).name} as a draft for {Path(a.target).name}")
+        for reason in verdict["reasons"]:
+            print(f"  - {reason}")
+    return 0 if verdict["compatible"] else EXIT_INCOMPATIBLE
+
+
+def _budgets(a: argparse.Namespace) -> list[GpuBudget]:
+    if a.vram is not None:
+        return [GpuBudget("CUDA0", parse_size(a.vram))]
+    report = probe(a.nvml)
+    return [GpuBudget(g.llama_name, g.memory_free_bytes) for g in report.gpus if g.memory_free_bytes is not None]
+
+
+def cmd_plan(a: argparse.Namespace) -> int:
+    if a.ctx < 0:
+        raise PlanError(f"--ctx must be 0 (the trained context) or more, got {a.ctx}")
+    gpus = _budgets(a)
+    # the verdict the GUI shows before loading: VRAM per GPU, or RAM where no GPU is planned
+    budget = MemoryBudget(gpus, None if gpus else ram()[1], tuple(cpu_features()))
+    check = preflight(
+        a.target,
+        a.draft,
+        a.ctx,
+        budget,
+        ngl=a.ngl,
+        ngl_draft=a.ngl_draft,
+        check_files=False,
+        cache_type_k=a.cache_type_k,
+        cache_type_v=a.cache_type_v,
+    )
+    fit = check.fit
+    if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
+        raise PlanError(check.reasons[0].message)
+    if a.json:
+        print(
+            json.dumps(
+                {
+                    **fit.plan.to_dict(),
+                    "fit": {
+                        "fits": fit.fits,
+                        "where": fit.where,
+                        "needed_bytes": fit.needed_bytes,
+                        "available_bytes": fit.available_bytes,
+                    },
+                }
+            )
+        )
+    else:
+        print(format_plan(fit.plan))
+        print(fit.explanation(fit.plan.n_ctx))
+        for message in check.messages(VOCAB):
+            print(f"spectune: warning: {message}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None = None) -> None:
+    """Add gpus, inspect, compat and plan. nvml: an NVML module to use instead of pynvml (tests)."""
+    g = subparsers.add_parser("gpus", help="list NVIDIA GPUs (NVML), CPU cores and RAM")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.set_defaults(func=_guarded(cmd_gpus), nvml=nvml)
+
+    i = subparsers.add_parser("inspect", help="what a GGUF file holds (reads the header only)")
+    i.add_argument("file", type=Path, help="a GGUF model file")
+    i.add_argument("--json", action="store_true", help="print one JSON object")
+    i.set_defaults(func=_guarded(cmd_inspect))
+
+    c = subparsers.add_parser("compat", help="can DRAFT speculate for TARGET (llama.cpp's vocab rule)")
+    c.add_argument("target", type=Path)
+    c.add_argument("draft", type=Path)
+    c.add_argument("--json", action="store_true", help='print {"compatible": ..., "reasons": [...]}')
+    c.set_defaults(func=_guarded(cmd_compat))
+
+    p = subparsers.add_parser("plan", help="memory plan: weights, KV caches and compute buffers per device")
+    p.add_argument("--target", type=Path, required=True, help="target model (GGUF)")
+    p.add_argument("--draft", type=Path, help="draft model (GGUF)")
+    p.add_argument("--ctx", type=int, required=True, help="context size (0: the target's trained context)")
+    p.add_argument("--ngl", type=int, default=-1, help="target layers on the GPU (-1: all)")
+    p.add_argument("--ngl-draft", type=int, default=-1, help="draft layers on the GPU (-1: all)")
+    p.add_argument("--cache-type-k", default="f16", choices=KV_CACHE_TYPES, help="K cache type (default f16)")
+    p.add_argument("--cache-type-v", default="f16", choices=KV_CACHE_TYPES, help="V cache type (default f16)")
+    p.add_argument(
+        "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_guarded(cmd_plan), nvml=nvml)

@@ -1,0 +1,316 @@
+"""The measuring commands of ``spectune``: run, demo, tune, server-path, and gui (which starts the app).
+
+spectune run (--target T.gguf [--draft D.gguf] | --demo) [knobs] (--prompt TEXT | --prompt-file F | --workload W)
+spectune tune --target T --draft D (--workload W | --prompt P ...)
+spectune demo [--json]; spectune server-path; spectune gui [--demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from engine.cli.args import add_knob_args, add_model_args, settings_from
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
+from engine.measure.generate import generate
+from engine.runtime.client import EngineClient
+
+
+def _cycle_line(ev: dict) -> str:
+    if ev["prompt"]:
+        return f"prompt  {ev['n_prompt']:5d} tokens  {ev['cycle_ms']:8.2f} ms"
+    bar = "#" * ev["accepted"] + "." * (ev["drafted"] - ev["accepted"])
+    return (
+        f"cycle {ev['i']:5d}  K={ev['k']:<2d} drafted {ev['drafted']:2d} accepted {ev['accepted']:2d} "
+        f"[{bar:<{max(ev['k'], 1)}}]  draft {ev['draft_ms']:7.2f} ms  verify {ev['verify_ms']:7.2f} ms  "
+        f"{json.dumps(ev['text'])}"
+    )
+
+
+def _print_summary(s: dict, out=sys.stdout) -> None:
+    print(
+        f"tokens {s['tokens_generated']}  {s['tokens_per_s']:.1f} tok/s  acceptance {s['acceptance_rate']:.3f} "
+        f"({s['accepted']}/{s['drafted']})  mean accepted length {s['mean_accepted_length']:.2f}  "
+        f"steps {s['steps']}",
+        file=out,
+    )
+    if s["acceptance_by_position"]:
+        print("acceptance by position: " + " ".join(f"{x:.2f}" for x in s["acceptance_by_position"]), file=out)
+    print(f"time: draft {s['draft_ms']:.1f} ms  verify {s['verify_ms']:.1f} ms  other {s['other_ms']:.1f} ms", file=out)
+    if "speedup" in s:
+        print(f"baseline {s['baseline_tokens_per_s']:.1f} tok/s  speedup {s['speedup']:.3f}x", file=out)
+
+
+def _record(kind: str, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings, summary: dict) -> None:
+    """Keep the result in the history; a history that cannot be written must not lose the printed result."""
+    from engine.measure.history import HistoryError, record_summary
+
+    try:
+        record_summary(kind, load, spec, sampling, summary)
+    except (HistoryError, OSError) as exc:
+        print(f"spectune: warning: the run was not saved to the history: {exc}", file=sys.stderr)
+
+
+def _run_prompts(a: argparse.Namespace) -> tuple[str | None, list[tuple[str, str]]]:
+    """(workload name or None, [(prompt id, text)]) from --prompt, --prompt-file or --workload."""
+    if a.workload:
+        from engine.core.workloads import load_workload
+
+        w = load_workload(a.workload)
+        return w.name, [(p.id, p.text) for p in w.prompts]
+    text = Path(a.prompt_file).read_text(encoding="utf-8") if a.prompt_file else a.prompt
+    if not text:
+        raise SettingsError("the prompt is empty")
+    return None, [("prompt", text)]
+
+
+def _with_baseline(
+    client: EngineClient, prompt: str, a: argparse.Namespace, spec: SpecSettings, sampling: SamplingSettings, on_event
+) -> tuple[dict, dict | None]:
+    summary = generate(client, prompt, a.max_tokens, spec, sampling, on_event=on_event)
+    base = generate(client, prompt, a.max_tokens, spec, sampling, baseline=True) if a.baseline else None
+    return summary, base
+
+
+def _add_speedup(summary: dict, base: dict, text_matches: bool) -> None:
+    summary["baseline_tokens_per_s"] = base["tokens_per_s"]
+    summary["speedup"] = round(summary["tokens_per_s"] / base["tokens_per_s"], 4) if base["tokens_per_s"] else 0
+    summary["baseline_text_matches"] = text_matches
+
+
+class LoadProgressLine:
+    """``loading target  42 %`` on one terminal line, rewritten in place; nothing when not a terminal
+    (a script reading stderr wants the warnings, not a progress bar)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.active = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._shown = ""
+
+    def __call__(self, ev: dict) -> None:
+        if not self.active or ev.get("event") != "load_progress":
+            return
+        stage = ev.get("stage")
+        if stage in ("target", "draft"):
+            text = f"loading {stage} {float(ev.get('progress', 0.0)) * 100:3.0f} %"
+            if text != self._shown:
+                self.stream.write("\r" + text)
+                self.stream.flush()
+                self._shown = text
+        elif stage == "loaded":
+            self.clear()
+
+    def clear(self) -> None:
+        """Wipe the line (loaded, or failed: an error message must not be appended to it)."""
+        if self._shown:
+            self.stream.write("\r" + " " * len(self._shown) + "\r")
+            self.stream.flush()
+            self._shown = ""
+
+
+def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
+    """Load the pair; returns the settings actually used (the client may have had to turn repacking off)."""
+    previous = client.on_event
+    show = LoadProgressLine()
+
+    def on_event(ev: dict) -> None:
+        show(ev)
+        if previous is not None:
+            previous(ev)
+
+    client.on_event = on_event if show.active else previous
+    try:
+        loaded = client.load(load)
+    finally:
+        client.on_event = previous
+        show.clear()
+    if loaded.get("notice"):
+        print(f"spectune: warning: {loaded['notice']}", file=sys.stderr)
+    if loaded.get("repack") is False and load.repack:
+        load = replace(load, repack=False)
+    return load
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    load, spec, sampling = settings_from(a)
+    workload, prompts = _run_prompts(a)
+    # --events: every cycle as JSON; a plain single run: one line per cycle; otherwise quiet
+    cycle_text = json.dumps if a.events else _cycle_line if not a.json and workload is None else None
+
+    def print_cycle(ev: dict) -> None:
+        if cycle_text is not None and ev["event"] == "cycle":
+            print(cycle_text(ev), flush=True)
+
+    on_event = print_cycle if cycle_text else None
+    runs: list[tuple[str, dict, dict | None]] = []
+    with EngineClient() as client:
+        client.start()
+        load = _load(client, load)
+        for pid, text in prompts:
+            summary, base = _with_baseline(client, text, a, spec, sampling, on_event)
+            runs.append((pid, summary, base))
+            if workload is not None and not (a.json or a.events):
+                extra = f"  baseline {base['tokens_per_s']:.1f} tok/s" if base else ""
+                print(
+                    f"{pid:<28} {summary['tokens_generated']:4d} tokens  {summary['tokens_per_s']:8.1f} tok/s  "
+                    f"acceptance {summary['acceptance_rate']:.3f} ({summary['accepted']}/{summary['drafted']})"
+                    f"{extra}",
+                    flush=True,
+                )
+    if workload is None:
+        _, summary, base = runs[0]
+        if base is not None:
+            _add_speedup(summary, base, base["text"] == summary["text"])
+    else:
+        from engine.core.stats import combine_summaries
+
+        summary = combine_summaries([s for _, s, _ in runs])
+        summary["workload"] = workload
+        summary["prompts"] = [
+            {
+                "id": pid,
+                "tokens_generated": s["tokens_generated"],
+                "tokens_per_s": s["tokens_per_s"],
+                "drafted": s["drafted"],
+                "accepted": s["accepted"],
+                "acceptance_rate": s["acceptance_rate"],
+                "text": s["text"],
+            }
+            for pid, s, _ in runs
+        ]
+        if a.baseline:
+            bases = [b for _, _, b in runs if b is not None]  # --baseline: one per prompt
+            _add_speedup(
+                summary, combine_summaries(bases), all(b["text"] == s["text"] for (_, s, _), b in zip(runs, bases))
+            )
+    summary["target"] = str(load.target)
+    summary["draft"] = str(load.draft) if load.draft else None
+    summary["spec"] = to_dict(spec)
+    summary["sampling"] = to_dict(sampling)
+    _record("run", load, spec, sampling, summary)
+    if a.json:
+        print(json.dumps(summary))
+    elif not a.events:
+        if workload is not None:
+            print(f"workload {workload}: {len(runs)} prompts")
+        _print_summary(summary)
+    return 0
+
+
+def _prompts_from(a: argparse.Namespace) -> list[str]:
+    if getattr(a, "prompt", None):
+        return list(a.prompt)
+    from engine.core.workloads import load_workload
+
+    return [p.text for p in load_workload(a.workload).prompts]
+
+
+def cmd_tune(a: argparse.Namespace) -> int:
+    from engine.measure.tuner import Tuner
+
+    load, _, sampling = settings_from(a)
+    prompts = _prompts_from(a)
+    with EngineClient() as client:
+        client.start()
+        load = _load(client, load)
+        result = Tuner(
+            client,
+            load,
+            prompts,
+            max_tokens=a.max_tokens,
+            sampling=sampling,
+            budget_s=a.budget_s,
+            seed=a.seed_tune,
+            k_max=a.k_max,
+        ).run()
+    out = result.to_dict()
+    _record("tune", load, result.best.spec, sampling, out)
+    if a.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{'setting':<40} {'predicted':>10} {'measured':>10} {'error':>7} {'prompts':>7}")
+    for row in out["candidates"]:
+        pred = f"{row['predicted_tps']:.1f}" if row["predicted_tps"] else "-"
+        meas = f"{row['measured_tps']:.1f}" if row["measured_tps"] else "-"
+        err = f"{100 * row['error']:+.1f}%" if row["error"] is not None else "-"
+        print(f"{row['setting']:<40} {pred:>10} {meas:>10} {err:>7} {row['prompts']:>7}")
+    print(
+        f"baseline {out['baseline_tps']:.1f} tok/s; best: {out['best']['setting']} at "
+        f"{out['best']['measured_tps']:.1f} tok/s, {out['speedup']:.3f}x, found in {out['elapsed_s']:.0f} s "
+        f"({out['runs']} runs)"
+    )
+    if not out["beats_baseline"]:
+        print(
+            "no speculative setting beat the baseline on these prompts: run this pair without speculation "
+            "(leave out --spec-type and the draft model)"
+        )
+    return 0
+
+
+def cmd_server_path(a: argparse.Namespace) -> int:
+    from engine.llama.install import server_path
+
+    print(server_path())
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from engine.measure.demo import run_demo
+
+    return run_demo(json_output=a.json, max_tokens=a.max_tokens, quick=a.quick)
+
+
+def cmd_gui(a: argparse.Namespace) -> int:
+    """Start the desktop app as its own process (``python -m app``): the engine never imports the app."""
+    argv = [sys.executable, "-m", "app", *(["--demo"] if a.demo else [])]
+    return subprocess.call(argv)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add run, demo, tune, server-path and gui to the main parser's subcommands."""
+    r = sub.add_parser("run", help="run one generation with live per-cycle statistics")
+    add_model_args(r)
+    add_knob_args(r)
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt")
+    src.add_argument("--prompt-file", type=Path)
+    src.add_argument(
+        "--workload",
+        help="every prompt of a workload set, by name (resources/workloads) or file; the summary adds them up",
+    )
+    r.add_argument("--max-tokens", type=int, default=128)
+    r.add_argument("--baseline", action="store_true", help="also run without speculation and report the speedup")
+    out = r.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON summary at the end")
+    out.add_argument("--events", action="store_true", help="print one JSON line per cycle")
+    r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser("demo", help="the headless main job on the bundled demo pair")
+    d.add_argument("--json", action="store_true", help="end with one JSON object summarising the demo")
+    d.add_argument("--max-tokens", type=int, default=96)
+    d.add_argument("--quick", action="store_true", help="fewer prompts and settings")
+    d.set_defaults(func=cmd_demo)
+
+    t = sub.add_parser("tune", help="find the fastest setting: cost model first, then real runs")
+    add_model_args(t)
+    add_knob_args(t)
+    src = t.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", help="a workload set by name (see resources/workloads) or a file")
+    src.add_argument("--prompt", action="append", help="a prompt (repeatable)")
+    t.add_argument("--max-tokens", type=int, default=128)
+    t.add_argument("--budget-s", type=float, default=300.0, help="stop confirming after this many seconds")
+    t.add_argument("--seed-tune", type=int, default=0, help="seed for prompt order and tie-breaks")
+    t.add_argument("--k-max", type=int, default=12)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_tune)
+
+    s = sub.add_parser("server-path", help="print the bundled llama-server's path")
+    s.set_defaults(func=cmd_server_path)
+
+    g = sub.add_parser("gui", help="start the desktop app")
+    g.add_argument("--demo", action="store_true", help="load the demo pair, measure a baseline and start a run")
+    g.set_defaults(func=cmd_gui)

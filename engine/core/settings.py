@@ -1,0 +1,195 @@
+"""The knobs of a run, their llama.cpp defaults, and their validation.
+
+Pure data: the CLI, the worker protocol, the GUI and the exporter all speak in
+these three dataclasses. Defaults follow the pinned llama.cpp (LLAMA_CPP_FACTS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+# every type llama-server's --spec-type knows, in llama.cpp's priority order
+SPEC_TYPES = (
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+    "draft-simple",
+    "draft-eagle3",
+    "draft-mtp",
+    "draft-dflash",
+    "draft-dspark",
+)
+DRAFT_MODEL_TYPES = {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"}
+MAX_DRAFT_N = 64
+
+
+class SettingsError(ValueError):
+    """A setting has a value the engine cannot use; the message names it."""
+
+
+def parse_spec_types(text: str) -> list[str]:
+    """'draft-simple, ngram-mod' -> ['draft-simple', 'ngram-mod']; 'none' -> []."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names or names == ["none"]:
+        return []
+    if "none" in names:
+        raise SettingsError("'none' cannot be combined with other speculative types")
+    unknown = [n for n in names if n not in SPEC_TYPES]
+    if unknown:
+        raise SettingsError(
+            f"unknown speculative type {', '.join(map(repr, unknown))}; known: none, {', '.join(SPEC_TYPES)}"
+        )
+    return names
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    target: Path
+    draft: Path | None = None
+    ctx: int = 4096
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    ngl: int = -1
+    ngl_draft: int = -1
+    threads: int = 0
+    threads_batch: int = 0
+    draft_n_max_limit: int = MAX_DRAFT_N
+    flash_attn: int = -1
+    verbose: bool = False
+    # CPU weight repacking into AMX / AVX-512 layouts (llama.cpp's default). Some
+    # virtual machines report AMX without enabling it: loading then dies of SIGILL.
+    repack: bool = True
+
+    @property
+    def offloads(self) -> bool:
+        """Layers of the target, or of the draft, go to a GPU (when the engine has one)."""
+        return self.ngl != 0 or (self.draft is not None and self.ngl_draft != 0)
+
+    def validate(self) -> LoadSettings:
+        if not Path(self.target).is_file():
+            raise SettingsError(f"target model not found: {self.target}")
+        if self.draft is not None and not Path(self.draft).is_file():
+            raise SettingsError(f"draft model not found: {self.draft}")
+        if not 64 <= self.ctx <= 1 << 20:
+            raise SettingsError(f"ctx must be between 64 and 1048576, got {self.ctx}")
+        if self.ngl < -1 or self.ngl_draft < -1:
+            raise SettingsError("ngl must be -1 (auto) or a layer count >= 0")
+        if self.threads < 0 or self.threads_batch < 0:
+            raise SettingsError("threads must be >= 0 (0 = llama.cpp's default)")
+        if not 1 <= self.draft_n_max_limit <= 255:
+            raise SettingsError("draft_n_max_limit must be between 1 and 255")
+        return self
+
+
+@dataclass(frozen=True)
+class SpecSettings:
+    spec_type: str = "draft-simple"
+    draft_n_max: int = 3
+    draft_n_min: int = 0
+    draft_p_min: float = 0.0
+    ngram_size_n: int = 12
+    ngram_size_m: int = 48
+    ngram_min_hits: int = 1
+    ngram_mod_n_match: int = 24
+    ngram_mod_n_min: int = 48
+    ngram_mod_n_max: int = 64
+
+    @property
+    def types(self) -> list[str]:
+        return parse_spec_types(self.spec_type)
+
+    def validate(self, has_draft: bool | None = None, k_limit: int = MAX_DRAFT_N) -> SpecSettings:
+        types = self.types
+        if has_draft is False:
+            needs = [t for t in types if t in DRAFT_MODEL_TYPES]
+            if needs:
+                raise SettingsError(f"{', '.join(needs)} needs a draft model (--draft)")
+        if not 0 <= self.draft_n_max <= k_limit:
+            raise SettingsError(f"draft_n_max (K) must be between 0 and {k_limit}, got {self.draft_n_max}")
+        if not 0 <= self.draft_n_min <= self.draft_n_max:
+            raise SettingsError(
+                f"draft_n_min must be between 0 and draft_n_max ({self.draft_n_max}), got {self.draft_n_min}"
+            )
+        if not 0.0 <= self.draft_p_min <= 1.0:
+            raise SettingsError(f"draft_p_min must be between 0 and 1, got {self.draft_p_min}")
+        if not 1 <= self.ngram_size_n <= 1024:
+            raise SettingsError(f"ngram_size_n must be between 1 and 1024, got {self.ngram_size_n}")
+        if not 1 <= self.ngram_size_m <= k_limit:
+            raise SettingsError(f"ngram_size_m must be between 1 and {k_limit}, got {self.ngram_size_m}")
+        if not 1 <= self.ngram_min_hits <= 32767:
+            raise SettingsError(f"ngram_min_hits must be between 1 and 32767, got {self.ngram_min_hits}")
+        if not 1 <= self.ngram_mod_n_max <= k_limit:
+            raise SettingsError(f"ngram_mod_n_max must be between 1 and {k_limit}, got {self.ngram_mod_n_max}")
+        if not 0 <= self.ngram_mod_n_min <= self.ngram_mod_n_max:
+            raise SettingsError("ngram_mod_n_min must be between 0 and ngram_mod_n_max")
+        if not 1 <= self.ngram_mod_n_match <= 1024:
+            raise SettingsError("ngram_mod_n_match must be between 1 and 1024")
+        return self
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    temp: float = 0.0
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: random
+
+    def validate(self) -> SamplingSettings:
+        if not 0.0 <= self.temp <= 100.0:
+            raise SettingsError(f"temp must be between 0 and 100, got {self.temp}")
+        if self.top_k < 0:
+            raise SettingsError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SettingsError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise SettingsError(f"min_p must be in [0, 1], got {self.min_p}")
+        if not 0 <= self.seed <= 0xFFFFFFFF:
+            raise SettingsError("seed must fit in 32 bits")
+        return self
+
+
+def to_dict(obj: Any) -> dict:
+    d = asdict(obj)
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+
+
+def from_dict(cls: type, data: dict) -> Any:
+    """Build a settings object from a dict, refusing unknown keys with their names."""
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise SettingsError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))}")
+    kwargs = dict(data)
+    for key in ("target", "draft"):
+        if key in kwargs and kwargs[key] is not None:
+            kwargs[key] = Path(kwargs[key])
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def updated(obj: Any, changes: dict) -> Any:
+    names = {f.name for f in fields(obj)}
+    unknown = set(changes) - names
+    if unknown:
+        raise SettingsError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    return replace(obj, **changes)
+
+
+__all__ = [
+    "LoadSettings",
+    "SpecSettings",
+    "SamplingSettings",
+    "SettingsError",
+    "SPEC_TYPES",
+    "parse_spec_types",
+    "to_dict",
+    "from_dict",
+    "updated",
+]

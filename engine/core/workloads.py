@@ -1,0 +1,123 @@
+"""Workload prompt sets: named lists of prompts that a run or a sweep goes through.
+
+A set is a small JSON file (documented in resources/workloads/README.md)::
+
+    {"name": "code-editing",
+     "description": "one line that says what the prompts have in common",
+     "prompts": [{"id": "rename-variable", "text": "def total_size(paths): ..."}, ...]}
+
+The shipped sets live in resources/workloads/<name>.json; a user's own file is
+loaded by path with the same rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.core.paths import RESOURCES_DIR
+
+WORKLOADS_DIR = RESOURCES_DIR / "workloads"
+MIN_PROMPTS, MAX_PROMPTS = 10, 20
+MAX_DESCRIPTION = 200
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+KEYS = {"name", "description", "prompts"}
+PROMPT_KEYS = {"id", "text"}
+
+
+class WorkloadError(ValueError):
+    """An unknown set name, or a file that is not a valid workload."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    prompts: tuple[Prompt, ...]
+    path: Path | None = None
+
+    def texts(self) -> list[str]:
+        return [p.text for p in self.prompts]
+
+
+def shipped_names(directory: Path = WORKLOADS_DIR) -> list[str]:
+    """Names of the sets shipped in ``directory``, sorted."""
+    return sorted(p.stem for p in directory.glob("*.json"))
+
+
+def list_workloads(directory: Path = WORKLOADS_DIR) -> list[Workload]:
+    """Every shipped set, loaded and validated, sorted by name."""
+    return [load_workload(directory / f"{name}.json") for name in shipped_names(directory)]
+
+
+def load_workload(name_or_path: str | Path, directory: Path = WORKLOADS_DIR) -> Workload:
+    """A shipped set by name (``"code-editing"``) or a workload file by path."""
+    text = str(name_or_path)
+    looks_like_path = isinstance(name_or_path, Path) or text.endswith(".json") or "/" in text or "\\" in text
+    if looks_like_path:
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise WorkloadError(f"workload file not found: {path}")
+    else:
+        path = directory / f"{text}.json"
+        if not path.is_file():
+            known = ", ".join(shipped_names(directory)) or "none"
+            raise WorkloadError(f"unknown workload {text!r}; shipped sets: {known} (or give a path to a .json file)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return parse_workload(data, source=str(path), path=path)
+
+
+def parse_workload(data: object, source: str = "workload", path: Path | None = None) -> Workload:
+    """Validate decoded JSON and build a Workload; every error names ``source``."""
+
+    def fail(msg: str) -> WorkloadError:
+        return WorkloadError(f"{source}: {msg}")
+
+    if not isinstance(data, dict):
+        raise fail("the top level must be an object with name, description and prompts")
+    missing, extra = KEYS - data.keys(), data.keys() - KEYS
+    if missing:
+        raise fail(f"missing field(s): {', '.join(sorted(missing))}")
+    if extra:
+        raise fail(f"unknown field(s): {', '.join(sorted(extra))} (allowed: {', '.join(sorted(KEYS))})")
+    name, description, prompts = data["name"], data["description"], data["prompts"]
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise fail(f"name must be lowercase letters, digits and '-' (at most 64), got {name!r}")
+    if not isinstance(description, str) or not description.strip():
+        raise fail("description must be a non-empty string")
+    if "\n" in description or len(description) > MAX_DESCRIPTION:
+        raise fail(f"description must be one line of at most {MAX_DESCRIPTION} characters")
+    if not isinstance(prompts, list):
+        raise fail("prompts must be a list")
+    if not MIN_PROMPTS <= len(prompts) <= MAX_PROMPTS:
+        raise fail(f"a set holds {MIN_PROMPTS} to {MAX_PROMPTS} prompts, this one has {len(prompts)}")
+    seen: set[str] = set()
+    out = []
+    for i, item in enumerate(prompts):
+        where = f"prompt {i + 1}"
+        if not isinstance(item, dict) or item.keys() != PROMPT_KEYS:
+            raise fail(f"{where} must be an object with exactly the fields id and text")
+        pid, text = item["id"], item["text"]
+        if not isinstance(pid, str) or not ID_RE.match(pid):
+            raise fail(f"{where}: id must be letters, digits, '_', '.' or '-' (at most 64), got {pid!r}")
+        if pid in seen:
+            raise fail(f"{where}: duplicate id {pid!r}")
+        if not isinstance(text, str) or not text.strip():
+            raise fail(f"{where} ({pid}): text must be a non-empty string")
+        seen.add(pid)
+        out.append(Prompt(pid, text))
+    return Workload(name, description.strip(), tuple(out), path)

@@ -1,0 +1,199 @@
+"""Runs a llama-server for a measurement and talks to it over HTTP.
+
+The server is started from an argv list (never a shell), listens on 127.0.0.1
+on a free port, requires a random API key, and is stopped when the block ends.
+Used by the parity tests, bench/engine_vs_server.py and, later, validation.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import secrets
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from engine.llama.install import find_install, server_path
+
+
+class ServerError(RuntimeError):
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code  # the server's exit status when it died while starting
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+TERMINATE_GRACE_S = 3.0
+
+
+def _kill_if_alive(proc: subprocess.Popen, grace_s: float) -> None:
+    """Give a terminated server ``grace_s`` to exit, then kill it (returns as soon as it has gone)."""
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class LlamaServer:
+    """``with LlamaServer(argv_without_host_port) as srv: srv.complete(...)``."""
+
+    def __init__(self, argv: list[str], startup_timeout: float = 180.0, log_lines: int = 200):
+        if not argv:
+            raise ServerError("empty argv")
+        for flag in ("--host", "--port", "--api-key"):
+            if flag in argv:
+                raise ServerError(f"{flag} is chosen by the runner; leave it out of the argv")
+        self.port = free_port()
+        self.api_key = secrets.token_urlsafe(24)
+        self.argv = list(argv) + ["--host", "127.0.0.1", "--port", str(self.port), "--api-key", self.api_key]
+        self.startup_timeout = startup_timeout
+        self._log: collections.deque[str] = collections.deque(maxlen=log_lines)
+        self._proc: subprocess.Popen | None = None
+        self._aborted = False  # terminate() was called: a start under way gives up
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> str:
+        return "".join(self._log)
+
+    def start(self) -> LlamaServer:
+        if self._aborted:
+            raise ServerError("llama-server was stopped before it started")
+        env = find_install().loader_env()
+        self._proc = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._aborted:
+                self.stop()
+                raise ServerError("llama-server was stopped while starting")
+            if self._proc.poll() is not None:
+                raise ServerError(
+                    f"llama-server exited with status {self._proc.returncode} while starting:\n"
+                    + "\n".join(self.log.splitlines()[-15:]),
+                    exit_code=self._proc.returncode,
+                )
+            try:
+                status, _ = self._request("GET", "/health", None, timeout=2.0)
+                if status == 200:
+                    return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise ServerError(f"llama-server did not become healthy within {self.startup_timeout:.0f} s")
+
+    def _pump(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            self._log.append(raw.decode(errors="replace"))
+
+    def terminate(self, grace_s: float = TERMINATE_GRACE_S) -> None:
+        """Ask the server to exit now, from any thread: a start under way gives up, a request under way
+        fails. stop() reaps it.
+
+        SIGTERM alone is not enough: while it streams a response to a client that keeps reading,
+        llama-server often stays up (seen here: five servers of six still running 30 s after SIGTERM, and
+        a cancelled validation waiting minutes, until a second signal). What is still alive after
+        ``grace_s`` is killed."""
+        self._aborted = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            threading.Thread(
+                target=_kill_if_alive, args=(proc, grace_s), name="llama-server-killer", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            _kill_if_alive(proc, 15.0)
+            proc.wait(timeout=15)
+        self._proc = None
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _request(self, method: str, path: str, body: dict | None, timeout: float) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.api_key}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                payload = resp.read()
+                return resp.status, json.loads(payload) if payload else None
+        except urllib.error.HTTPError as exc:
+            if exc.code == 503 and path == "/health":
+                return 503, None  # still loading
+            detail = exc.read().decode(errors="replace")[:500]
+            raise ServerError(f"llama-server answered {exc.code} to {method} {path}: {detail}") from exc
+
+    def props(self) -> dict:
+        return self._request("GET", "/props", None, timeout=30)[1]
+
+    def complete(
+        self,
+        prompt: str,
+        n_predict: int,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        extra: dict | None = None,
+        timeout: float = 600.0,
+    ) -> dict:
+        """POST /completion without prompt caching; returns the response (with ``timings``)."""
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "n_predict": n_predict,
+            "temperature": temperature,
+            "cache_prompt": False,
+            "stream": False,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        body.update(extra or {})
+        return self._request("POST", "/completion", body, timeout=timeout)[1]
+
+
+def server_summary(resp: dict) -> dict:
+    """The numbers of a /completion response in the lab's terms."""
+    t = resp.get("timings", {})
+    drafted = int(t.get("draft_n", 0))
+    accepted = int(t.get("draft_n_accepted", 0))
+    return {
+        "tokens_generated": int(t.get("predicted_n", 0)),
+        "tokens_per_s": float(t.get("predicted_per_second", 0.0)),
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "prompt_tokens": int(t.get("prompt_n", 0)),
+        "text": resp.get("content", ""),
+    }
+
+
+def default_server() -> Path:
+    return server_path()

@@ -1,0 +1,271 @@
+"""Auto-tune: the cost model proposes, real runs decide.
+
+1. Measure the target's verify curve and the draft's forward time (engine
+   worker ``measure``), the no-speculation baseline, and acceptance by position
+   with one probe run of draft-simple at a large K.
+2. Rank every candidate: draft-simple for each K (predicted by engine.planning.cost_model),
+   plus the n-gram methods and their combination with draft-simple (measured
+   once on the first prompt, as their draft lengths do not follow a K).
+3. Successive halving over the workload's prompts: the best half by measured
+   tokens/s goes on to twice as many prompts, until two are left, the budget is
+   spent, or the leader is ahead by a clear margin. Two still within that margin
+   run every prompt again, head to head, alternating.
+The result is a table (predicted, measured, error) and the best setting with its
+measured speedup over the baseline on the prompts the best ran. Seeded: the prompt
+order and the tie-breaks are reproducible.
+
+Stopping early: ``should_stop`` (a callable) is asked before every engine
+request; once it says yes the tuner raises ``TuneCancelled``. A caller that
+wants a running generation to end at once also sends the engine a cancel; the
+tuner then turns the engine's "cancelled" into ``TuneCancelled`` as well.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
+from engine.core.stats import RunStats
+from engine.measure.generate import generate
+from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance
+from engine.runtime.client import EngineClient, EngineError
+
+VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+PROBE_K = 8
+CLEAR_MARGIN = 1.15  # stop early when the leader beats the runner-up by this factor
+
+
+class TuneCancelled(Exception):
+    """The caller asked the tuner to stop (``should_stop``); no result."""
+
+
+@dataclass
+class Candidate:
+    spec: SpecSettings
+    predicted_tps: float | None = None
+    measured: list[float] = field(default_factory=list)  # tokens/s per prompt evaluated
+    totals: RunStats = field(default_factory=lambda: RunStats(generations=0))  # the prompts evaluated, summed
+    prompts_run: list[str] = field(default_factory=list)  # the baseline is measured on the same ones
+
+    @property
+    def label(self) -> str:
+        s = self.spec
+        parts = [s.spec_type]
+        if "draft-simple" in s.types:
+            parts.append(f"K={s.draft_n_max}")
+        if s.draft_p_min:
+            parts.append(f"p-min={s.draft_p_min:g}")
+        return " ".join(parts)
+
+    @property
+    def measured_tps(self) -> float:
+        return self.totals.tokens_per_s
+
+
+@dataclass
+class TuneResult:
+    baseline_tps: float
+    costs: PairCosts
+    acceptance_by_position: list[float]
+    candidates: list[Candidate]
+    best: Candidate
+    elapsed_s: float
+    runs: int
+    # the cost model's draft-simple prediction for every K from 1 to k_max (the candidates keep only the top few)
+    predicted_by_k: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def beats_baseline(self) -> bool:
+        """False when no speculative setting was faster than none: then the advice is to run without."""
+        return self.best.measured_tps > self.baseline_tps
+
+    def to_dict(self) -> dict:
+        rows = [
+            {
+                "setting": c.label,
+                "spec": to_dict(c.spec),
+                "predicted_tps": c.predicted_tps,
+                "measured_tps": round(c.measured_tps, 3) if c.measured else None,
+                "prompts": len(c.measured),
+                "error": (round(c.predicted_tps / c.measured_tps - 1, 4) if c.predicted_tps and c.measured else None),
+            }
+            for c in self.candidates
+        ]
+        return {
+            "baseline_tps": round(self.baseline_tps, 3),
+            "best": rows[self.candidates.index(self.best)],
+            "speedup": round(self.best.measured_tps / self.baseline_tps, 4) if self.baseline_tps else None,
+            "beats_baseline": self.beats_baseline,
+            "acceptance_by_position": [round(a, 4) for a in self.acceptance_by_position],
+            "verify_ms": dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])),
+            "draft_ms": (
+                dict(zip(self.costs.draft.sizes, [round(x, 4) for x in self.costs.draft.ms]))
+                if self.costs.draft
+                else None
+            ),
+            "predicted_by_k": {k: round(v, 3) for k, v in self.predicted_by_k.items()},
+            "candidates": rows,
+            "elapsed_s": round(self.elapsed_s, 2),
+            "runs": self.runs,
+        }
+
+
+class Tuner:
+    def __init__(
+        self,
+        client: EngineClient,
+        load: LoadSettings,
+        prompts: list[str],
+        max_tokens: int = 128,
+        sampling: SamplingSettings = SamplingSettings(temp=0.0),  # noqa: B008 (frozen: one shared value is safe)
+        budget_s: float = 300.0,
+        seed: int = 0,
+        k_max: int = 12,
+        progress: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ):
+        if not prompts:
+            raise ValueError("the tuner needs at least one prompt")
+        self.client, self.load, self.max_tokens, self.sampling = client, load, max_tokens, sampling
+        self.rng = random.Random(seed)
+        self.prompts = list(prompts)
+        self.rng.shuffle(self.prompts)
+        self.budget_s, self.k_max = budget_s, k_max
+        self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.should_stop = should_stop or (lambda: False)
+        self.runs = 0
+        self.close_call = False  # the last two were settled by a head-to-head round
+        self._baseline: dict[str, dict] = {}  # prompt -> its no-speculation summary
+
+    def _check_stop(self) -> None:
+        if self.should_stop():
+            raise TuneCancelled("the tune was stopped")
+
+    def _run(self, spec: SpecSettings, prompt: str, baseline: bool = False) -> dict:
+        self._check_stop()
+        self.runs += 1
+        try:
+            return generate(self.client, prompt, self.max_tokens, spec, self.sampling, baseline=baseline)
+        except EngineError as exc:
+            # a generation cancelled because the caller wants out is a stop, not an engine failure
+            if exc.kind == "cancelled" and self.should_stop():
+                raise TuneCancelled("the tune was stopped") from exc
+            raise
+
+    def _evaluate(self, cand: Candidate, prompts: list[str]) -> None:
+        for prompt in prompts:
+            s = self._run(cand.spec, prompt)
+            cand.totals.add_summary(s)
+            cand.measured.append(s["tokens_per_s"])
+            cand.prompts_run.append(prompt)
+
+    def _baseline_on(self, prompts: list[str]) -> float:
+        """No-speculation tokens/s over these prompts; each prompt's baseline is measured once."""
+        for prompt in prompts:
+            if prompt not in self._baseline:
+                s = self._run(SpecSettings("none"), prompt, baseline=True)
+                self._baseline[prompt] = s
+        return RunStats.of_summaries([self._baseline[p] for p in prompts]).tokens_per_s
+
+    def _rank(self, pool: list[Candidate]) -> None:
+        pool.sort(key=lambda c: (-c.measured_tps, self.rng.random()))
+        for cand in pool:
+            self.progress(
+                f"  {cand.label:<40} measured {cand.measured_tps:8.1f} tok/s"
+                + (f"  predicted {cand.predicted_tps:8.1f}" if cand.predicted_tps else "")
+            )
+
+    def _close_call(self, finalists: list[Candidate]) -> None:
+        """The last two are within CLEAR_MARGIN: on a machine whose speed drifts 10-20 % between runs,
+        what each measured in its own rounds does not settle it. Both run every prompt once more,
+        alternating prompt by prompt, so that drift and each method's warm-up (an n-gram pool fills
+        as a setting keeps running) fall on both alike."""
+        a, b = finalists
+        self.progress(
+            f"close call between {a.label} and {b.label}: both run all {len(self.prompts)} "
+            "prompt(s) again, alternating ..."
+        )
+        for i, prompt in enumerate(self.prompts):
+            for cand in finalists if i % 2 == 0 else finalists[::-1]:
+                self._evaluate(cand, [prompt])
+        self.close_call = True
+
+    def measure_costs(self) -> PairCosts:
+        self._check_stop()
+        self.progress("measuring the target's verify time by batch size ...")
+        verify = self.client.measure("target", list(VERIFY_SIZES), n_past=min(256, self.load.ctx // 4))
+        draft = None
+        if self.load.draft is not None:
+            self._check_stop()
+            self.progress("measuring the draft's forward time ...")
+            d = self.client.measure("draft", [1, 2, 4, 8, 16], n_past=min(256, self.load.ctx // 4))
+            draft = CostCurve(tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
+        return PairCosts(CostCurve(tuple(sorted(verify)), tuple(verify[k] for k in sorted(verify))), draft)
+
+    def run(self) -> TuneResult:
+        t0 = time.monotonic()
+        costs = self.measure_costs()
+        first = self.prompts[: max(1, min(2, len(self.prompts)))]
+        self.progress(f"baseline on {len(first)} prompt(s) ...")
+        baseline_tps = self._baseline_on(first)
+
+        candidates: list[Candidate] = []
+        cond: list[float] = []
+        predicted_by_k: dict[int, float] = {}
+        if self.load.draft is not None:
+            self.progress(f"probing acceptance by position with draft-simple K={PROBE_K} ...")
+            probe = self._run(SpecSettings("draft-simple", draft_n_max=PROBE_K), first[0])
+            cond = conditional_acceptance(probe["accepted_by_position"], probe["steps"])
+            # the model's verify time is measured with synthetic tokens; scale it to the baseline seen in real runs
+            scale = (1000.0 / baseline_tps) / costs.verify.at(1) if baseline_tps else 1.0
+            costs = PairCosts(
+                CostCurve(costs.verify.sizes, tuple(m * scale for m in costs.verify.ms)),
+                costs.draft,
+                {"verify_scale": scale},
+            )
+            for k in range(1, self.k_max + 1):
+                spec = SpecSettings("draft-simple", draft_n_max=k)
+                predicted_by_k[k] = costs.predict_tps(cond, k)
+                candidates.append(Candidate(spec, round(predicted_by_k[k], 3)))
+            candidates.sort(key=lambda c: -(c.predicted_tps or 0.0))
+            best_k = candidates[0].spec.draft_n_max
+            candidates = candidates[:4]
+            candidates.append(Candidate(SpecSettings("draft-simple", draft_n_max=best_k, draft_p_min=0.5)))
+            candidates.append(
+                Candidate(SpecSettings("ngram-simple,draft-simple", draft_n_max=best_k, ngram_size_n=3, ngram_size_m=8))
+            )
+        candidates.append(Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8)))
+        candidates.append(
+            Candidate(SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16))
+        )
+
+        # successive halving: everyone on the first prompts, then the better half on twice as many,
+        # down to the last two
+        pool, n_prompts, used = list(candidates), 1, 0
+        while True:
+            batch = self.prompts[used : used + n_prompts] or self.prompts[:n_prompts]
+            self.progress(f"round with {len(pool)} candidates on {len(batch)} prompt(s) ...")
+            for cand in pool:
+                self._evaluate(cand, batch)
+            used += len(batch)
+            self._rank(pool)
+            out_of_time = time.monotonic() - t0 > self.budget_s
+            clear = len(pool) > 1 and pool[0].measured_tps > CLEAR_MARGIN * pool[1].measured_tps
+            if len(pool) <= 2 or out_of_time or clear or used >= len(self.prompts):
+                break
+            pool = pool[: max(2, len(pool) // 2)]
+            n_prompts *= 2
+        if len(pool) > 1 and not clear and not out_of_time:
+            self._close_call(pool[:2])
+            self._rank(pool)
+        best = pool[0]
+        # the speedup compares like with like: the baseline on exactly the prompts the best ran
+        missing = len({p for p in best.prompts_run if p not in self._baseline})
+        if missing:
+            self.progress(f"baseline on {missing} more prompt(s), the ones the best setting ran ...")
+        baseline_tps = self._baseline_on(best.prompts_run)
+        return TuneResult(baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs, predicted_by_k)

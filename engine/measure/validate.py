@@ -1,0 +1,622 @@
+"""Validation: run the exported llama-server command for real and hold it against the lab.
+
+The bundled llama-server is started from the exported argv (plus --metrics), as
+an argv list, on 127.0.0.1, a free port and a random API key
+(engine.llama.server.LlamaServer). Each prompt goes through POST /completion,
+streamed with "timings_per_token", and the last chunk's timings give
+draft_n / draft_n_accepted and the speed; /props gives the build and /metrics the
+spec-decode counters. The lab (the engine worker) runs the same prompts on the
+same models and settings.
+
+How the two take turns depends on where the pair lives:
+- **side by side** (the lab's pair holds no GPU memory and RAM has room for a
+  second copy of its buffers): both stay loaded and run each prompt in turn,
+  alternating which goes first. A machine whose speed drifts by the minute (a
+  shared or throttling one drifts by 20 % here) then weighs on both sides alike.
+- **one after the other** (a pair on the GPU, or RAM too short): llama-server
+  on every prompt, stopped, then the lab; a pair that fits once need not fit twice.
+
+At temperature 0 both sample greedily with llama.cpp's own code, so the drafted
+and accepted counts must be identical prompt by prompt: ``agree``. Speeds are
+each engine's own measure (the lab: tokens after the first over the cycles'
+wall time; llama-server: predicted_n over predicted_ms), and ``ratio`` is
+server / lab: with several passes, the median of the passes' ratios.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import signal
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.core.stats import combine_summaries
+from engine.core.workloads import load_workload
+from engine.deploy.export import export_llama_server
+from engine.llama.install import server_path
+from engine.llama.server import LlamaServer, ServerError, server_summary
+from engine.measure.generate import generate
+from engine.planning.fit import held_bytes
+from engine.planning.hardware import ram
+from engine.runtime.client import EngineClient, EngineError
+from engine.runtime.protocol import has_gpu_device
+
+REQUEST_TIMEOUT_S = 600.0
+_METRIC_LINE = re.compile(r'^llamacpp:(\w+)(?:\{position="(\d+)"\})?\s+(\S+)$')
+
+
+class ValidateError(RuntimeError):
+    """Validation could not run; the message says why."""
+
+
+class ValidateCancelled(ValidateError):
+    """The caller asked validation to stop (StopSwitch.set)."""
+
+
+class StopSwitch:
+    """Stops a validation from another thread: before its next step, and the run under way at once
+    (its llama-server is terminated, its lab generation cancelled)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._server: LlamaServer | None = None
+        self._client: EngineClient | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+        with self._lock:
+            server, client = self._server, self._client
+        if client is not None:
+            try:
+                client.cancel()
+            except (EngineError, OSError, ValueError):
+                pass  # the worker has gone already, or its pipe closed just now
+        if server is not None:
+            server.terminate()
+
+    def hold(self, server: LlamaServer | None = None, client: EngineClient | None = None) -> None:
+        """What a stop must interrupt now (None: nothing of that kind)."""
+        with self._lock:
+            self._server, self._client = server, client
+        if self.is_set():
+            self.set()
+
+
+class _Steps:
+    """Counts the runs, tells the caller where validation is, and stops between runs when asked."""
+
+    def __init__(self, total: int, report: Callable[[int, int, str], None] | None, stop: StopSwitch | None):
+        self.total, self.done, self.report, self.stop = total, 0, report, stop
+
+    def check(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise ValidateCancelled("validation cancelled")
+
+    def say(self, what: str) -> None:
+        self.check()
+        if self.report is not None:
+            self.report(self.done, self.total, what)
+
+    def ran(self) -> None:
+        self.done += 1
+
+    def finished(self) -> None:
+        if self.report is not None:
+            self.report(self.total, self.total, "done")
+
+    def hold(self, server: LlamaServer | None = None, client: EngineClient | None = None) -> None:
+        if self.stop is not None:
+            self.stop.hold(server, client)
+
+
+def load_prompts(workload: str | Path | None = None, prompts: list[str] | None = None) -> list[str]:
+    """Prompts from --prompt (repeatable) and/or a workload file (or shipped set name)."""
+    texts = list(prompts or [])
+    if workload is not None:
+        texts += load_workload(workload).texts()
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValidateError("no prompts to validate with: give --prompt TEXT or --workload-prompts FILE")
+    return texts
+
+
+def _post_stream(srv: LlamaServer, body: dict) -> list[dict]:
+    req = urllib.request.Request(srv.base_url + "/completion", data=json.dumps(body).encode(), method="POST")
+    req.add_header("Authorization", f"Bearer {srv.api_key}")
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
+            # read the whole stream, parse it afterwards: JSON work per chunk while the server
+            # generates would take CPU from it on a small machine, and its timings stop at its last token
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:500]
+        raise ServerError(f"llama-server answered {exc.code} to POST /completion: {detail}") from exc
+    chunks = []
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("data: ") and line != "data: [DONE]":
+            chunks.append(json.loads(line[len("data: ") :]))
+    return chunks
+
+
+def server_completion(srv: LlamaServer, prompt: str, n_predict: int) -> dict:
+    """One streamed completion in the lab's terms; sampling comes from the server's own flags."""
+    started = time.perf_counter()
+    chunks = _post_stream(
+        srv,
+        {"prompt": prompt, "n_predict": n_predict, "stream": True, "timings_per_token": True, "cache_prompt": False},
+    )
+    if not chunks or not chunks[-1].get("stop"):
+        raise ServerError("llama-server's stream ended without a final chunk")
+    timed = [c for c in chunks if "timings" in c]
+    if not timed:
+        raise ServerError("llama-server sent no timings")
+    timings = timed[-1]["timings"]
+    summary = server_summary({"timings": timings, "content": "".join(c.get("content", "") for c in chunks)})
+    summary["predicted_ms"] = float(timings.get("predicted_ms", 0.0))
+    summary["wall_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
+    return summary
+
+
+def parse_metrics(text: str) -> dict:
+    """The spec-decode counters of llama-server's Prometheus text."""
+    found: dict = {}
+    by_position: dict[int, int] = {}
+    for line in text.splitlines():
+        m = _METRIC_LINE.match(line.strip())
+        if not m or not m.group(1).startswith("spec_decode_"):
+            continue
+        name, position, value = m.group(1), m.group(2), float(m.group(3))
+        if position is not None:
+            by_position[int(position)] = int(value)
+        else:
+            found[name] = int(value)
+    if by_position:
+        found["accepted_by_position"] = [by_position.get(i, 0) for i in range(max(by_position) + 1)]
+    return found
+
+
+def read_metrics(srv: LlamaServer) -> dict | None:
+    req = urllib.request.Request(srv.base_url + "/metrics")
+    req.add_header("Authorization", f"Bearer {srv.api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return parse_metrics(resp.read().decode("utf-8", errors="replace"))
+    except urllib.error.HTTPError:
+        return None  # a server without --metrics answers 501
+
+
+def _lab_totals(runs: list[dict]) -> dict:
+    summed = combine_summaries(runs)
+    return {
+        key: summed[key]
+        for key in (
+            "tokens_generated",
+            "tokens_per_s",
+            "drafted",
+            "accepted",
+            "acceptance_rate",
+            "steps",
+            "mean_accepted_length",
+            "accepted_by_position",
+        )
+    }
+
+
+def _server_totals(runs: list[dict]) -> dict:
+    tokens = sum(r["tokens_generated"] for r in runs)
+    drafted = sum(r["drafted"] for r in runs)
+    accepted = sum(r["accepted"] for r in runs)
+    total_ms = sum(r["predicted_ms"] for r in runs)
+    return {
+        "tokens_generated": tokens,
+        "tokens_per_s": round(tokens * 1000.0 / total_ms, 3) if total_ms else 0.0,
+        "drafted": drafted,
+        "accepted": accepted,
+        "acceptance_rate": round(accepted / drafted, 6) if drafted else 0.0,
+    }
+
+
+def _counts(run: dict) -> tuple[int, int]:
+    return run["drafted"], run["accepted"]
+
+
+def _with_metrics(argv: list[str]) -> list[str]:
+    return argv + ([] if "--metrics" in argv else ["--metrics"])
+
+
+def _offloads(hello: dict, load: LoadSettings) -> bool:
+    """The worker has a GPU device and the load puts layers on it."""
+    return has_gpu_device(hello) and load.offloads
+
+
+def _fits_beside(loaded: dict) -> bool:
+    """Can llama-server hold its own copy while the lab keeps this one? Not when the lab's pair holds
+    GPU memory; in RAM, when twice what the lab holds outside the mapped files is available (the
+    files' pages are shared between the two processes)."""
+    vram, in_ram = held_bytes(loaded.get("memory"))
+    if vram:
+        return False
+    available = ram()[1]
+    return available is not None and 2 * in_ram < available
+
+
+def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[str], go: Callable[[], dict]) -> dict:
+    of_passes = f", pass {i + 1} of {passes}" if passes > 1 else ""
+    steps.say(f"{side}: prompt {j + 1} of {len(prompts)}{of_passes}")
+    out = go()
+    steps.ran()
+    return out
+
+
+def _lab_run(
+    client: EngineClient, prompt: str, max_tokens: int, spec: SpecSettings, sampling: SamplingSettings, steps: _Steps
+) -> dict:
+    """The run command's generation, cancelled at its first event when a stop came just before it was
+    sent (the worker ignores a cancel while it is idle)."""
+
+    cancelled: list[bool] = []
+
+    def check(_ev: dict) -> None:
+        if not cancelled and steps.stop is not None and steps.stop.is_set():
+            cancelled.append(True)
+            client.cancel()
+
+    return generate(client, prompt, max_tokens, spec, sampling, on_event=check)
+
+
+def _one_after_the_other(
+    argv: list[str],
+    load: LoadSettings,
+    spec: SpecSettings,
+    sampling: SamplingSettings,
+    prompts: list[str],
+    max_tokens: int,
+    passes: int,
+    startup_timeout: float,
+    steps: _Steps,
+) -> dict:
+    """Each pass: llama-server on every prompt, stopped, then the lab on the same prompts."""
+    done: dict = {"passes": []}
+    for i in range(passes):
+        steps.say("starting llama-server")
+        srv = LlamaServer(argv, startup_timeout=startup_timeout)
+        steps.hold(server=srv)  # before it starts: a stop may come while it loads
+        with srv:
+            if i == 0:
+                done["build_info"] = (srv.props() or {}).get("build_info")
+            server_runs = [
+                _run(
+                    "llama-server",
+                    steps,
+                    i,
+                    passes,
+                    j,
+                    prompts,
+                    partial(server_completion, srv, prompt, max_tokens),
+                )
+                for j, prompt in enumerate(prompts)
+            ]
+            if i == 0:
+                done["metrics"], done["metrics_runs"] = read_metrics(srv), server_runs
+            steps.hold()
+        steps.say("starting the lab's engine")
+        with EngineClient() as client:
+            steps.hold(client=client)
+            client.start()
+            steps.say("loading the pair in the lab")
+            client.load(load)
+            lab_runs = [
+                _run(
+                    "lab",
+                    steps,
+                    i,
+                    passes,
+                    j,
+                    prompts,
+                    partial(_lab_run, client, prompt, max_tokens, spec, sampling, steps),
+                )
+                for j, prompt in enumerate(prompts)
+            ]
+            steps.hold()
+        done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
+    return done
+
+
+def _side_by_side(
+    argv: list[str],
+    client: EngineClient,
+    spec: SpecSettings,
+    sampling: SamplingSettings,
+    prompts: list[str],
+    max_tokens: int,
+    passes: int,
+    startup_timeout: float,
+    steps: _Steps,
+) -> dict:
+    """Both loaded; every prompt runs on one then the other, and the one that goes first alternates
+    prompt by prompt and pass by pass."""
+    done: dict = {"passes": []}
+    steps.say("starting llama-server")
+    srv = LlamaServer(argv, startup_timeout=startup_timeout)
+    steps.hold(server=srv, client=client)  # before it starts: a stop may come while it loads
+    with srv:
+        done["build_info"] = (srv.props() or {}).get("build_info")
+        for i in range(passes):
+            server_runs, lab_runs = [], []
+            for j, prompt in enumerate(prompts):
+                order = ("server", "lab") if (i + j) % 2 == 0 else ("lab", "server")
+                for side in order:
+                    if side == "server":
+                        server_runs.append(
+                            _run(
+                                "llama-server",
+                                steps,
+                                i,
+                                passes,
+                                j,
+                                prompts,
+                                partial(server_completion, srv, prompt, max_tokens),
+                            )
+                        )
+                    else:
+                        lab_runs.append(
+                            _run(
+                                "lab",
+                                steps,
+                                i,
+                                passes,
+                                j,
+                                prompts,
+                                partial(_lab_run, client, prompt, max_tokens, spec, sampling, steps),
+                            )
+                        )
+            done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
+        done["metrics"] = read_metrics(srv)
+        done["metrics_runs"] = [r for d in done["passes"] for r in d["server_runs"]]
+        steps.hold(client=client)
+    return done
+
+
+def validate(
+    load: LoadSettings,
+    spec: SpecSettings,
+    sampling: SamplingSettings,
+    prompts: list[str],
+    max_tokens: int,
+    *,
+    passes: int = 1,
+    startup_timeout: float = 180.0,
+    sequential: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
+    stop: StopSwitch | None = None,
+) -> dict:
+    """Serve the exported command and run the lab on the same prompts; both summaries side by side.
+
+    Both stay loaded and take turns prompt by prompt when the pair fits twice outside the GPU;
+    otherwise, or with ``sequential``, all of llama-server's prompts run before the lab's.
+
+    With ``passes`` > 1 everything is repeated; each side's speed is its median over the passes
+    and ``ratio`` the median of the passes' server / lab ratios. Counts and texts shown come
+    from the first pass; at temperature 0 server and lab must agree prompt by prompt in every pass.
+
+    ``progress(runs done, runs in all, what now)`` is called before each step. ``stop.set()``
+    (from any thread) ends validation with ValidateCancelled, at once: the run under way is
+    interrupted, and the server and worker are stopped."""
+    try:
+        return _validate(load, spec, sampling, prompts, max_tokens, passes, startup_timeout, sequential, progress, stop)
+    except ValidateCancelled:
+        raise
+    except Exception as exc:
+        if stop is not None and stop.is_set():
+            # a stop interrupts the run under way: whatever that run raised is the stop
+            raise ValidateCancelled("validation cancelled") from exc
+        raise
+
+
+def _validate(
+    load: LoadSettings,
+    spec: SpecSettings,
+    sampling: SamplingSettings,
+    prompts: list[str],
+    max_tokens: int,
+    passes: int,
+    startup_timeout: float,
+    sequential: bool,
+    progress: Callable[[int, int, str], None] | None,
+    stop: StopSwitch | None,
+) -> dict:
+    if max_tokens < 1:
+        raise ValidateError(f"--max-tokens must be 1 or more, got {max_tokens}")
+    if passes < 1:
+        raise ValidateError(f"--passes must be 1 or more, got {passes}")
+    notices: list[str] = []
+    exported = export_llama_server(load, spec, sampling, server_path())
+    steps = _Steps(2 * passes * len(prompts), progress, stop)
+    done = None
+    if not sequential:
+        steps.say("starting the lab's engine")
+        with EngineClient() as client:
+            steps.hold(client=client)
+            hello = client.start()
+            steps.check()  # a stop while the engine started must not load the pair
+            if not _offloads(hello, load):
+                steps.say("loading the pair in the lab")
+                loaded = client.load(load)
+                if loaded.get("repack") is False and load.repack:
+                    # the lab's engine died of SIGILL with repacking on (AMX the system does not enable):
+                    # the server's copy would too, so the command validated is the one with -nr
+                    notices.append(loaded["notice"] + "; the validated command has -nr")
+                    load = dataclasses.replace(load, repack=False)
+                    exported = export_llama_server(load, spec, sampling, server_path())
+                if _fits_beside(loaded):
+                    done = _side_by_side(
+                        _with_metrics(exported.argv),
+                        client,
+                        spec,
+                        sampling,
+                        prompts,
+                        max_tokens,
+                        passes,
+                        startup_timeout,
+                        steps,
+                    )
+                    mode = "side by side"
+            steps.hold()
+    if done is None:
+        try:
+            done = _one_after_the_other(
+                _with_metrics(exported.argv), load, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps
+            )
+        except ServerError as exc:
+            if exc.exit_code == -signal.SIGILL and load.repack:
+                raise ValidateError(
+                    f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "
+                    "instructions (AMX) the system does not enable for CPU weight repacking. "
+                    "Validate again with repacking off (--no-repack; the Lab's repack box; "
+                    "llama-server's -nr)."
+                ) from exc
+            raise
+        mode = "one after the other"
+    first = done["passes"][0]
+    lab_runs, server_runs = first["lab_runs"], first["server_runs"]
+    metrics = done["metrics"]
+
+    lab = _lab_totals(lab_runs)
+    server = _server_totals(server_runs)
+    by_pass = []
+    for d in done["passes"]:
+        lab_tps, server_tps = (
+            _lab_totals(d["lab_runs"])["tokens_per_s"],
+            _server_totals(d["server_runs"])["tokens_per_s"],
+        )
+        by_pass.append(
+            {"lab_tps": lab_tps, "server_tps": server_tps, "ratio": round(server_tps / lab_tps, 4) if lab_tps else None}
+        )
+    ratio = round(server["tokens_per_s"] / lab["tokens_per_s"], 4) if lab["tokens_per_s"] else None
+    if passes > 1:
+        lab["tokens_per_s"] = statistics.median(p["lab_tps"] for p in by_pass)
+        server["tokens_per_s"] = statistics.median(p["server_tps"] for p in by_pass)
+        ratios = [p["ratio"] for p in by_pass if p["ratio"] is not None]
+        ratio = round(statistics.median(ratios), 4) if ratios else None
+    server["build_info"] = done["build_info"]
+    server["metrics"] = metrics
+    per_prompt = [
+        {
+            "prompt": prompt,
+            "lab": {k: r[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
+            "server": {k: s[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
+            "same_text": r["text"] == s["text"],
+        }
+        for prompt, r, s in zip(prompts, lab_runs, server_runs)
+    ]
+    # only greedy sampling makes the two runs the same computation, in every pass; a pass may
+    # differ from the one before (an n-gram pool that outlives a request learns from it on both sides)
+    agree = (
+        all(_counts(lr) == _counts(sr) for d in done["passes"] for lr, sr in zip(d["lab_runs"], d["server_runs"]))
+        if sampling.temp == 0
+        else None
+    )
+    metrics_agree = None
+    if metrics and "spec_decode_num_draft_tokens_total" in metrics:
+        counted = _server_totals(done["metrics_runs"])  # every request this server answered
+        metrics_agree = (
+            metrics["spec_decode_num_draft_tokens_total"] == counted["drafted"]
+            and metrics.get("spec_decode_num_accepted_tokens_total") == counted["accepted"]
+        )
+    steps.finished()
+    return {
+        "lab": lab,
+        "server": server,
+        "agree": agree,
+        "ratio": ratio,
+        "mode": mode,
+        "repack": load.repack,
+        "metrics_agree": metrics_agree,
+        "per_prompt": per_prompt,
+        "argv": exported.argv,
+        "dialect": exported.dialect,
+        "warnings": notices + exported.warnings,
+        "temperature": sampling.temp,
+        "max_tokens": max_tokens,
+        "passes": by_pass,
+    }
+
+
+def record_validation(report: dict, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings) -> int:
+    """Store a validation in the history; returns its entry id (HistoryError when it cannot be written).
+    The row is indexed by what the server did, since that is what was validated, and carries -nr when
+    validation fell back to it."""
+    from engine.measure.history import record_summary
+
+    results = {
+        "tokens_per_s": report["server"]["tokens_per_s"],
+        "acceptance_rate": report["server"]["acceptance_rate"],
+        **report,
+    }
+    return record_summary(
+        "validate",
+        dataclasses.replace(load, repack=report.get("repack", load.repack)),
+        spec,
+        sampling,
+        results,
+        llama_build=report["server"].get("build_info"),
+    )
+
+
+def format_report(report: dict) -> str:
+    lab, server = report["lab"], report["server"]
+    rows = [
+        ("tokens", lab["tokens_generated"], server["tokens_generated"]),
+        ("tokens/s", f"{lab['tokens_per_s']:.1f}", f"{server['tokens_per_s']:.1f}"),
+        ("drafted", lab["drafted"], server["drafted"]),
+        ("accepted", lab["accepted"], server["accepted"]),
+        ("acceptance", f"{lab['acceptance_rate']:.3f}", f"{server['acceptance_rate']:.3f}"),
+    ]
+    lines = [f"{'':<12}{'lab':>12}{'llama-server':>14}"]
+    lines += [f"{name:<12}{a!s:>12}{b!s:>14}" for name, a, b in rows]
+    agree = report["agree"]
+    if agree is None:
+        lines.append(f"agree: not compared (temperature {report['temperature']:g}: sampling differs run to run)")
+    else:
+        lines.append(
+            "agree: "
+            + (
+                "yes, the same drafted and accepted counts on every prompt"
+                if agree
+                else "NO, the drafted/accepted counts differ (see --json per_prompt)"
+            )
+        )
+    if report["ratio"] is not None:
+        passes = report.get("passes") or []
+        each = (
+            f" (median of {len(passes)} passes: "
+            + ", ".join(f"{p['ratio']:.3f}" for p in passes if p["ratio"] is not None)
+            + ")"
+            if len(passes) > 1
+            else ""
+        )
+        lines.append(f"llama-server / lab speed: {report['ratio']:.3f}{each}; run {report['mode']}")
+    if server.get("build_info"):
+        lines.append(f"llama-server build: {server['build_info']}")
+    if report.get("metrics_agree") is not None:
+        lines.append(
+            "/metrics spec-decode counters "
+            + ("match" if report["metrics_agree"] else "DIFFER from")
+            + " the per-request timings"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,533 @@
+"""The catalog of model families, GGUF files, draft pairings and presets (resources/catalog/).
+
+The catalog is data, not code: resources/catalog/README.md describes its files.
+This module reads them, checks every entry, and answers questions about them:
+
+  catalog = load_catalog()
+  catalog.preset("qwen2.5-coder-7b+0.5b-q4km")     -> Preset(target=ModelFile, draft=ModelFile)
+  catalog.model_file("qwen2.5-7b-instruct", "Q4_K_M") -> ModelFile(repo, filename, ...)
+
+Any fault in a file becomes one CatalogError that names the file and the entry,
+so a broken edit is found at load time and not when someone clicks a preset.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.core.paths import RESOURCES_DIR
+
+CATALOG_DIR = RESOURCES_DIR / "catalog"
+FORMAT_VERSION = 1
+# a repo value for files shipped in resources/models instead of fetched from the hub
+BUNDLED = "bundled"
+BUNDLED_DIR = RESOURCES_DIR / "models"
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
+_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class CatalogError(ValueError):
+    """A catalog file is missing, unreadable or inconsistent, or a name is not in it; the message says where."""
+
+
+# -- what the catalog holds ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Quant:
+    """One llama.cpp quantization type, as tools/quantize/quantize.cpp describes it."""
+
+    name: str  # llama-quantize's name: Q4_K_M, Q8_0, F16
+    weight_type: str  # ggml type of most weight matrices (Q4_K for Q4_K_M)
+    bits_per_weight: float  # average over the whole file of the reference model
+    ppl_increase: float | None  # perplexity increase on the reference model (None: not published)
+    reference: str  # what the two numbers were measured on, e.g. "Llama-3-8B"
+    quantize_comment: str  # the comment of QUANT_OPTIONS, verbatim
+
+
+@dataclass(frozen=True)
+class Family:
+    id: str
+    name: str
+    vendor: str
+    tokenizer: str  # models with the same tokenizer id can draft for each other
+    license: str
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The numbers engine.planning.memory_plan needs, as the model's config.json / GGUF header state them."""
+
+    llama_arch: str  # general.architecture in the GGUF: llama, qwen2, qwen3, gemma2, ...
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_vocab: int
+    n_ctx_train: int
+    tied_embeddings: bool
+    params: int  # parameter count (of the language model; vision towers excluded)
+    sliding_window: int | None = None
+
+    def estimated_params(self) -> int:
+        """Parameters of a llama-style decoder with these numbers (norms and biases left out)."""
+        attention = self.n_embd * self.head_dim * (2 * self.n_head + 2 * self.n_head_kv)
+        ffn = 3 * self.n_embd * self.n_ff
+        embeddings = self.n_vocab * self.n_embd * (1 if self.tied_embeddings else 2)
+        return self.n_layer * (attention + ffn) + embeddings
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    family: str
+    name: str
+    hf_model: str  # the original (unquantized) repository, where the numbers come from ("" if none)
+    architecture: Architecture
+    repo: str  # the GGUF repository on the hub, or BUNDLED
+    files: Mapping[str, str]  # quant name -> file name in repo
+    sizes: Mapping[str, int]  # quant name -> exact file size in bytes, where known
+    sha256: Mapping[str, str]  # quant name -> sha256 of the file, where known
+    checked: tuple[str, ...]  # quants whose file name was seen in a public listing of the repo
+    tokenizer: str = ""  # the family's tokenizer unless the model says otherwise
+    notes: str = ""
+
+    @property
+    def quants(self) -> tuple[str, ...]:
+        return tuple(self.files)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A published measurement of this pair: decode speed with the draft over without it."""
+
+    speedup: float
+    setup: str  # hardware, quants, settings as the source states them
+    source: str  # URL
+
+
+@dataclass(frozen=True)
+class Pairing:
+    target: str
+    draft: str
+    speedups: tuple[Speedup, ...] = ()
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """One GGUF file to fetch: what `spectune pull` downloads and the library looks for."""
+
+    model: str  # catalog model id
+    quant: str  # quant name (Q4_K_M, F16, ...)
+    repo: str  # Hugging Face repository, or BUNDLED
+    filename: str  # path inside the repository
+    size_bytes: int | None  # exact size when the catalog knows it
+    sha256: str | None  # expected sha256 when the catalog knows it
+
+    @property
+    def bundled(self) -> bool:
+        return self.repo == BUNDLED
+
+    @property
+    def bundled_path(self) -> Path | None:
+        """Where a bundled file lives (resources/models); None for hub files."""
+        return BUNDLED_DIR / self.filename if self.bundled else None
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    target: ModelFile
+    draft: ModelFile
+
+
+@dataclass(frozen=True)
+class Catalog:
+    families: tuple[Family, ...]
+    models: tuple[Model, ...]
+    presets: tuple[Preset, ...]
+    quants: tuple[Quant, ...] = ()
+    pairings: tuple[Pairing, ...] = ()
+    path: Path | None = None
+    _index: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._index.update(
+            family={f.id: f for f in self.families},
+            model={m.id: m for m in self.models},
+            preset={p.name: p for p in self.presets},
+            quant={q.name: q for q in self.quants},
+        )
+
+    def _get(self, kind: str, key: str) -> Any:
+        table = self._index[kind]
+        if key not in table:
+            raise CatalogError(f"no {kind} {key!r} in the catalog; known: {', '.join(table) or 'none'}")
+        return table[key]
+
+    def family(self, family_id: str) -> Family:
+        return self._get("family", family_id)
+
+    def model(self, model_id: str) -> Model:
+        return self._get("model", model_id)
+
+    def quant(self, name: str) -> Quant:
+        return self._get("quant", name)
+
+    def preset(self, name: str) -> Preset:
+        return self._get("preset", name)
+
+    def model_file(self, model_id: str, quant: str) -> ModelFile:
+        m = self.model(model_id)
+        if quant not in m.files:
+            raise CatalogError(f"model {model_id!r} has no {quant} file in the catalog; known: {', '.join(m.files)}")
+        return ModelFile(m.id, quant, m.repo, m.files[quant], m.sizes.get(quant), m.sha256.get(quant))
+
+    def tokenizer_of(self, model_id: str) -> str:
+        return self.model(model_id).tokenizer
+
+    def drafts_for(self, target_id: str) -> list[Model]:
+        """Catalog models that can draft for the target: same tokenizer, fewer parameters, smallest first."""
+        target = self.model(target_id)
+        tokenizer = target.tokenizer
+        return sorted(
+            (m for m in self.models if m.tokenizer == tokenizer and m.architecture.params < target.architecture.params),
+            key=lambda m: m.architecture.params,
+        )
+
+    def pairing(self, target_id: str, draft_id: str) -> Pairing | None:
+        return next((p for p in self.pairings if p.target == target_id and p.draft == draft_id), None)
+
+
+# -- reading and checking ---------------------------------------------------------------------
+
+
+class _Entry:
+    """Reads the fields of one JSON object and reports faults with the file and entry named."""
+
+    def __init__(self, data: Any, where: str):
+        if not isinstance(data, dict):
+            raise CatalogError(f"{where}: expected an object, found {type(data).__name__}")
+        self.data, self.where = data, where
+        self.used: set[str] = set()
+
+    def fail(self, message: str) -> CatalogError:
+        return CatalogError(f"{self.where}: {message}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ..., check=None) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self.fail(f"missing {key!r}")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # JSON has no separate bool: true must not pass for a number, 3 may pass for a float
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if not ok and float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            ok, value = True, float(value)
+        if not ok:
+            names = " or ".join(k.__name__ for k in kinds)
+            raise self.fail(f"{key!r} must be {names}, found {json.dumps(value)}")
+        if check is not None:
+            problem = check(value)
+            if problem:
+                raise self.fail(f"{key!r} {problem}, found {json.dumps(value)}")
+        return value
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise self.fail(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}")
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+def _identifier(value: str) -> str | None:
+    return None if _ID.match(value) else "must be lower case letters, digits and . _ + -"
+
+
+def _url(value: str) -> str | None:
+    return None if re.match(r"^https?://\S+$", value) else "must be an http(s) URL"
+
+
+def _nonempty(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: catalog file missing") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{path}: cannot read it ({exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+
+
+def _check_format(doc: Any, path: Path) -> _Entry:
+    top = _Entry(doc, str(path))
+    version = top.get("format", int)
+    if version != FORMAT_VERSION:
+        raise top.fail(f"format {version} is not one this SpecTune reads (it reads {FORMAT_VERSION})")
+    top.get("comment", str, "")
+    return top
+
+
+def _quants(path: Path) -> list[Quant]:
+    top = _check_format(_read_json(path), path)
+    out = []
+    for i, raw in enumerate(top.get("quants", list)):
+        e = _Entry(raw, f"{path}: quants[{i}]")
+        name = e.get("name", str, check=_nonempty)
+        e.where = f"{path}: quant {name!r}"
+        q = Quant(
+            name=name,
+            weight_type=e.get("weight_type", str, check=_nonempty),
+            bits_per_weight=e.get("bits_per_weight", float, check=_positive),
+            ppl_increase=e.get("ppl_increase", (float, type(None)), None),
+            reference=e.get("reference", str, ""),
+            quantize_comment=e.get("quantize_comment", str, ""),
+        )
+        if q.bits_per_weight > 32:
+            raise e.fail(f"'bits_per_weight' {q.bits_per_weight} is more than f32's 32")
+        e.done()
+        out.append(q)
+    top.done()
+    return out
+
+
+def _architecture(raw: Any, where: str) -> Architecture:
+    e = _Entry(raw, where)
+    numbers = {
+        key: e.get(key, int, check=_positive)
+        for key in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train", "params")
+    }
+    arch = Architecture(
+        llama_arch=e.get("llama_arch", str, check=_nonempty),
+        tied_embeddings=e.get("tied_embeddings", bool),
+        sliding_window=e.get("sliding_window", (int, type(None)), None),
+        **numbers,
+    )
+    if arch.n_head % arch.n_head_kv:
+        raise e.fail(f"n_head {arch.n_head} is not a multiple of n_head_kv {arch.n_head_kv}")
+    e.done()
+    return arch
+
+
+def _model(raw: Any, where: str, family: Family, quant_names: set[str]) -> Model:
+    e = _Entry(raw, where)
+    model_id = e.get("id", str, check=_identifier)
+    e.where = f"{where} (model {model_id!r})"
+    name = e.get("name", str, check=_nonempty)
+    hf_model = e.get("hf_model", str, "", check=lambda v: None if not v or _REPO.match(v) else "must be owner/name")
+    tokenizer = e.get("tokenizer", str, family.tokenizer, check=_identifier)
+    architecture = _architecture(e.get("arch", dict), f"{e.where}: arch")
+    g = _Entry(e.get("gguf", dict), f"{e.where}: gguf")
+    repo = g.get(
+        "repo",
+        str,
+        check=lambda v: None if v == BUNDLED or _REPO.match(v) else f"must be owner/name on the hub or {BUNDLED!r}",
+    )
+    pattern = g.get("file_pattern", str, "")
+    quants = g.get("quants", list)
+    overrides = g.get("files", dict, {})
+    files: dict[str, str] = {}
+    for q in quants:
+        if not isinstance(q, str) or q not in quant_names:
+            raise g.fail(f"quant {json.dumps(q)} is not in quants.json")
+        if q in files:
+            raise g.fail(f"quant {q} is listed twice")
+        if q in overrides:
+            files[q] = overrides[q]
+        elif pattern:
+            try:
+                files[q] = pattern.format(quant=q, quant_lower=q.lower())
+            except (KeyError, IndexError, ValueError):
+                raise g.fail(f"'file_pattern' {pattern!r} may only use {{quant}} and {{quant_lower}}") from None
+        else:
+            raise g.fail(f"no file name for {q}: give 'file_pattern' or files[{q!r}]")
+        if not isinstance(files[q], str) or not files[q].endswith(".gguf"):
+            raise g.fail(f"the {q} file name {json.dumps(files[q])} does not end in .gguf")
+    if not files:
+        raise g.fail("'quants' is empty")
+    for key, label in (("sizes", "sizes"), ("sha256", "sha256"), ("files", "files")):
+        table = overrides if key == "files" else g.get(key, dict, {})
+        for q, value in table.items():
+            if q not in files:
+                raise g.fail(f"{label}[{q!r}] is for a quant not in 'quants'")
+            if key == "sizes" and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise g.fail(f"sizes[{q!r}] must be a positive byte count, found {json.dumps(value)}")
+            if key == "sha256" and (not isinstance(value, str) or not _SHA256.match(value)):
+                raise g.fail(f"sha256[{q!r}] must be 64 lower-case hex digits")
+    checked = g.get("checked", list, [])
+    for q in checked:
+        if q not in files:
+            raise g.fail(f"checked quant {json.dumps(q)} is not in 'quants'")
+    g.get("checked_source", str, "", check=lambda v: None if not v else _url(v))
+    sizes, sha = g.data.get("sizes", {}), g.data.get("sha256", {})
+    g.done()
+    model = Model(
+        id=model_id,
+        family=family.id,
+        name=name,
+        hf_model=hf_model,
+        architecture=architecture,
+        repo=repo,
+        files=files,
+        sizes=dict(sizes),
+        sha256=dict(sha),
+        checked=tuple(checked),
+        tokenizer=tokenizer,
+        notes=e.get("notes", str, ""),
+    )
+    e.get("config_source", str, "", check=lambda v: None if not v else _url(v))
+    e.done()
+    return model
+
+
+def _speedup(raw: Any, where: str) -> Speedup:
+    e = _Entry(raw, where)
+    s = Speedup(
+        speedup=e.get("speedup", float, check=_positive),
+        setup=e.get("setup", str, check=_nonempty),
+        source=e.get("source", str, check=_url),
+    )
+    e.done()
+    return s
+
+
+def _family_file(path: Path, quant_names: set[str]) -> tuple[Family, list[Model], list[Pairing]]:
+    top = _check_format(_read_json(path), path)
+    f = _Entry(top.get("family", dict), f"{path}: family")
+    family = Family(
+        id=f.get("id", str, check=_identifier),
+        name=f.get("name", str, check=_nonempty),
+        vendor=f.get("vendor", str, ""),
+        tokenizer=f.get("tokenizer", str, check=_identifier),
+        license=f.get("license", str, ""),
+        notes=f.get("notes", str, ""),
+    )
+    f.done()
+    raw_models = top.get("models", list)
+    if not raw_models:
+        raise top.fail("'models' is empty")
+    models = [_model(raw, f"{path}: models[{i}]", family, quant_names) for i, raw in enumerate(raw_models)]
+    pairings = []
+    for i, raw in enumerate(top.get("pairings", list, [])):
+        e = _Entry(raw, f"{path}: pairings[{i}]")
+        pairings.append(
+            Pairing(
+                target=e.get("target", str),
+                draft=e.get("draft", str),
+                speedups=tuple(
+                    _speedup(s, f"{path}: pairings[{i}].speedups[{j}]")
+                    for j, s in enumerate(e.get("speedups", list, []))
+                ),
+                notes=e.get("notes", str, ""),
+            )
+        )
+        e.done()
+    top.done()
+    return family, models, pairings
+
+
+def load_catalog(path: str | Path | None = None) -> Catalog:
+    """Read and check the catalog in a folder (default resources/catalog).
+
+    The folder holds quants.json, presets.json and families/*.json (one family each).
+    """
+    root = Path(path) if path is not None else CATALOG_DIR
+    if not root.is_dir():
+        raise CatalogError(f"{root}: catalog folder missing")
+    quants = _quants(root / "quants.json")
+    quant_names = {q.name for q in quants}
+    if len(quant_names) != len(quants):
+        raise CatalogError(f"{root / 'quants.json'}: a quant name is listed twice")
+
+    family_files = sorted((root / "families").glob("*.json"))
+    if not family_files:
+        raise CatalogError(f"{root / 'families'}: no family files (*.json)")
+    families: list[Family] = []
+    models: list[Model] = []
+    pairings: list[tuple[Pairing, Path]] = []  # with the file each came from
+    seen_models: dict[str, Path] = {}
+    seen_families: dict[str, Path] = {}
+    for file in family_files:
+        family, file_models, file_pairings = _family_file(file, quant_names)
+        if family.id in seen_families:
+            raise CatalogError(f"{file}: family {family.id!r} is already defined in {seen_families[family.id]}")
+        seen_families[family.id] = file
+        for m in file_models:
+            if m.id in seen_models:
+                raise CatalogError(f"{file}: model {m.id!r} is already defined in {seen_models[m.id]}")
+            seen_models[m.id] = file
+        families.append(family)
+        models += file_models
+        pairings += [(p, file) for p in file_pairings]
+
+    tokenizer = {m.id: m.tokenizer for m in models}
+    by_id = {m.id: m for m in models}
+    checked_pairings = []
+    for p, file in pairings:
+        _check_pair(p.target, p.draft, by_id, tokenizer, f"{file}: pairing {p.target} + {p.draft}")
+        checked_pairings.append(p)
+
+    presets = _presets(root / "presets.json", by_id, tokenizer)
+    return Catalog(tuple(families), tuple(models), tuple(presets), tuple(quants), tuple(checked_pairings), root)
+
+
+def _check_pair(target: str, draft: str, by_id: dict[str, Model], tokenizer: dict[str, str], where: str) -> None:
+    for role, model_id in (("target", target), ("draft", draft)):
+        if model_id not in by_id:
+            raise CatalogError(f"{where}: {role} {model_id!r} is not a model in the catalog")
+    if tokenizer[target] != tokenizer[draft]:
+        raise CatalogError(
+            f"{where}: the draft's tokenizer {tokenizer[draft]!r} is not the target's "
+            f"{tokenizer[target]!r}; llama.cpp would refuse the pair"
+        )
+    if by_id[draft].architecture.params >= by_id[target].architecture.params:
+        raise CatalogError(f"{where}: the draft is not smaller than the target")
+
+
+def _presets(path: Path, by_id: dict[str, Model], tokenizer: dict[str, str]) -> list[Preset]:
+    top = _check_format(_read_json(path), path)
+    out: list[Preset] = []
+    for i, raw in enumerate(top.get("presets", list)):
+        e = _Entry(raw, f"{path}: presets[{i}]")
+        name = e.get("name", str, check=_identifier)
+        e.where = f"{path}: preset {name!r}"
+        if any(p.name == name for p in out):
+            raise e.fail("the name is used twice")
+        description = e.get("description", str, check=_nonempty)
+        files = {}
+        for role in ("target", "draft"):
+            model_id, quant = e.get(role, str), e.get(f"{role}_quant", str)
+            if model_id not in by_id:
+                raise e.fail(f"{role} {model_id!r} is not a model in the catalog")
+            m = by_id[model_id]
+            if quant not in m.files:
+                raise e.fail(f"{role} {model_id!r} has no {quant} file; known: {', '.join(m.files)}")
+            files[role] = ModelFile(m.id, quant, m.repo, m.files[quant], m.sizes.get(quant), m.sha256.get(quant))
+        _check_pair(files["target"].model, files["draft"].model, by_id, tokenizer, e.where)
+        e.done()
+        out.append(Preset(name, description, files["target"], files["draft"]))
+    top.done()
+    return out

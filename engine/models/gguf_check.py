@@ -1,0 +1,56 @@
+"""A quick structural check of a GGUF file before llama.cpp is asked to load it.
+
+llama.cpp reports a broken file only through its log; this check names the
+problem (missing file, wrong magic, unsupported version, a header that cannot
+be parsed, tensor data that runs past the end of a truncated file) in one
+sentence, so the user learns what is wrong without reading logs.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+GGUF_MAGIC = b"GGUF"
+
+
+class GGUFError(ValueError):
+    """The file is not a usable GGUF; the message says why."""
+
+
+def check_gguf(path: str | Path, role: str = "model") -> None:
+    path = Path(path)
+    if not path.exists():
+        raise GGUFError(f"{role} file not found: {path}")
+    if not path.is_file():
+        raise GGUFError(f"{role} path is not a file: {path}")
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(24)
+    if len(head) < 24:
+        raise GGUFError(f"{role} file {path.name} is {size} bytes, too short to be a GGUF model")
+    if head[:4] != GGUF_MAGIC:
+        raise GGUFError(f"{role} file {path.name} is not a GGUF file (it starts with {head[:4]!r}, not b'GGUF')")
+    version, n_tensors, n_kv = struct.unpack_from("<IQQ", head, 4)
+    if version not in (2, 3):
+        raise GGUFError(f"{role} file {path.name} has GGUF version {version}; llama.cpp reads versions 2 and 3")
+    if n_tensors > 1_000_000 or n_kv > 1_000_000:
+        raise GGUFError(
+            f"{role} file {path.name} has an implausible header ({n_tensors} tensors, {n_kv} keys): the file is damaged"
+        )
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:
+        raise GGUFError(
+            f"{role} file {path.name} has a header that cannot be read ({exc}); the file is damaged or truncated"
+        ) from exc
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    if end > size:
+        raise GGUFError(
+            f"{role} file {path.name} is truncated: its tensors need {end} bytes but the file has "
+            f"{size} ({100.0 * size / end:.1f}% present); download it again"
+        )
+    if not reader.tensors:
+        raise GGUFError(f"{role} file {path.name} holds no tensors (a vocab-only file cannot generate)")

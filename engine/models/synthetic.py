@@ -1,0 +1,225 @@
+"""Small llama-architecture GGUF target/draft pairs, written offline in seconds.
+
+The draft is derived from the target: it has the target's token embeddings,
+output head and first ``draft_layers`` blocks. The target adds further blocks
+whose contribution to the residual stream is scaled by ``divergence``. At
+divergence 0 the extra blocks add nothing and the draft predicts exactly what
+the target does (greedy acceptance 1.0); raising it makes the two disagree more
+often, so acceptance is controllable and well above zero for small values.
+
+Both files share one SentencePiece-style vocabulary (bytes, printable ASCII and
+prefixes of common English and Python words, so every piece is reachable by
+llama.cpp's merges), which satisfies llama.cpp's draft/target vocab rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+WORDS = (
+    "the of and to in is that for it as with was on be by this are from at or an have not "
+    "but which all one their has were can more will if when there so what about other into "
+    "def return self import class None True False for while with yield lambda print value "
+    "list dict name data file path line text time number result error string index count "
+    "model token draft target speed cache batch layer"
+).split()
+
+SPACE = "\u2581"  # SentencePiece's word-boundary marker
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    n_embd: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 256
+    n_ctx_train: int = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class PairSpec:
+    shape: ModelShape = ModelShape()
+    draft_layers: int = 1
+    divergence: float = 0.12
+    seed: int = 1234
+    dtype: str = "f32"  # f32 | f16 | q8_0
+    name: str = "spectune-synthetic"
+
+
+def build_vocab(variant: int = 0) -> tuple[list[str], list[float], list[int]]:
+    """Tokens, scores and token types (gguf.TokenType values).
+
+    A nonzero ``variant`` swaps the text of two word pieces: a vocabulary of the
+    same size and type that llama.cpp's draft/target rule rejects.
+    """
+    import gguf
+
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    scores = [0.0, 0.0, 0.0]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(gguf.TokenType.BYTE)
+        scores.append(0.0)
+    seen = set(tokens)
+    pieces: list[str] = [SPACE] + [chr(c) for c in range(33, 127)]
+    for word in WORDS:
+        full = SPACE + word
+        for end in range(2, len(full) + 1):
+            pieces.append(full[:end])
+    for piece in pieces:
+        if piece in seen:
+            continue
+        seen.add(piece)
+        tokens.append(piece)
+        types.append(gguf.TokenType.NORMAL)
+        # longer pieces merge first
+        scores.append(float(len(piece)) - len(tokens) * 1e-4)
+    if variant:
+        i, j = len(tokens) - 1 - variant, len(tokens) - 2 - variant
+        tokens[i], tokens[j] = tokens[j], tokens[i]
+    return tokens, scores, [int(t) for t in types]
+
+
+def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float) -> dict[str, np.ndarray]:
+    d, ff = shape.n_embd, shape.n_ff
+    head_dim = d // shape.n_head
+    kv = shape.n_head_kv * head_dim
+
+    def w(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)).astype(np.float32)
+
+    return {
+        "attn_norm.weight": np.ones(d, dtype=np.float32),
+        "attn_q.weight": w(d, d),
+        "attn_k.weight": w(kv, d),
+        "attn_v.weight": w(kv, d),
+        "attn_output.weight": w(d, d, scale_out),
+        "ffn_norm.weight": np.ones(d, dtype=np.float32),
+        "ffn_gate.weight": w(ff, d),
+        "ffn_up.weight": w(ff, d),
+        "ffn_down.weight": w(d, ff, scale_out),
+    }
+
+
+def _write(
+    path: Path,
+    spec: PairSpec,
+    n_layer: int,
+    embd: np.ndarray,
+    output: np.ndarray,
+    blocks: list[dict[str, np.ndarray]],
+    role: str,
+    vocab_variant: int = 0,
+) -> None:
+    import gguf
+
+    vocab, scores, types = build_vocab(vocab_variant)
+    shape = spec.shape
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"{spec.name}-{role}")
+    w.add_context_length(shape.n_ctx_train)
+    w.add_embedding_length(shape.n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(shape.n_ff)
+    w.add_head_count(shape.n_head)
+    w.add_head_count_kv(shape.n_head_kv)
+    w.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(len(vocab))
+    ftype = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[spec.dtype]
+    w.add_file_type(int(ftype))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(vocab)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+    def put(name: str, arr: np.ndarray) -> None:
+        if arr.ndim == 2 and spec.dtype == "f16":
+            w.add_tensor(name, arr.astype(np.float16))
+        elif arr.ndim == 2 and spec.dtype == "q8_0" and arr.shape[1] % 32 == 0:
+            q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, arr.astype(np.float32))
+
+    put("token_embd.weight", embd)
+    put("output_norm.weight", np.ones(shape.n_embd, dtype=np.float32))
+    put("output.weight", output)
+    for i, block in enumerate(blocks[:n_layer]):
+        for key, arr in block.items():
+            put(f"blk.{i}.{key}", arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_variant: int = 0) -> tuple[Path, Path]:
+    """Write ``target.gguf`` and ``draft.gguf`` into out_dir; return their paths.
+
+    ``draft_vocab_variant`` > 0 gives the draft a vocabulary the target's rejects.
+    """
+    if not 1 <= spec.draft_layers < spec.shape.n_layer:
+        raise ValueError("draft_layers must be at least 1 and fewer than the target's layers")
+    if spec.shape.n_embd % spec.shape.n_head or spec.shape.n_head % spec.shape.n_head_kv:
+        raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(spec.seed)
+    vocab, _, _ = build_vocab()
+    n_vocab, d = len(vocab), spec.shape.n_embd
+    embd = rng.standard_normal((n_vocab, d)).astype(np.float32)
+    output = (rng.standard_normal((n_vocab, d)) * 2.0).astype(np.float32)
+    # control and byte tokens get logit 0, far below the winners: random text
+    # then reads as word pieces and rarely ends early
+    output[: 3 + 256] = 0.0
+    blocks = [
+        _block_tensors(rng, spec.shape, 1.0 if i < spec.draft_layers else spec.divergence)
+        for i in range(spec.shape.n_layer)
+    ]
+    target, draft = out / "target.gguf", out / "draft.gguf"
+    _write(target, spec, spec.shape.n_layer, embd, output, blocks, "target")
+    _write(draft, spec, spec.draft_layers, embd, output, blocks, "draft", draft_vocab_variant)
+    return target, draft
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m engine.models.synthetic", description=__doc__.splitlines()[0])
+    p.add_argument("out_dir")
+    p.add_argument("--n-embd", type=int, default=ModelShape.n_embd)
+    p.add_argument("--n-layer", type=int, default=ModelShape.n_layer)
+    p.add_argument("--n-head", type=int, default=ModelShape.n_head)
+    p.add_argument("--n-head-kv", type=int, default=ModelShape.n_head_kv)
+    p.add_argument("--n-ff", type=int, default=ModelShape.n_ff)
+    p.add_argument("--draft-layers", type=int, default=PairSpec.draft_layers)
+    p.add_argument("--divergence", type=float, default=PairSpec.divergence)
+    p.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f32")
+    p.add_argument("--seed", type=int, default=PairSpec.seed)
+    a = p.parse_args(argv)
+    shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff)
+    spec = PairSpec(shape, a.draft_layers, a.divergence, a.seed, a.dtype)
+    target, draft = write_pair(a.out_dir, spec)
+    json.dump({"target": str(target), "draft": str(draft), "spec": dataclasses.asdict(spec)}, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

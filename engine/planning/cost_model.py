@@ -1,0 +1,102 @@
+"""Predicting speculative tokens/s from measured costs.
+
+Inputs, all measured on the loaded pair:
+- verify(n): ms for the target to process a batch of n tokens with logits at
+  every position (n = 1 is plain decoding; n = K + 1 verifies a K-token draft);
+- draft(n): the same for the draft model (n = 1 per drafted token; n = K + 1
+  when the draft model is fed the verified batch);
+- conditional acceptance a_i: the chance the target keeps draft position i
+  given it kept positions 0..i-1, from the lab's by-position counts.
+
+Per verify step with draft length K:
+    E[tokens] = 1 + sum_{i=1..K} prod_{j<i} a_j        (the bonus token included)
+    T(K)      = K * draft(1) + draft(K + 1) + verify(K + 1)
+    tokens/s  = 1000 * E[tokens] / T(K)
+With a flat verify curve, a constant a_j = alpha, no draft feed and
+draft(1) = c * verify(1), the speedup over 1000 / verify(1) is
+(1 - alpha^(K+1)) / ((1 - alpha) (K c + 1)), Leviathan et al.'s formula;
+the measured curve is what makes large K lose on real hardware.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """ms for a forward pass of n tokens, interpolated linearly between measured sizes."""
+
+    sizes: tuple[int, ...]
+    ms: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.sizes) != len(self.ms) or not self.sizes:
+            raise ValueError("a cost curve needs as many times as sizes, and at least one")
+        if list(self.sizes) != sorted(set(self.sizes)) or self.sizes[0] < 1:
+            raise ValueError("sizes must be increasing and >= 1")
+
+    def at(self, n: float) -> float:
+        xs, ys = np.asarray(self.sizes, float), np.asarray(self.ms, float)
+        if n <= xs[-1] or len(xs) == 1:
+            return float(np.interp(n, xs, ys))
+        slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])  # beyond the last size: the last slope
+        return float(ys[-1] + slope * (n - xs[-1]))
+
+    @classmethod
+    def flat(cls, ms: float) -> CostCurve:
+        return cls((1,), (ms,))
+
+
+def conditional_acceptance(accepted_by_position: list[int], steps: int) -> list[float]:
+    """a_i from by-position counts of drafts that were K long (prefix acceptance)."""
+    out, reached = [], steps
+    for accepted in accepted_by_position:
+        out.append(accepted / reached if reached else 0.0)
+        reached = accepted
+    return out
+
+
+def expected_tokens(cond: list[float], k: int) -> float:
+    """Expected tokens per verify step for a K-token draft (the bonus token included).
+    Positions past the measured ones reuse the last measured chance."""
+    total, keep = 1.0, 1.0
+    for i in range(k):
+        a = cond[i] if i < len(cond) else (cond[-1] if cond else 0.0)
+        keep *= a
+        total += keep
+    return total
+
+
+@dataclass
+class PairCosts:
+    verify: CostCurve
+    draft: CostCurve | None = None
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def baseline_tps(self) -> float:
+        return 1000.0 / self.verify.at(1)
+
+    def step_ms(self, k: int, feed_draft: bool = True) -> float:
+        if k == 0 or self.draft is None:
+            return self.verify.at(k + 1)
+        feed = self.draft.at(k + 1) if feed_draft else 0.0
+        return k * self.draft.at(1) + feed + self.verify.at(k + 1)
+
+    def predict_tps(self, cond: list[float], k: int, feed_draft: bool = True) -> float:
+        return 1000.0 * expected_tokens(cond, k) / self.step_ms(k, feed_draft)
+
+    def best_k(self, cond: list[float], k_max: int = 16) -> tuple[int, float]:
+        scores = [(self.predict_tps(cond, k), k) for k in range(1, k_max + 1)]
+        tps, k = max(scores)
+        return k, tps
+
+
+def leviathan_speedup(alpha: float, k: int, c: float) -> float:
+    """Leviathan et al. (2023), expected walltime improvement for constant acceptance alpha."""
+    if alpha >= 1.0:
+        return (k + 1) / (k * c + 1)
+    return (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1))

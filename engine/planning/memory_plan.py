@@ -1,0 +1,714 @@
+"""How much memory a target (and draft) will take, per device and buffer, before loading them.
+
+Everything here mirrors what the pinned llama.cpp does at load, item by item,
+so the plan can be checked against llama.cpp's own breakdown
+(llama_get_memory_breakdown, Engine.memory()):
+
+weights   src/llama-model.cpp, llama_model_base::load_tensors: the input layer
+          (token_embd) always stays on the CPU; with n_gpu_layers = ngl the
+          repeating layers from i_gpu_start = max(n_layer + 1 - ngl, 0) go to the
+          GPUs, and the output layer (output.weight, output_norm) counts as layer
+          n_layer, so it goes to a GPU only when ngl > n_layer; layers are spread
+          over several GPUs in proportion to their free memory (the "splits",
+          std::upper_bound). A tied output (no output.weight) is a copy of
+          token_embd on the output device. CPU tensors take the first buffer type of
+          make_cpu_buft_list that accepts them: with a GPU that is the GPU's pinned
+          host buffer, which mmap turns back into the file mapping; without a GPU the
+          CPU "extra" buffer types come first (AMX, then CPU_REPACK:
+          ggml-cpu/amx/amx.cpp, ggml-cpu/repack.cpp). The file mapping is a
+          CPU_Mapped buffer whose size is the span from the first to the last byte of
+          its tensors in the file (llama_model_loader::get_mapping_range), not their
+          sum, so it can include bytes of tensors that live elsewhere. GPU tensors take
+          ggml_nbytes rounded up to 128 bytes, plus one 512-element row of padding for
+          quantized types (ggml-cuda: get_alloc_size, MATRIX_ROW_PADDING).
+KV cache  src/llama-kv-cache.cpp, llama_kv_cache::llama_kv_cache: per layer one K
+          tensor of n_embd_k_gqa x kv_size and one V tensor of n_embd_v_gqa x
+          kv_size in the cache types, on the layer's device; kv_size is n_ctx padded
+          to a multiple of 256 (src/llama-context.cpp: GGML_PAD(n_ctx, 256)). The
+          draft has its own cache of the target's context size.
+compute   an empirical fit of llama.cpp's reserved compute buffer (see
+          compute_buffer_bytes), measured on the CPU backend.
+output    llama_context::output_reserve: n_vocab x n_outputs floats of logits in
+          host memory (CPU or the GPU's pinned host buffer). llama.cpp does not list
+          it in its memory breakdown, so it is reported but not compared.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
+
+KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
+KV_PAD = 256  # GGML_PAD(n_ctx, 256) in llama_context
+CPU_ALIGNMENT = 32  # TENSOR_ALIGNMENT (CPU, AMX and repack buffers)
+CUDA_ALIGNMENT = 128  # ggml_backend_cuda_buffer_type_get_alignment
+CUDA_MATRIX_ROW_PADDING = 512  # ggml-cuda/common.cuh
+DEFAULT_N_BATCH = 2048
+DEFAULT_N_UBATCH = 512
+# specrt and llama-server size their output buffers for the longest draft: 1 + draft_n_max outputs per
+# sequence (common_speculative_get_output_limits); specrt allows drafts up to 64 tokens
+DEFAULT_N_OUTPUTS = 65
+
+CPU = "CPU"
+
+
+class PlanError(ValueError):
+    """The plan cannot be made from these inputs; the message says why."""
+
+
+@dataclass(frozen=True)
+class GpuBudget:
+    """A GPU as llama.cpp names it (CUDA0, CUDA1, ...) and its free memory in bytes."""
+
+    name: str
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    model: str  # "target" | "draft"
+    kind: str  # "weights" | "kv_cache" | "compute" | "output"
+    buffer_type: str  # llama.cpp's buffer type name: CUDA0, CUDA_Host, CPU, CPU_Mapped, AMX, CPU_REPACK
+    device: str  # where the bytes live: a GPU name, or CPU for host memory
+    bytes: int
+    detail: str = ""
+
+
+@dataclass
+class MemoryPlan:
+    items: list[PlanItem]
+    n_ctx: int  # the context llama.cpp allocates (padded)
+    n_ubatch: dict[str, int]  # model -> tokens of the worst-case graph llama.cpp reserves
+    layers: dict[str, dict]  # model -> {"by_device": {device: repeating layers}, "output_device": ...}
+    gpus: list[GpuBudget] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def total(
+        self,
+        *,
+        model: str | None = None,
+        kind: str | None = None,
+        device: str | None = None,
+        buffer_type: str | None = None,
+    ) -> int:
+        return sum(
+            i.bytes
+            for i in self.items
+            if (model is None or i.model == model)
+            and (kind is None or i.kind == kind)
+            and (device is None or i.device == device)
+            and (buffer_type is None or i.buffer_type == buffer_type)
+        )
+
+    def device_totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in self.items:
+            out[i.device] = out.get(i.device, 0) + i.bytes
+        return out
+
+    @property
+    def fits(self) -> bool | None:
+        """Every GPU's planned bytes within its free memory; None without a GPU budget."""
+        if not self.gpus:
+            return None
+        totals = self.device_totals()
+        return all(totals.get(g.name, 0) <= g.free_bytes for g in self.gpus)
+
+    def to_dict(self) -> dict:
+        totals = self.device_totals()
+        return {
+            "n_ctx": self.n_ctx,
+            "n_ubatch": self.n_ubatch,
+            "layers": self.layers,
+            "items": [vars(i).copy() for i in self.items],
+            "totals": {
+                "by_device": totals,
+                "vram_bytes": sum(v for k, v in totals.items() if k != CPU),
+                "host_bytes": totals.get(CPU, 0),
+                "all_bytes": sum(totals.values()),
+            },
+            "gpus": [
+                {
+                    "name": g.name,
+                    "free_bytes": g.free_bytes,
+                    "planned_bytes": totals.get(g.name, 0),
+                    "headroom_bytes": g.free_bytes - totals.get(g.name, 0),
+                }
+                for g in self.gpus
+            ],
+            "fits": self.fits,
+            "notes": self.notes,
+        }
+
+
+# -- where each layer goes -----------------------------------------------------------
+
+
+def layer_devices(n_layer: int, n_gpu_layers: int, gpus: list[GpuBudget]) -> list[str]:
+    """Device of layers 0..n_layer-1 and of the output layer (index n_layer), as load_tensors assigns them.
+
+    n_gpu_layers < 0 means all (llama_model::n_gpu_layers: n_layer + 1).
+    """
+    if n_layer < 0:
+        raise PlanError(f"a model cannot have {n_layer} layers")
+    ngl = n_layer + 1 if n_gpu_layers < 0 else n_gpu_layers
+    i_gpu_start = max(n_layer + 1 - ngl, 0)
+    act_gpu_layers = min(ngl, n_layer + 1) if gpus else 0
+    # default split: by free memory, normalised to cumulative split points
+    free = [max(g.free_bytes, 0) for g in gpus]
+    total = sum(free)
+    splits, acc = [], 0.0
+    for f in free:
+        acc += f / total if total else 1.0 / len(free)
+        splits.append(acc)
+    out = []
+    for il in range(n_layer + 1):
+        if il < i_gpu_start or il - i_gpu_start >= act_gpu_layers:
+            out.append(CPU)
+        else:
+            index = bisect.bisect_right(splits, (il - i_gpu_start) / act_gpu_layers)
+            out.append(gpus[min(index, len(gpus) - 1)].name)
+    return out
+
+
+_BLOCK = re.compile(r"^blk\.(\d+)\.")
+_GET_ROWS_NAMES = (
+    "token_embd",
+    "pos_embd",
+    "token_types",
+    "per_layer_token_embd",
+    "nextn.embed_tokens",
+    "d2t",
+    "markov_w1",
+    "selector_predecessor",
+    "selector_successor",
+)
+
+
+def tensor_layer(name: str, n_layer: int) -> int | None:
+    """Layer index of a tensor; n_layer for the output layer; None for the input layer."""
+    m = _BLOCK.match(name)
+    if m:
+        return int(m.group(1))
+    return n_layer if name.startswith("output") else None
+
+
+def tensor_op(t: TensorInfo) -> str:
+    """The op llama.cpp probes buffer types with (LLM_TENSOR_INFOS), by name."""
+    base = _BLOCK.sub("", t.name).removesuffix(".weight")
+    if base in _GET_ROWS_NAMES:
+        return "GET_ROWS"
+    if "_exps" in base:
+        return "MUL_MAT_ID"
+    if len(t.shape) >= 2 and t.name.endswith(".weight"):
+        return "MUL_MAT"
+    return "OTHER"
+
+
+# -- CPU extra buffer types ------------------------------------------------------------
+
+# AMX (ggml-cpu/amx/amx.cpp, extra_buffer_type::supports_op): row alignment per weight type
+_AMX_K_ALIGN = {"F16": 16, "Q4_0": 32, "Q4_1": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
+# bytes AMX adds per block when it packs a row (amx/mmq.cpp, get_row_size)
+_AMX_EXTRA_PER_BLOCK = {"Q8_0": 4, "Q4_K": 4, "Q5_K": 4, "IQ4_XS": 2}
+# CPU_REPACK on x86 (ggml-cpu/repack.cpp, ggml_repack_get_optimal_repack_type): type -> CPU feature needed
+_REPACK_X86 = {"Q4_0": "avx2", "Q4_K": "avx2", "IQ4_NL": "avx2", "MXFP4": "avx2", "Q2_K": "avx512"}
+
+
+def cpu_extra_buffer(t: TensorInfo, cpu_features: Iterable[str]) -> tuple[str, int] | None:
+    """(buffer type, bytes) of the first CPU extra buffer type that takes this tensor, or None."""
+    features = set(cpu_features)
+    op = tensor_op(t)
+    if op != "MUL_MAT":
+        return None
+    ne0, ne1 = t.shape[0], t.shape[1]
+    if "amx" in features and t.type_name in _AMX_K_ALIGN and ne1 % 32 == 0 and ne0 % _AMX_K_ALIGN[t.type_name] == 0:
+        block = GGML_TYPES[t.type_id][1]
+        extra = _AMX_EXTRA_PER_BLOCK.get(t.type_name, 0) * (ne0 // block) * (t.n_elements // ne0)
+        return "AMX", t.n_bytes + extra
+    needed = _REPACK_X86.get(t.type_name)
+    if needed and needed in features and len(t.shape) == 2 and ne1 % 8 == 0:
+        return "CPU_REPACK", t.n_bytes
+    return None
+
+
+def _align(n: int, alignment: int) -> int:
+    return n + (-n) % alignment
+
+
+def gpu_tensor_bytes(type_name: str, shape: tuple[int, ...], n_bytes: int) -> int:
+    """What a CUDA buffer allocates for a tensor (before the 128-byte rounding)."""
+    block = GGML_TYPES[GGML_TYPE_IDS[type_name]][1]
+    if block > 1 and shape and shape[0] % CUDA_MATRIX_ROW_PADDING:
+        n_bytes += ggml_row_bytes(type_name, CUDA_MATRIX_ROW_PADDING - shape[0] % CUDA_MATRIX_ROW_PADDING)
+    return n_bytes
+
+
+# -- weights, KV cache, compute ------------------------------------------------------------
+
+
+def weight_items(
+    info: ModelInfo,
+    model: str,
+    devices: list[str],
+    cpu_features: Iterable[str],
+    use_mmap: bool = True,
+    host_buffer: str | None = None,
+) -> list[PlanItem]:
+    """Weights per buffer type. host_buffer: the GPU's pinned host buffer type (CUDA_Host) when GPUs exist."""
+    n_layer = len(devices) - 1
+    by_buffer: dict[str, int] = {}
+    mapped: list[TensorInfo] = []
+
+    def place(t: TensorInfo, device: str, duplicate: bool = False) -> None:
+        if device != CPU:
+            size = _align(gpu_tensor_bytes(t.type_name, t.shape, t.n_bytes), CUDA_ALIGNMENT)
+            by_buffer[device] = by_buffer.get(device, 0) + size
+            return
+        # the pinned host buffer precedes the extra buffer types in make_cpu_buft_list
+        extra = None if host_buffer else cpu_extra_buffer(t, cpu_features)
+        if extra:
+            by_buffer[extra[0]] = by_buffer.get(extra[0], 0) + _align(extra[1], CPU_ALIGNMENT)
+        elif use_mmap:
+            if not duplicate:  # a duplicate reads the same bytes of the mapping
+                mapped.append(t)
+        else:
+            buffer = host_buffer or CPU
+            by_buffer[buffer] = by_buffer.get(buffer, 0) + _align(t.n_bytes, CPU_ALIGNMENT)
+
+    names = {t.name for t in info.tensors}
+    for t in info.tensors:
+        layer = tensor_layer(t.name, n_layer)
+        place(t, CPU if layer is None or layer > n_layer else devices[layer])
+    embd = next((t for t in info.tensors if t.name == "token_embd.weight"), None)
+    if "output.weight" not in names and embd is not None:
+        # tied embeddings: llama.cpp creates output.weight as a duplicate of token_embd on the output device
+        place(
+            TensorInfo(
+                "output.weight", embd.shape, embd.type_name, embd.type_id, embd.offset, embd.n_elements, embd.n_bytes
+            ),
+            devices[n_layer],
+            duplicate=True,
+        )
+    if mapped:
+        by_buffer["CPU_Mapped"] = max(t.offset + t.n_bytes for t in mapped) - min(t.offset for t in mapped)
+    items = []
+    for buffer_type, size in by_buffer.items():
+        device = CPU if buffer_type in (CPU, "CPU_Mapped", "AMX", "CPU_REPACK", host_buffer) else buffer_type
+        items.append(PlanItem(model, "weights", buffer_type, device, size, _weights_detail(buffer_type)))
+    return items
+
+
+def _weights_detail(buffer_type: str) -> str:
+    return {
+        "CPU_Mapped": "span of the file mapped for the CPU tensors",
+        "AMX": "CPU weights repacked for AMX",
+        "CPU_REPACK": "CPU weights repacked for SIMD",
+        CPU: "CPU weights read into memory",
+    }.get(buffer_type, "CPU weights in pinned memory" if buffer_type.endswith("_Host") else "GPU weights")
+
+
+def kv_cache_items(
+    info: ModelInfo, model: str, devices: list[str], kv_size: int, cache_type_k: str, cache_type_v: str
+) -> list[PlanItem]:
+    n_layer = len(devices) - 1
+    heads_kv = info.arch_value("attention.head_count_kv")
+    per_layer_kv = heads_kv if isinstance(heads_kv, list) else [info.n_head_kv] * n_layer
+    by_device: dict[str, int] = {}
+    for il in range(n_layer):
+        n_head_kv = per_layer_kv[il] if il < len(per_layer_kv) else info.n_head_kv
+        if not n_head_kv:
+            continue  # a layer without attention keeps no KV cache
+        size = 0
+        for cache_type, head_dim in ((cache_type_k, info.head_dim_k), (cache_type_v, info.head_dim_v)):
+            n_embd_gqa = (head_dim or 0) * n_head_kv
+            shape = (n_embd_gqa, kv_size)
+            n_bytes = ggml_row_bytes(cache_type, n_embd_gqa) * kv_size
+            if devices[il] == CPU:
+                size += _align(n_bytes, CPU_ALIGNMENT)
+            else:
+                size += _align(gpu_tensor_bytes(cache_type.upper(), shape, n_bytes), CUDA_ALIGNMENT)
+        by_device[devices[il]] = by_device.get(devices[il], 0) + size
+    return [
+        PlanItem(model, "kv_cache", device, device, size, f"K {cache_type_k} + V {cache_type_v}, {kv_size} cells")
+        for device, size in by_device.items()
+    ]
+
+
+def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: int, flash_attn: bool = True) -> int:
+    """llama.cpp's reserved compute buffer for one context: an empirical fit.
+
+    llama.cpp reserves the worst-case graph (n_ubatch tokens, min(n_ubatch,
+    n_outputs_max) outputs) and ggml-alloc packs its tensors; the peak is the
+    largest of four phases, in bytes (T = n_ubatch tokens, E = n_embd,
+    q = n_head * head_dim_k, F = n_ff, V = n_vocab, O = outputs, n_kv = padded context):
+
+      attention  4*T*(3E + 2q) + mask + 24*T + 288
+      FFN        4*T*(2F + 4E + (F if F > 2E else 0)) + mask + 24*T + 288
+                 (only with 2 or more layers: the last layer runs its FFN on the
+                 output rows alone)
+      output     4*O*V + 4*T*E + 12*O*E + 2064
+      last FFN   4*O*(2F + 2E + (F if F > 2E else 0)) + 4*T*E   (the FFN on the output rows)
+      mask       2*n_kv*T (f16, flash attention)
+
+    Fitted on the CPU backend of the pinned llama.cpp (flash attention on, as
+    llama.cpp's auto setting chooses) over 26 llama shapes x 3-4 contexts (E 128-4096,
+    F/E 1-6, q/E 0.5-2, V 580-152k, contexts 300-16384). Error against llama.cpp's
+    reported size: exact (within 32 bytes) where the FFN or attention phase dominates
+    and q = E; the output phase within -4.9% .. +1.7% on models of 2 or more layers;
+    FFN-dominated shapes with q != E within -11% .. +18% (fragmentation in
+    ggml-alloc that this fit does not model); one-layer models with a large
+    vocabulary down to -13%, and one-layer models at contexts of 256 or less down to
+    -14%. Without flash attention the n_kv x T x n_head score
+    matrix and an f32 mask are added to the attention phase (a rougher estimate).
+    On CUDA the same graph is reserved; the fit is not verified there.
+    """
+    E, F = info.n_embd or 0, info.n_ff or 0
+    q = (info.n_head or 0) * (info.head_dim_k or 0)
+    V = info.vocab.n_tokens
+    T, O = n_ubatch, min(n_ubatch, n_outputs)  # noqa: E741 (the formula's own names: tokens, outputs)
+    small = 24 * T + 288
+    if flash_attn:
+        mask = 2 * n_ctx * T
+        attention = 4 * T * (3 * E + 2 * q) + mask + small
+    else:
+        mask = 4 * n_ctx * T
+        attention = 4 * n_ctx * T * (info.n_head or 0) + 4 * T * (3 * E + 2 * q) + mask + small
+    last_layer_ffn = 4 * O * (2 * F + 2 * E + (F if F > 2 * E else 0)) + 4 * T * E
+    phases = [attention, 4 * O * V + 4 * T * E + 12 * O * E + 2064, last_layer_ffn]
+    if (info.block_count or 0) >= 2:
+        phases.append(4 * T * (2 * F + 4 * E + (F if F > 2 * E else 0)) + mask + small)
+    return max(phases)
+
+
+# -- a model from its numbers, without a file ----------------------------------------------
+
+# src/llama-quant.cpp, tensor_type_fallback: the type a row that a 256-block type cannot hold gets instead
+_QUANT_FALLBACK = {
+    **dict.fromkeys(("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS"), "IQ4_NL"),
+    **dict.fromkeys(("Q2_K", "Q3_K", "TQ1_0", "TQ2_0"), "Q4_0"),
+    "Q4_K": "Q5_0",
+    "Q5_K": "Q5_1",
+    "Q6_K": "Q8_0",
+}
+
+
+def _block(type_name: str) -> int:
+    return GGML_TYPES[GGML_TYPE_IDS[type_name]][1]
+
+
+def model_info_from_numbers(
+    *,
+    architecture: str,
+    n_layer: int,
+    n_embd: int,
+    n_head: int,
+    n_head_kv: int,
+    head_dim: int,
+    n_ff: int,
+    n_vocab: int,
+    n_ctx_train: int,
+    tied_embeddings: bool = False,
+    weight_type: str = "F16",
+    bits_per_weight: float | None = None,
+    name: str = "",
+) -> ModelInfo:
+    """A ModelInfo with the tensors of a llama-style decoder, so a model can be planned before it is downloaded.
+
+    The tensor list is what llama.cpp's converter writes for llama / qwen2 / qwen3 /
+    gemma / mistral / phi3-style decoders: token_embd, per layer attn_q/k/v/output and
+    ffn_gate/up/down with their norms, output_norm and (unless tied) output. Weight
+    matrices take weight_type; their bytes are n_elements x bits_per_weight / 8 when
+    bits_per_weight is given (a quant mix's average, e.g. 4.9 for Q4_K_M) and ggml's
+    exact size otherwise. A matrix whose rows are not a whole number of weight_type
+    blocks takes llama-quantize's fallback type instead, at that type's exact size
+    (src/llama-quant.cpp, tensor_type_fallback: Q4_K -> Q5_0, Q6_K -> Q8_0, ...; F16
+    when even the fallback does not divide the row).
+    Norms are F32. Biases, per-layer extras and vision towers are left out (well under
+    1% of the bytes of the models this is used for). plan_memory treats the result
+    like a file's header; only the CPU mapping span has no file behind it.
+    """
+    numbers = dict(
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim=head_dim,
+        n_ff=n_ff,
+        n_vocab=n_vocab,
+        n_ctx_train=n_ctx_train,
+    )
+    bad = [k for k, v in numbers.items() if not isinstance(v, int) or v <= 0]
+    if bad:
+        raise PlanError(f"model numbers must be positive integers: {', '.join(bad)}")
+    weight_type = weight_type.upper()
+    if weight_type not in GGML_TYPE_IDS:
+        raise PlanError(f"unknown ggml type {weight_type!r}")
+    if bits_per_weight is not None and not 0 < bits_per_weight <= 32:
+        raise PlanError(f"bits per weight must be in (0, 32], got {bits_per_weight}")
+    tensors: list[TensorInfo] = []
+    offset = 0
+
+    def add(tensor_name: str, shape: tuple[int, ...], matrix: bool = True) -> None:
+        nonlocal offset
+        type_name = weight_type if matrix else "F32"
+        fallback = matrix and shape[0] % _block(type_name) != 0
+        if fallback:
+            type_name = _QUANT_FALLBACK.get(type_name, type_name)
+            if shape[0] % _block(type_name):
+                type_name = "F16"
+        n_elements = 1
+        for d in shape:
+            n_elements *= d
+        if matrix and bits_per_weight is not None and not fallback:
+            n_bytes = int(-(-n_elements * bits_per_weight // 8))
+        else:
+            n_bytes = ggml_row_bytes(type_name, shape[0]) * (n_elements // shape[0])
+        tensors.append(TensorInfo(tensor_name, shape, type_name, GGML_TYPE_IDS[type_name], offset, n_elements, n_bytes))
+        offset += _align(n_bytes, CPU_ALIGNMENT)
+
+    q, kv = n_head * head_dim, n_head_kv * head_dim
+    add("token_embd.weight", (n_embd, n_vocab))
+    for il in range(n_layer):
+        add(f"blk.{il}.attn_norm.weight", (n_embd,), matrix=False)
+        add(f"blk.{il}.attn_q.weight", (n_embd, q))
+        add(f"blk.{il}.attn_k.weight", (n_embd, kv))
+        add(f"blk.{il}.attn_v.weight", (n_embd, kv))
+        add(f"blk.{il}.attn_output.weight", (q, n_embd))
+        add(f"blk.{il}.ffn_norm.weight", (n_embd,), matrix=False)
+        add(f"blk.{il}.ffn_gate.weight", (n_embd, n_ff))
+        add(f"blk.{il}.ffn_up.weight", (n_embd, n_ff))
+        add(f"blk.{il}.ffn_down.weight", (n_ff, n_embd))
+    add("output_norm.weight", (n_embd,), matrix=False)
+    if not tied_embeddings:
+        add("output.weight", (n_embd, n_vocab))
+    metadata = {
+        "general.architecture": architecture,
+        "general.name": name,
+        f"{architecture}.block_count": n_layer,
+        f"{architecture}.embedding_length": n_embd,
+        f"{architecture}.attention.head_count": n_head,
+        f"{architecture}.attention.head_count_kv": n_head_kv,
+        f"{architecture}.attention.key_length": head_dim,
+        f"{architecture}.attention.value_length": head_dim,
+        f"{architecture}.feed_forward_length": n_ff,
+        f"{architecture}.context_length": n_ctx_train,
+    }
+    vocab = VocabInfo(None, None, "BPE", n_vocab, -1, -1, False, False, None, None)
+    return ModelInfo(
+        path=f"<{name or architecture} from numbers>",
+        file_size=offset,
+        version=3,
+        alignment=CPU_ALIGNMENT,
+        data_offset=0,
+        metadata=metadata,
+        tensors=tensors,
+        vocab=vocab,
+    )
+
+
+# -- the plan -------------------------------------------------------------------------------
+
+
+def _check_model(info: ModelInfo, role: str) -> None:
+    missing = [
+        name
+        for name, value in (
+            ("block_count", info.block_count),
+            ("embedding_length", info.n_embd),
+            ("attention.head_count", info.n_head),
+        )
+        if not value
+    ]
+    if missing:
+        raise PlanError(
+            f"the {role} model {info.path} does not state {', '.join(missing)} "
+            f"for architecture {info.architecture!r}; it cannot be planned"
+        )
+    if not info.tensors:
+        raise PlanError(f"the {role} model {info.path} holds no tensors (a vocab-only file)")
+
+
+def _check_cache_type(name: str, which: str) -> str:
+    if name.lower() not in KV_CACHE_TYPES:
+        raise PlanError(f"{which} cache type {name!r} is not one llama.cpp accepts ({', '.join(KV_CACHE_TYPES)})")
+    return name.lower()
+
+
+def plan_memory(
+    target: ModelInfo,
+    n_ctx: int,
+    *,
+    draft: ModelInfo | None = None,
+    n_gpu_layers: int = -1,
+    n_gpu_layers_draft: int = -1,
+    cache_type_k: str = "f16",
+    cache_type_v: str = "f16",
+    cache_type_k_draft: str = "f16",
+    cache_type_v_draft: str = "f16",
+    gpus: list[GpuBudget] | None = None,
+    cpu_features: Iterable[str] = (),
+    n_batch: int = DEFAULT_N_BATCH,
+    n_ubatch: int = DEFAULT_N_UBATCH,
+    n_outputs: int = DEFAULT_N_OUTPUTS,
+    n_outputs_draft: int | None = None,
+    flash_attn: bool = True,
+    use_mmap: bool = True,
+) -> MemoryPlan:
+    """The memory plan of a target (and draft) loaded as specrt / llama-server load them.
+
+    n_ctx 0 means the target's trained context. gpus empty: a CPU-only build.
+    cpu_features (engine.planning.hardware.cpu_features) decide the CPU extra buffer types.
+    n_outputs: output rows the contexts are sized for; specrt uses 65 for both,
+    llama-server n_parallel * (1 + draft_n_max) for the target and n_parallel for
+    the draft.
+    """
+    gpus = list(gpus or [])
+    cpu_features = tuple(cpu_features)
+    _check_model(target, "target")
+    if draft is not None:
+        _check_model(draft, "draft")
+    ctk, ctv = _check_cache_type(cache_type_k, "K"), _check_cache_type(cache_type_v, "V")
+    ctkd, ctvd = _check_cache_type(cache_type_k_draft, "draft K"), _check_cache_type(cache_type_v_draft, "draft V")
+    quantized_v = [t for t in (ctv, ctvd) if GGML_TYPES[GGML_TYPE_IDS[t.upper()]][1] > 1]
+    if quantized_v and not flash_attn:
+        raise PlanError(f"a quantized V cache ({quantized_v[0]}) needs flash attention, which is off")
+    if n_ctx < 0 or n_batch < 1 or n_ubatch < 1 or n_outputs < 1:
+        raise PlanError("n_ctx must be >= 0 and n_batch, n_ubatch and n_outputs >= 1")
+    requested_ctx = n_ctx or target.n_ctx_train or 0
+    if requested_ctx <= 0:
+        raise PlanError(f"no context size given and {target.path} does not state its trained context")
+    kv_size = _align(requested_ctx, KV_PAD)
+
+    items: list[PlanItem] = []
+    layers: dict[str, dict] = {}
+    ubatches: dict[str, int] = {}
+    notes: list[str] = []
+    # the draft context is asked for the target's allocated context (common/speculative.cpp:
+    # cparams.n_ctx = llama_n_ctx(ctx_tgt)), so its batch cap differs from the target's
+    models = [("target", target, requested_ctx, n_gpu_layers, ctk, ctv, n_outputs)]
+    if draft is not None:
+        models.append(
+            (
+                "draft",
+                draft,
+                kv_size,
+                n_gpu_layers_draft,
+                ctkd,
+                ctvd,
+                n_outputs if n_outputs_draft is None else n_outputs_draft,
+            )
+        )
+    for role, info, ctx_asked, ngl, type_k, type_v, outputs in models:
+        # llama_context: n_batch is capped by the requested (unpadded) context, n_ubatch by n_batch
+        batch = min(ctx_asked, n_batch)
+        ubatch = ubatches[role] = min(batch, n_ubatch)
+        devices = layer_devices(info.block_count or 0, ngl, gpus)
+        counts: dict[str, int] = {}
+        for device in devices[:-1]:
+            counts[device] = counts.get(device, 0) + 1
+        layers[role] = {"by_device": counts, "output_device": devices[-1]}
+        items += weight_items(info, role, devices, cpu_features, use_mmap, _host_buffer(gpus) if gpus else None)
+        items += kv_cache_items(info, role, devices, kv_size, type_k, type_v)
+        items += _compute_items(info, role, devices, gpus, kv_size, ubatch, outputs, flash_attn)
+        host = CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus)
+        items.append(
+            PlanItem(
+                role,
+                "output",
+                host,
+                CPU,
+                info.vocab.n_tokens * min(outputs, batch) * 4,
+                f"logits of {min(outputs, batch)} outputs (host memory, not in llama.cpp's breakdown)",
+            )
+        )
+        for key in ("attention.sliding_window", "ssm.state_size", "expert_count"):
+            if info.arch_value(key):
+                notes.append(
+                    f"{role}: {info.architecture}.{key} is set; sliding-window caches, recurrent state and "
+                    "expert routing buffers are not modelled, so the plan may be off for this model"
+                )
+    return MemoryPlan(items, kv_size, ubatches, layers, gpus, notes)
+
+
+def _host_buffer(gpus: list[GpuBudget]) -> str:
+    """The first GPU's pinned host buffer type (CUDA0 -> CUDA_Host); plain CPU memory without GPUs."""
+    return f"{gpus[0].name.rstrip('0123456789')}_Host" if gpus else CPU
+
+
+def _compute_items(
+    info: ModelInfo,
+    role: str,
+    devices: list[str],
+    gpus: list[GpuBudget],
+    kv_size: int,
+    ubatch: int,
+    outputs: int,
+    flash_attn: bool,
+) -> list[PlanItem]:
+    size = compute_buffer_bytes(info, kv_size, ubatch, outputs, flash_attn)
+    if not gpus:
+        return [PlanItem(role, "compute", CPU, CPU, size, "empirical fit (see compute_buffer_bytes)")]
+    # each device that runs layers reserves the worst-case graph; the CPU keeps at least the
+    # input embeddings (get_rows of token_embd) in the GPU's pinned host buffer
+    items = []
+    host_buffer = _host_buffer(gpus)
+    for device in dict.fromkeys(devices):
+        if device == CPU:
+            continue
+        items.append(PlanItem(role, "compute", device, device, size, "empirical fit (CPU-measured)"))
+    cpu_size = size if CPU in devices[:-1] else 2 * 4 * ubatch * (info.n_embd or 0)
+    items.append(
+        PlanItem(
+            role,
+            "compute",
+            host_buffer,
+            CPU,
+            cpu_size,
+            "CPU graph" if CPU in devices[:-1] else "input embeddings (estimate)",
+        )
+    )
+    return items
+
+
+def parse_size(text: str) -> int:
+    """'24GiB', '24G', '8000M', '1.5T', '123456' -> bytes (binary units)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise PlanError(f"cannot read the size {text!r}; write it like 24GiB, 8000M or 1.5T")
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)
+
+
+def format_bytes(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def format_plan(plan: MemoryPlan) -> str:
+    d = plan.to_dict()
+    lines = [
+        f"context {plan.n_ctx} cells, micro-batch "
+        + ", ".join(f"{n} tokens ({role})" for role, n in plan.n_ubatch.items())
+    ]
+    for role, placement in plan.layers.items():
+        placed = ", ".join(f"{n} on {dev}" for dev, n in placement["by_device"].items())
+        lines.append(f"{role}: layers {placed}; output layer on {placement['output_device']}")
+    lines.append(f"{'model':<7} {'item':<9} {'buffer':<11} {'device':<7} {'size':>12}")
+    for i in plan.items:
+        lines.append(
+            f"{i.model:<7} {i.kind:<9} {i.buffer_type:<11} {i.device:<7} {format_bytes(i.bytes):>12}  {i.detail}"
+        )
+    for device, total in d["totals"]["by_device"].items():
+        lines.append(f"total on {device}: {format_bytes(total)}")
+    for g in d["gpus"]:
+        verdict = "fits" if g["headroom_bytes"] >= 0 else "does NOT fit"
+        lines.append(
+            f"{g['name']}: {format_bytes(g['planned_bytes'])} of {format_bytes(g['free_bytes'])} free: "
+            f"{verdict} ({format_bytes(g['headroom_bytes'])} headroom)"
+        )
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)

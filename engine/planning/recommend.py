@@ -1,0 +1,653 @@
+"""What should I run: ranked target/draft/quantization choices that fit a memory budget.
+
+budget   free VRAM of the GPUs (NVML, engine.planning.hardware) or a size the user gives;
+         without a GPU, available RAM for a CPU-only run. Headroom is kept back
+         on every device: max(512 MiB, 5%) for the driver, other programs and the
+         plan's own error.
+plan     engine.planning.memory_plan on models built from the catalog's numbers
+         (model_info_from_numbers): weights, both KV caches at the target's
+         context, compute and output buffers.
+pairs    drafts share the target's tokenizer, have at most MAX_DRAFT_SHARE of its
+         parameters and come from its own family when it has any; each target
+         quant is listed once, with its best draft and draft quant.
+rank     score = size + quant + speed, in points (each part reported):
+           size   10 x log2(target parameters in billions)  (twice the size: +10)
+           quant  -20 x perplexity increase of the target's quant on Llama-3-8B
+                  (llama.cpp's quantize table; types without a published figure
+                  are interpolated by bits per weight along the K-quants, and say so)
+           speed  10 x log2(expected speedup of the pair)
+         The expected speedup is Leviathan et al.'s formula for a bandwidth-bound
+         decoder (engine.planning.cost_model.leviathan_speedup): a step reads the draft's
+         weights K times and the target's once, so the draft cost ratio is
+         c = draft bytes / target bytes read per token; the acceptance is a prior
+         (ACCEPTANCE_PRIOR, lowered for a coarse draft quant) until the
+         lab measures the real one; K is the best of 1..8.
+         tokens/s ~ bandwidth / target bytes per token x speedup, an upper bound
+         shown when the bandwidth is known.
+left out near-misses (within 25% of the budget, or fitting but not worth a
+         draft) come with the reason; models without a same-tokenizer draft in
+         the catalog, or whose trained context is shorter than asked, are named.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from engine.models.catalog import BUNDLED, Catalog, Model, ModelFile
+from engine.models.gguf_inspect import ModelInfo
+from engine.planning.cost_model import leviathan_speedup
+from engine.planning.memory_plan import (
+    KV_PAD,
+    GpuBudget,
+    MemoryPlan,
+    PlanError,
+    format_bytes,
+    model_info_from_numbers,
+    parse_size,
+    plan_memory,
+)
+
+ACCEPTANCE_PRIOR = 0.70  # same-family instruct draft, temperature 0; llama.cpp issue 5877 measured 0.72 (8B + 1B)
+K_RANGE = range(1, 9)
+MIN_SPEEDUP = 1.05  # below this a draft is not worth its memory
+NEAR_MISS_RATIO = 1.25  # plans up to 25% over the usable memory are reported as near-misses
+HEADROOM_MIN = 512 * 2**20
+HEADROOM_SHARE = 0.05
+DEFAULT_CTX = 8192
+DRAFT_QUANTS = ("Q8_0", "Q6_K", "Q4_K_M", "F16")  # the draft quants worth trying, best acceptance first
+# acceptance lost per unit of the draft quant's perplexity increase: small drafts suffer more from
+# quantization than the 8B model the table was measured on, so this is larger than a plain ratio would be
+DRAFT_QUANT_PENALTY = 0.5
+# drafts above this share of the target's parameters cost too much per token to pay off (c > ~0.3)
+MAX_DRAFT_SHARE = 0.3
+
+
+class RecommendError(ValueError):
+    """The budget or the request cannot be used; the message says why."""
+
+
+# -- the budget --------------------------------------------------------------------------------
+
+
+def headroom(free_bytes: int) -> int:
+    return max(HEADROOM_MIN, int(free_bytes * HEADROOM_SHARE))
+
+
+@dataclass(frozen=True)
+class Budget:
+    kind: str  # "gpu" | "cpu"
+    gpus: tuple[GpuBudget, ...] = ()  # llama.cpp names and free bytes (gpu)
+    ram_bytes: int | None = None  # available RAM (cpu)
+    bandwidth_bytes_per_s: float | None = None
+    source: str = ""
+
+    @property
+    def free_bytes(self) -> int:
+        return sum(g.free_bytes for g in self.gpus) if self.kind == "gpu" else (self.ram_bytes or 0)
+
+    @property
+    def headroom_bytes(self) -> int:
+        if self.kind == "gpu":
+            return sum(headroom(g.free_bytes) for g in self.gpus)
+        return headroom(self.ram_bytes or 0)
+
+    @property
+    def usable_bytes(self) -> int:
+        return self.free_bytes - self.headroom_bytes
+
+    def describe(self) -> str:
+        bw = f", peak bandwidth {self.bandwidth_bytes_per_s / 1e9:.0f} GB/s" if self.bandwidth_bytes_per_s else ""
+        where = (
+            ", ".join(f"{g.name} {format_bytes(g.free_bytes)} free" for g in self.gpus)
+            if self.kind == "gpu"
+            else f"CPU only, {format_bytes(self.ram_bytes or 0)} RAM available"
+        )
+        return f"{where} ({self.source}); {format_bytes(self.headroom_bytes)} kept as headroom{bw}"
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "gpus": [{"name": g.name, "free_bytes": g.free_bytes} for g in self.gpus],
+            "ram_bytes": self.ram_bytes,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "free_bytes": self.free_bytes,
+            "headroom_bytes": self.headroom_bytes,
+            "usable_bytes": self.usable_bytes,
+            "source": self.source,
+        }
+
+
+def budget_from_size(text: str, bandwidth_gb_s: float | None = None) -> Budget:
+    """--vram 12GiB: one GPU (CUDA0) with that much free memory."""
+    try:
+        size = parse_size(text)
+    except PlanError as exc:
+        raise RecommendError(str(exc)) from None
+    if size <= HEADROOM_MIN:
+        raise RecommendError(f"--vram {text} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
+    return Budget(
+        "gpu", (GpuBudget("CUDA0", size),), None, bandwidth_gb_s * 1e9 if bandwidth_gb_s else None, f"--vram {text}"
+    )
+
+
+def budget_from_hardware(nvml: ModuleType | None = None, bandwidth_gb_s: float | None = None) -> Budget:
+    """--vram auto: the free VRAM of every GPU NVML reports; without one, available RAM for the CPU."""
+    from engine.planning.hardware import probe
+
+    report = probe(nvml)
+    gpus = [g for g in report.gpus if g.memory_free_bytes]
+    if gpus:
+        bandwidths = [g.peak_memory_bandwidth_bytes_per_s for g in gpus if g.peak_memory_bandwidth_bytes_per_s]
+        # layers are split over the GPUs and run one after another: the slowest one sets the pace
+        bandwidth = bandwidth_gb_s * 1e9 if bandwidth_gb_s else (min(bandwidths) if bandwidths else None)
+        names = ", ".join(g.name or g.llama_name for g in gpus)
+        return Budget(
+            "gpu",
+            tuple(GpuBudget(g.llama_name, g.memory_free_bytes or 0) for g in gpus),
+            None,
+            bandwidth,
+            f"NVML: {names}",
+        )
+    if not report.cpu.ram_available_bytes:
+        raise RecommendError(f"{report.message}, and the available RAM cannot be read either; give --vram SIZE")
+    return Budget(
+        "cpu",
+        (),
+        report.cpu.ram_available_bytes,
+        bandwidth_gb_s * 1e9 if bandwidth_gb_s else None,
+        f"{report.message}; RAM from {report.cpu.source}",
+    )
+
+
+# -- models from the catalog's numbers --------------------------------------------------------
+
+
+class _Models:
+    """ModelInfo per (model, quant), built once: a 70B model has about 720 tensors."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self._cache: dict[tuple[str, str], ModelInfo] = {}
+        self._alone: dict[tuple[str, str, int], dict[str, int]] = {}
+
+    def info(self, model: Model, quant: str) -> ModelInfo:
+        key = (model.id, quant)
+        if key not in self._cache:
+            q = self.catalog.quant(quant)
+            a = model.architecture
+            self._cache[key] = model_info_from_numbers(
+                architecture=a.llama_arch,
+                n_layer=a.n_layer,
+                n_embd=a.n_embd,
+                n_head=a.n_head,
+                n_head_kv=a.n_head_kv,
+                head_dim=a.head_dim,
+                n_ff=a.n_ff,
+                n_vocab=a.n_vocab,
+                n_ctx_train=a.n_ctx_train,
+                tied_embeddings=a.tied_embeddings,
+                weight_type=q.weight_type,
+                bits_per_weight=q.bits_per_weight,
+                name=model.id,
+            )
+        return self._cache[key]
+
+    def alone(self, budget: Budget, ctx: int, model: Model, quant: str) -> dict[str, int]:
+        """Device totals of one model planned alone at ctx tokens."""
+        key = (model.id, quant, ctx)
+        if key not in self._alone:
+            self._alone[key] = plan_memory(self.info(model, quant), ctx, gpus=list(budget.gpus)).device_totals()
+        return self._alone[key]
+
+    def pair_totals(self, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str) -> dict[str, int]:
+        """Device totals of target + draft. plan_memory plans the two one after the other and the draft's
+        context is the target's padded one, so the pair is the sum of the two planned alone."""
+        totals = dict(self.alone(budget, ctx, target, tq))
+        kv_size = -(-ctx // KV_PAD) * KV_PAD
+        for device, n in self.alone(budget, kv_size, draft, dq).items():
+            totals[device] = totals.get(device, 0) + n
+        return totals
+
+    def bytes_per_token(self, model: Model, quant: str) -> int:
+        """Weight bytes a decode step reads: all of them but the input embeddings (one row is gathered),
+        unless the output layer reuses them (tied embeddings)."""
+        info = self.info(model, quant)
+        embd = next(t.n_bytes for t in info.tensors if t.name == "token_embd.weight")
+        return info.tensor_bytes - (0 if model.architecture.tied_embeddings else embd)
+
+
+def estimated_file_bytes(catalog: Catalog, model: Model, quant: str) -> int:
+    """The catalog's size when it knows one, else the bytes of the tensors at the quant's bits per weight."""
+    if quant in model.sizes:
+        return model.sizes[quant]
+    return _Models(catalog).info(model, quant).tensor_bytes
+
+
+def quant_quality(catalog: Catalog, name: str) -> tuple[float, bool]:
+    """(perplexity increase on llama.cpp's reference model, whether it is interpolated by bits per weight)."""
+    q = catalog.quant(name)
+    if q.ppl_increase is not None:
+        return q.ppl_increase, False
+    # along the K-quant frontier (legacy Q4_0..Q5_1 are worse at the same size): the importance-matrix
+    # IQ types do at least as well as a K-quant of their size, so this errs on the cautious side
+    known = sorted(
+        (k.bits_per_weight, k.ppl_increase)
+        for k in catalog.quants
+        if k.ppl_increase is not None and ("_K" in k.name or k.name in ("Q8_0", "F16", "BF16"))
+    )
+    if not known:
+        return 0.0, True
+    if q.bits_per_weight <= known[0][0]:
+        return known[0][1], True
+    for (b0, p0), (b1, p1) in zip(known, known[1:]):
+        if b0 <= q.bits_per_weight <= b1:
+            return p0 + (p1 - p0) * (q.bits_per_weight - b0) / (b1 - b0 or 1), True
+    return known[-1][1], True
+
+
+def expected_speedup(cost_ratio: float, draft_ppl_increase: float) -> tuple[float, int, float]:
+    """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token."""
+    alpha = max(0.05, ACCEPTANCE_PRIOR - DRAFT_QUANT_PENALTY * draft_ppl_increase)
+    speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in K_RANGE)
+    return speedup, k, alpha
+
+
+# -- candidates ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    target: ModelFile
+    draft: ModelFile
+    params: int
+    plan: MemoryPlan | None
+    needed_bytes: int  # on the budget's devices
+    usable_bytes: int
+    fits_memory: bool
+    ppl_increase: float
+    ppl_estimated: bool
+    bits_per_weight: float
+    cost_ratio: float
+    speedup: float
+    draft_n_max: int
+    acceptance_prior: float
+    tokens_per_s_bound: float | None
+    score_parts: dict[str, float]
+    published: list[dict] = field(default_factory=list)
+    preset: str | None = None
+    why_not: str = ""  # empty when recommended
+
+    @property
+    def score(self) -> float:
+        return round(sum(self.score_parts.values()), 2)
+
+    @property
+    def label(self) -> str:
+        return f"{self.target.model} {self.target.quant} + {self.draft.model} {self.draft.quant}"
+
+    def reasons(self) -> list[str]:
+        p = self.score_parts
+        quality = (
+            f"{self.target.quant} ({self.bits_per_weight:.2f} bits per weight) adds "
+            f"{'about ' if self.ppl_estimated else ''}{self.ppl_increase:+.3f} perplexity on Llama-3-8B"
+            f"{' (interpolated by bits per weight)' if self.ppl_estimated else ' (llama.cpp quantize table)'}: "
+            f"{p['quant']:+.1f}"
+        )
+        speed = (
+            f"the draft reads {100 * self.cost_ratio:.1f}% of the target's bytes per token; at acceptance "
+            f"{self.acceptance_prior:.2f} (prior) and K={self.draft_n_max} that is x{self.speedup:.2f}: "
+            f"{p['speed']:+.1f}"
+        )
+        out = [
+            f"{self.params / 1e9:.1f}B-parameter target: {p['size']:+.1f}",
+            quality,
+            speed,
+            f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
+        ]
+        if self.tokens_per_s_bound:
+            out.append(f"bandwidth bound: about {self.tokens_per_s_bound:.0f} tokens/s with the draft")
+        for s in self.published:
+            out.append(f"published: x{s['speedup']:.2f} ({s['setup']}) {s['source']}")
+        return out
+
+    def to_dict(self, with_plan: bool = True) -> dict:
+        d = {
+            "target": vars(self.target).copy(),
+            "draft": vars(self.draft).copy(),
+            "preset": self.preset,
+            "score": self.score,
+            "score_parts": self.score_parts,
+            "needed_bytes": self.needed_bytes,
+            "usable_bytes": self.usable_bytes,
+            "fits_memory": self.fits_memory,
+            "quality": {
+                "quant": self.target.quant,
+                "bits_per_weight": self.bits_per_weight,
+                "ppl_increase": self.ppl_increase,
+                "ppl_estimated": self.ppl_estimated,
+            },
+            "cost_ratio": self.cost_ratio,
+            "expected_speedup": self.speedup,
+            "draft_n_max": self.draft_n_max,
+            "acceptance_prior": self.acceptance_prior,
+            "tokens_per_s_bound": self.tokens_per_s_bound,
+            "published_speedups": self.published,
+            "reasons": self.reasons(),
+            "pull": pull_commands(self.target, self.draft, self.preset),
+        }
+        if self.why_not:
+            d["why_not"] = self.why_not
+        if with_plan and self.plan is not None:
+            d["plan"] = self.plan.to_dict()
+        return d
+
+
+@dataclass
+class Recommendation:
+    budget: Budget
+    ctx: int
+    family: str | None
+    recommended: list[Candidate]
+    near_misses: list[Candidate]
+    left_out: list[str]
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget.to_dict(),
+            "ctx": self.ctx,
+            "family": self.family,
+            "recommendations": [c.to_dict() for c in self.recommended],
+            "near_misses": [c.to_dict(with_plan=False) for c in self.near_misses],
+            "left_out": self.left_out,
+        }
+
+
+def _needed(plan: MemoryPlan | dict[str, int], budget: Budget) -> tuple[int, bool]:
+    """Bytes on the budget's devices and whether every device keeps its headroom."""
+    totals = plan.device_totals() if isinstance(plan, MemoryPlan) else plan
+    if budget.kind == "cpu":
+        total = sum(totals.values())
+        return total, total <= budget.usable_bytes
+    needed = sum(totals.get(g.name, 0) for g in budget.gpus)
+    return needed, all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in budget.gpus)
+
+
+def _plan(
+    models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model | None = None, dq: str | None = None
+) -> MemoryPlan:
+    return plan_memory(
+        models.info(target, tq), ctx, draft=models.info(draft, dq) if draft and dq else None, gpus=list(budget.gpus)
+    )
+
+
+def recommend(
+    catalog: Catalog,
+    budget: Budget,
+    ctx: int = DEFAULT_CTX,
+    family: str | None = None,
+    limit: int = 10,
+    near_miss_limit: int = 5,
+) -> Recommendation:
+    if ctx < 1:
+        raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
+    if family is not None:
+        catalog.family(family)  # CatalogError names the known families
+    models = _Models(catalog)
+    presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in catalog.presets}
+    pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in catalog.pairings}
+    usable = budget.usable_bytes
+    candidates: list[Candidate] = []
+    left_out: list[str] = []
+
+    targets = [m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED)]
+    for target in targets:
+        drafts = _drafts(catalog, target)
+        if not drafts:
+            # the smallest model of a tokenizer is a draft, not a target; a model alone with its tokenizer is news
+            if not any(m.tokenizer == target.tokenizer and m.id != target.id for m in catalog.models):
+                left_out.append(
+                    f"{target.id}: no other model with its tokenizer ({target.tokenizer}) in the "
+                    "catalog to draft for it; n-gram speculation (ngram-mod) needs no draft"
+                )
+            continue
+        if ctx > target.architecture.n_ctx_train:
+            left_out.append(
+                f"{target.id}: trained for {target.architecture.n_ctx_train} tokens of context, "
+                f"less than the {ctx} asked"
+            )
+            continue
+        for tq in target.quants:
+            # the target alone first: far over the budget means no pair with it can be a near-miss either
+            alone, _ = _needed(models.alone(budget, ctx, target, tq), budget)
+            if alone > usable * NEAR_MISS_RATIO:
+                continue
+            # one candidate per target quant: its best (draft, draft quant)
+            best: Candidate | None = None
+            for draft in drafts:
+                for dq in (q for q in DRAFT_QUANTS if q in draft.files):
+                    c = _candidate(catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups)
+                    if best is None or _better(c, best):
+                        best = c
+            if best is not None:
+                candidates.append(best)
+    fits = [c for c in candidates if c.fits_memory and c.speedup >= MIN_SPEEDUP]
+    for c in candidates:
+        if c.fits_memory and c.speedup < MIN_SPEEDUP:
+            c.why_not = (
+                f"fits, but the draft costs {100 * c.cost_ratio:.0f}% of the target per token: "
+                f"expected x{c.speedup:.2f}, not worth its memory"
+            )
+        elif not c.fits_memory:
+            over = c.needed_bytes - c.usable_bytes
+            c.why_not = (
+                f"needs {format_bytes(c.needed_bytes)}, {format_bytes(over)} more than the "
+                f"{format_bytes(c.usable_bytes)} usable"
+            )
+            shorter = _fitting_ctx(catalog, models, budget, ctx, c)
+            if shorter:
+                c.why_not += f"; fits with --ctx {shorter}"
+    misses = [c for c in candidates if c.why_not and c.needed_bytes <= usable * NEAR_MISS_RATIO]
+    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the smaller plan, then the name
+    fits.sort(key=lambda c: (-c.score, c.needed_bytes, c.label))
+    misses.sort(key=lambda c: (-c.score, c.needed_bytes, c.label))
+    fits, misses = fits[:limit], misses[:near_miss_limit]
+    for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
+        c.plan = _plan(
+            models,
+            budget,
+            ctx,
+            catalog.model(c.target.model),
+            c.target.quant,
+            catalog.model(c.draft.model),
+            c.draft.quant,
+        )
+    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)))
+
+
+def _fitting_ctx(catalog: Catalog, models: _Models, budget: Budget, ctx: int, c: Candidate) -> int | None:
+    """The longest of ctx/2, ctx/4 (at least 2048 tokens) at which the pair fits, if one does."""
+    target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
+    for shorter in (ctx // 2, ctx // 4):
+        if shorter < 2048:
+            break
+        if _needed(models.pair_totals(budget, shorter, target, c.target.quant, draft, c.draft.quant), budget)[1]:
+            return shorter
+    return None
+
+
+def _drafts(catalog: Catalog, target: Model) -> list[Model]:
+    """Drafts worth planning for a target: the same tokenizer and at most MAX_DRAFT_SHARE of its parameters;
+    from the target's own family when it has any (a sibling model agrees with it more often)."""
+    able = [
+        d
+        for d in catalog.drafts_for(target.id)
+        if (d.repo != BUNDLED or target.repo == BUNDLED)
+        and d.architecture.params <= MAX_DRAFT_SHARE * target.architecture.params
+    ]
+    own = [d for d in able if d.family == target.family]
+    return own or able
+
+
+def _better(a: Candidate, b: Candidate) -> bool:
+    """A fitting candidate beats a non-fitting one; then the higher score; then the smaller plan."""
+    if a.fits_memory != b.fits_memory:
+        return a.fits_memory
+    return (a.score, -a.needed_bytes) > (b.score, -b.needed_bytes)
+
+
+def _candidate(
+    catalog: Catalog,
+    models: _Models,
+    budget: Budget,
+    ctx: int,
+    target: Model,
+    tq: str,
+    draft: Model,
+    dq: str,
+    presets: dict,
+    pairing_speedups: dict,
+) -> Candidate:
+    needed, fits = _needed(models.pair_totals(budget, ctx, target, tq, draft, dq), budget)
+    target_bytes = models.bytes_per_token(target, tq)
+    cost_ratio = models.bytes_per_token(draft, dq) / target_bytes
+    ppl, estimated = quant_quality(catalog, tq)
+    draft_ppl, _ = quant_quality(catalog, dq)
+    speedup, k, alpha = expected_speedup(cost_ratio, draft_ppl)
+    params = target.architecture.params
+    parts = {
+        "size": round(10 * math.log2(params / 1e9), 2),
+        "quant": round(-20 * ppl, 2),
+        "speed": round(10 * math.log2(speedup), 2),
+    }
+    tps = budget.bandwidth_bytes_per_s / target_bytes * speedup if budget.bandwidth_bytes_per_s else None
+    return Candidate(
+        catalog.model_file(target.id, tq),
+        catalog.model_file(draft.id, dq),
+        params,
+        None,
+        needed,
+        budget.usable_bytes,
+        fits,
+        ppl,
+        estimated,
+        catalog.quant(tq).bits_per_weight,
+        round(cost_ratio, 4),
+        round(speedup, 3),
+        k,
+        round(alpha, 3),
+        round(tps, 1) if tps else None,
+        parts,
+        pairing_speedups.get((target.id, draft.id), []),
+        presets.get((target.id, tq, draft.id, dq)),
+    )
+
+
+# -- presets against a budget -----------------------------------------------------------------------
+
+
+@dataclass
+class PresetFit:
+    name: str
+    description: str
+    target: ModelFile
+    draft: ModelFile
+    download_bytes: int
+    sizes_estimated: bool
+    needed_bytes: int | None
+    fits: bool | None
+    why: str
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "target": vars(self.target).copy(),
+            "draft": vars(self.draft).copy(),
+            "download_bytes": self.download_bytes,
+            "sizes_estimated": self.sizes_estimated,
+            "needed_bytes": self.needed_bytes,
+            "fits": self.fits,
+            "why": self.why,
+        }
+
+
+def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX) -> list[PresetFit]:
+    models = _Models(catalog)
+    out = []
+    for p in catalog.presets:
+        target, draft = catalog.model(p.target.model), catalog.model(p.draft.model)
+        sizes, estimated = [], False
+        for f, m in ((p.target, target), (p.draft, draft)):
+            if f.size_bytes:
+                sizes.append(f.size_bytes)
+            elif f.bundled_path is not None and f.bundled_path.is_file():
+                sizes.append(f.bundled_path.stat().st_size)
+            else:
+                sizes.append(models.info(m, f.quant).tensor_bytes)
+                estimated = True
+        needed, fits, why = None, None, "no budget given"
+        if budget is not None:
+            run_ctx = min(ctx, target.architecture.n_ctx_train)
+            plan = _plan(models, budget, run_ctx, target, p.target.quant, draft, p.draft.quant)
+            needed, fits = _needed(plan, budget)
+            verdict = "fits" if fits else f"does not fit ({format_bytes(needed - budget.usable_bytes)} over)"
+            why = f"{format_bytes(needed)} of {format_bytes(budget.usable_bytes)} usable at {run_ctx} tokens: {verdict}"
+        out.append(PresetFit(p.name, p.description, p.target, p.draft, sum(sizes), estimated, needed, fits, why))
+    return out
+
+
+# -- text --------------------------------------------------------------------------------------------
+
+
+def pull_commands(target: ModelFile, draft: ModelFile, preset: str | None = None) -> list[str]:
+    """How to download a pair with `spectune pull`: the preset when there is one, else each hub file."""
+    if preset:
+        return [f"spectune pull {preset}"]
+    return [f"spectune pull {f.repo}:{f.filename}" for f in (target, draft) if not f.bundled]
+
+
+def _where(f: ModelFile) -> str:
+    return f"{f.bundled_path} (bundled)" if f.bundled else f"{f.repo}/{f.filename}"
+
+
+def format_recommendation(r: Recommendation) -> str:
+    lines = [
+        f"budget: {r.budget.describe()}",
+        f"context: {r.ctx} tokens" + (f"; family {r.family}" if r.family else ""),
+    ]
+    if not r.recommended:
+        lines.append("nothing in the catalog fits with headroom" + (" in this family" if r.family else ""))
+    for i, c in enumerate(r.recommended, 1):
+        tps = f", ~{c.tokens_per_s_bound:.0f} tok/s bound" if c.tokens_per_s_bound else ""
+        preset = f"  [preset {c.preset}]" if c.preset else ""
+        lines.append(
+            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_bytes(c.needed_bytes)}  "
+            f"x{c.speedup:.2f} at K={c.draft_n_max}{tps}{preset}"
+        )
+        lines.append(f"      {_where(c.target)}")
+        lines.append(f"      {_where(c.draft)}")
+        lines += [f"      - {reason}" for reason in c.reasons()]
+        lines += [f"      get it: {command}" for command in pull_commands(c.target, c.draft, c.preset)]
+    if r.near_misses:
+        lines.append("near misses:")
+        lines += [f"  - {c.label} (score {c.score:+.1f}): {c.why_not}" for c in r.near_misses]
+    if r.left_out:
+        lines.append("left out:")
+        lines += [f"  - {reason}" for reason in r.left_out]
+    return "\n".join(lines)
+
+
+def format_presets(fits: Iterable[PresetFit], budget: Budget | None) -> str:
+    lines = [f"budget: {budget.describe()}" if budget else "budget: none (sizes only)"]
+    for f in fits:
+        mark = {True: "fits", False: "too big", None: "-"}[f.fits]
+        size = ("~" if f.sizes_estimated else "") + format_bytes(f.download_bytes)
+        lines.append(f"{f.name:<36} {size:>11} download  {mark:<8} {f.description}")
+        lines.append(f"{'':<36} {f.target.quant} {_where(f.target)}")
+        lines.append(f"{'':<36} {f.draft.quant} {_where(f.draft)}")
+        if f.fits is not None:
+            lines.append(f"{'':<36} {f.why}")
+    return "\n".join(lines)

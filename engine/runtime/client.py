@@ -1,0 +1,389 @@
+"""Starts the engine worker and talks to it; survives its death.
+
+``EngineClient`` is the one object the CLI and the GUI use. It spawns
+``python -m engine.runtime.worker`` (an argv list, never a shell), checks the worker's
+protocol version in the handshake, keeps an explicit state, and turns the
+worker's exit into the ``crashed`` state with a message built from the exit
+status and the tail of what the worker wrote to stderr. ``restart()`` starts a
+fresh worker. Events reach the caller through ``on_event`` (called on the
+reader thread) and through a queue read with ``next_event``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from engine.core.paths import REPO_ROOT
+from engine.core.settings import LoadSettings, to_dict
+from engine.runtime import protocol
+
+STARTING, READY, LOADING, RUNNING, ERROR, CRASHED, STOPPED = (
+    "starting",
+    "ready",
+    "loading",
+    "running",
+    "error",
+    "crashed",
+    "stopped",
+)
+
+
+class EngineError(RuntimeError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class EngineCrashed(EngineError):
+    def __init__(self, message: str):
+        super().__init__("crashed", message)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class EngineClient:
+    def __init__(
+        self,
+        on_event: Callable[[dict], None] | None = None,
+        python: str | None = None,
+        env: dict[str, str] | None = None,
+        stderr_lines: int = 60,
+        queue_events: bool = True,
+        expand_cycles: bool = True,
+    ):
+        """queue_events=False: events go only to on_event (a GUI that never reads the queue
+        must not let it grow without bound); the blocking helpers then cannot be used."""
+        self.on_event = on_event
+        self._queue_events = queue_events
+        self._expand_cycles = expand_cycles  # False: a "cycles" batch reaches on_event as one event
+        self._python = python or sys.executable
+        self._env = env
+        self._proc: subprocess.Popen | None = None
+        self._events: queue.Queue = queue.Queue()
+        self._ids = itertools.count(1)
+        self._send_lock = threading.Lock()
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
+        self._closing = False
+        self.state = STOPPED
+        self.hello: dict | None = None
+        self.last_error: str | None = None
+        self.loaded: dict | None = None
+        self.last_exit_code: int | None = None
+
+    # -- process ----------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 600.0) -> dict:
+        """Spawn the worker and wait for its hello (building native/ first may take a minute)."""
+        if self._proc is not None and self._proc.poll() is None:
+            raise EngineError("bad_state", "the engine worker is already running")
+        self._closing = False
+        self._events = queue.Queue()
+        self.hello, self.loaded, self.last_error = None, None, None
+        self._stderr_tail.clear()
+        self._set_state(STARTING)
+        env = dict(self._env if self._env is not None else os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self._proc = subprocess.Popen(
+            [self._python, "-m", "engine.runtime.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=str(REPO_ROOT),
+            bufsize=0,
+        )
+        proc = self._proc
+        threading.Thread(target=self._read_stdout, args=(proc,), name="engine-stdout", daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(proc,), name="engine-stderr", daemon=True).start()
+        ev = self.wait_for(("hello", "fatal"), timeout=timeout)
+        if ev["event"] == "fatal":
+            self._set_state(ERROR, ev.get("message"))
+            raise EngineError(ev.get("kind", "fatal"), ev.get("message", "the engine could not start"))
+        if ev.get("protocol") != protocol.PROTOCOL_VERSION:
+            self.kill()
+            msg = (
+                f"the engine worker speaks protocol {ev.get('protocol')}, this client speaks "
+                f"{protocol.PROTOCOL_VERSION}; reinstall SpecTune so both match"
+            )
+            self._set_state(ERROR, msg)
+            raise EngineError("version_mismatch", msg)
+        self.hello = ev
+        self._set_state(READY)
+        return ev
+
+    def restart(self, timeout: float = 600.0) -> dict:
+        self.kill()
+        return self.start(timeout=timeout)
+
+    def kill(self) -> None:
+        """Stop the worker at once (no goodbye)."""
+        self._closing = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        self._set_state(STOPPED)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Ask the worker to exit, then make sure it has."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._closing = True
+        if proc.poll() is None:
+            try:
+                self.send("shutdown")
+                proc.wait(timeout=timeout)
+            except (OSError, EngineError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait(timeout=30)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+        self._set_state(STOPPED)
+
+    def __enter__(self) -> EngineClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def stderr_tail(self) -> str:
+        return "".join(self._stderr_tail)
+
+    # -- reading ----------------------------------------------------------
+    def _read_stdout(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        events = self._events  # this process's queue: a restart makes a new one
+        for line in proc.stdout:
+            try:
+                ev = protocol.decode(line)
+            except protocol.ProtocolError:
+                self._stderr_tail.append(f"[unparsable output] {line[:200]!r}\n")
+                continue
+            self._on_event(ev)
+        code = proc.wait()
+        if proc is not self._proc:
+            return
+        self.last_exit_code = code
+        if self._closing:
+            self._set_state(STOPPED)
+            # wake a request still waiting on another thread (kill() from a cancel button)
+            events.put({"event": "stopped", "exit_code": code})
+            return
+        time.sleep(0.05)  # let the stderr reader catch the last lines
+        tail = self.stderr_tail.strip().splitlines()[-8:]
+        msg = f"the engine process {_describe_exit(code)}"
+        if code == -signal.SIGILL and self.state == LOADING:
+            msg += (
+                " while loading: this CPU reports instructions (AMX / AVX-512) that the system does not let "
+                "llama.cpp use for repacked weights; load again with weight repacking off (--no-repack)"
+            )
+        if tail:
+            msg += ":\n" + "\n".join(tail)
+        self.loaded = None
+        self._set_state(CRASHED, msg)
+        self._emit({"event": "crashed", "message": msg, "exit_code": code})
+
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            self._stderr_tail.append(raw.decode(errors="replace"))
+
+    def _on_event(self, ev: dict) -> None:
+        kind = ev.get("event")
+        if kind == "cycles" and self._expand_cycles:
+            # the worker batches cycles; callers see one "cycle" event each
+            for cyc in ev.get("cycles", ()):
+                self._emit({"event": "cycle", "id": ev.get("id"), "run": ev.get("run"), **cyc})
+            return
+        if kind == "loaded":
+            self.loaded = ev
+            self._set_state(READY)
+        elif kind in ("done", "cancelled", "unloaded"):
+            if kind == "unloaded":
+                self.loaded = None
+            self._set_state(READY)
+        elif kind == "started":
+            self._set_state(RUNNING)
+        elif kind == "error" and ev.get("kind") == "cancelled" and self.state == LOADING:
+            self.loaded = None
+            self._set_state(READY)  # a cancelled load: the worker is idle with nothing loaded
+            self.last_error = ev.get("message")
+        elif kind == "error":
+            if self.state in (LOADING, RUNNING):
+                self._set_state(ERROR, ev.get("message"))
+            self.last_error = ev.get("message")
+        self._emit(ev)
+
+    def _emit(self, ev: dict) -> None:
+        if self._queue_events or ev.get("event") in ("hello", "fatal"):
+            self._events.put(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    def _set_state(self, state: str, message: str | None = None) -> None:
+        self.state = state
+        if message:
+            self.last_error = message
+        if self.on_event is not None and state:
+            self.on_event({"event": "state", "state": state, "message": message})
+
+    def next_event(self, timeout: float | None = None) -> dict:
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no event from the engine within {timeout} s") from None
+
+    def wait_for(self, kinds: tuple[str, ...], req_id: Any = None, timeout: float | None = None) -> dict:
+        """Next event of one of ``kinds`` (for req_id when given); errors for req_id and crashes raise."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ev = self.next_event(timeout=left)
+            kind = ev.get("event")
+            if kind == "crashed":
+                raise EngineCrashed(ev["message"])
+            if kind == "stopped":
+                raise EngineCrashed("the engine process was stopped before it answered")
+            if kind == "error" and (req_id is None or ev.get("id") == req_id):
+                raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
+            if kind in kinds and (req_id is None or ev.get("id") in (req_id, None)):
+                return ev
+
+    # -- requests ---------------------------------------------------------
+    def send(self, cmd: str, **fields: Any) -> int:
+        proc = self._proc
+        if proc is None or proc.poll() is not None or proc.stdin is None:
+            raise EngineCrashed(self.last_error or "the engine process is not running")
+        req_id = next(self._ids)
+        data = protocol.encode({"cmd": cmd, "id": req_id, **fields})
+        with self._send_lock:
+            try:
+                proc.stdin.write(data)
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                raise EngineCrashed(self.last_error or f"the engine process is gone ({exc})") from exc
+        return req_id
+
+    def load(self, settings: LoadSettings, timeout: float | None = 600.0, repack_fallback: bool = True) -> dict:
+        """Load a pair; returns the worker's "loaded" event.
+
+        repack_fallback: when the engine dies with SIGILL while loading with weight repacking on
+        (seen with Q8_0 on CPUs whose AMX the system does not enable), restart it and load again
+        with repacking off. The event then carries ``"repack": False`` and a ``"notice"``, and the
+        caller must use those settings from then on (an exported command needs -nr)."""
+        self._set_state(LOADING)
+        req = self.send("load", load=to_dict(settings))
+        try:
+            return self.wait_for(("loaded",), req, timeout)
+        except EngineCrashed:
+            if not (repack_fallback and settings.repack and self.last_exit_code == -signal.SIGILL):
+                raise
+        self.restart()
+        ev = self.load(dataclasses.replace(settings, repack=False), timeout, repack_fallback=False)
+        return {
+            **ev,
+            "repack": False,
+            "notice": "the engine crashed (SIGILL) loading with CPU weight repacking, so the pair was "
+            "loaded again with repacking off (llama-server's -nr)",
+        }
+
+    def configure(self, spec: dict | None = None, sampling: dict | None = None, timeout: float = 60.0) -> dict:
+        req = self.send("configure", spec=spec or {}, sampling=sampling or {})
+        return self.wait_for(("configured",), req, timeout)
+
+    def start_generate(
+        self,
+        prompt: str,
+        max_tokens: int,
+        baseline: bool = False,
+        run: Any = None,
+        spec: dict | None = None,
+        sampling: dict | None = None,
+        batch_ms: float | None = None,
+    ) -> int:
+        fields: dict[str, Any] = {} if batch_ms is None else {"batch_ms": batch_ms}
+        return self.send(
+            "generate",
+            prompt=prompt,
+            max_tokens=max_tokens,
+            baseline=baseline,
+            run=run,
+            spec=spec or {},
+            sampling=sampling or {},
+            **fields,
+        )
+
+    def generate(
+        self,
+        prompt: str,
+        max_tokens: int,
+        baseline: bool = False,
+        spec: dict | None = None,
+        sampling: dict | None = None,
+        timeout: float | None = None,
+        batch_ms: float | None = None,
+    ) -> Iterator[dict]:
+        """Yield the events of one generation: started, cycle..., updated (mid-run knob changes),
+        errors for other requests (a refused update), and the final done or cancelled."""
+        req = self.start_generate(prompt, max_tokens, baseline, spec=spec, sampling=sampling, batch_ms=batch_ms)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ev = self.next_event(timeout=left)
+            kind = ev.get("event")
+            if kind == "crashed":
+                raise EngineCrashed(ev["message"])
+            if kind == "stopped":
+                raise EngineCrashed("the engine process was stopped before it answered")
+            if kind == "error" and ev.get("id") == req:
+                raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
+            if kind in ("state", "cancel_sent"):
+                continue
+            yield ev
+            if kind in ("done", "cancelled") and ev.get("id") == req:
+                return
+
+    def update(self, spec: dict | None = None, sampling: dict | None = None) -> int:
+        return self.send("update", spec=spec or {}, sampling=sampling or {})
+
+    def cancel(self) -> int:
+        return self.send("cancel")
+
+    def measure(
+        self, which: str, sizes: list[int], n_past: int = 256, reps: int = 5, timeout: float | None = 600.0
+    ) -> dict[int, float]:
+        req = self.send("measure", which=which, sizes=list(sizes), n_past=n_past, reps=reps)
+        return {int(k): v for k, v in self.wait_for(("measured",), req, timeout)["ms"].items()}
+
+    def memory(self, timeout: float = 60.0) -> list[dict]:
+        return self.wait_for(("memory",), self.send("memory"), timeout)["items"]

@@ -1,0 +1,424 @@
+"""The engine worker: ``python -m engine.runtime.worker``.
+
+Owns the native runtime in its own process, so that a llama.cpp abort (an
+assert, a CUDA out-of-memory) takes down this process and not the GUI or CLI
+that started it. Speaks engine.runtime.protocol on stdin/stdout; everything llama.cpp
+prints goes to stderr, which the client keeps as the crash report.
+
+Threads: the main thread reads requests; one job thread runs the long ones
+(load, generate). Knob updates that arrive during a generation are queued and
+applied by the job thread between two cycles, so the cycle right after the
+``updated`` event is the first to use them.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from engine.core.settings import (
+    LoadSettings,
+    SamplingSettings,
+    SettingsError,
+    SpecSettings,
+    from_dict,
+    to_dict,
+    updated,
+)
+from engine.core.stats import RunStats
+from engine.runtime import protocol
+
+# Cycle events travel in batches: one message at most every DEFAULT_BATCH_MS.
+# Per-cycle messages cost both processes CPU that, on a small machine, is taken
+# from llama.cpp's compute threads; the GUI redraws at ~30 Hz anyway.
+DEFAULT_BATCH_MS = 25.0
+
+if TYPE_CHECKING:
+    from engine.runtime.binding import Engine
+
+# a command's answer: the event's name and its fields
+Reply = tuple[str, dict]
+
+
+def _cycle_event(cycle, wall_ms: float) -> dict:
+    return {
+        "i": cycle.index,
+        "prompt": cycle.is_prompt,
+        "n_prompt": cycle.n_prompt,
+        "drafted": cycle.drafted,
+        "accepted": cycle.accepted,
+        "emitted": cycle.emitted,
+        "tokens": cycle.tokens,
+        "text": cycle.text,
+        "pieces": cycle.pieces,
+        "k": cycle.draft_n_max,
+        "epoch": cycle.settings_epoch,
+        "n_past": cycle.n_past,
+        "eog": cycle.is_eog,
+        "draft_ms": round(cycle.draft_ms, 4),
+        "verify_ms": round(cycle.verify_ms, 4),
+        "decode_ms": round(cycle.decode_ms, 4),
+        "other_ms": round(cycle.other_ms, 4),
+        "cycle_ms": round(cycle.cycle_ms, 4),
+        "wall_ms": round(wall_ms, 4),
+    }
+
+
+class Worker:
+    def __init__(self, out: BinaryIO):
+        self._out = out
+        self._out_lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._load: LoadSettings | None = None
+        self._spec = SpecSettings()
+        self._sampling = SamplingSettings()
+        self._job: threading.Thread | None = None
+        self._updates: queue.SimpleQueue = queue.SimpleQueue()
+        self._job_active = False
+        self._load_cancel = threading.Event()  # set by cancel while a load runs: the next progress report stops it
+
+    # -- output -----------------------------------------------------------
+    def send(self, event: str, **fields: Any) -> None:
+        msg = {"event": event, **fields}
+        data = protocol.encode(msg)
+        with self._out_lock:
+            self._out.write(data)
+            self._out.flush()
+
+    def error(self, req_id: Any, kind: str, message: str) -> None:
+        self.send("error", id=req_id, kind=kind, message=message)
+
+    # -- dispatch ---------------------------------------------------------
+    def _job_name(self) -> str:
+        return self._job.name if self._job is not None else ""
+
+    def _loaded_settings(self) -> LoadSettings:
+        if self._load is None:
+            raise SettingsError("no model is loaded")
+        return self._load
+
+    def busy(self) -> bool:
+        return self._job is not None and self._job_active
+
+    def handle(self, msg: dict) -> bool:
+        """Handle one request; return False when the worker should exit."""
+        cmd, req_id = msg.get("cmd"), msg.get("id")
+        if cmd not in protocol.COMMANDS:
+            self.error(req_id, "unknown_command", f"unknown command {cmd!r}; known: {', '.join(protocol.COMMANDS)}")
+            return True
+        if cmd == "shutdown":
+            self._load_cancel.set()  # a load under way stops at its next progress report
+            if self._engine is not None:
+                self._engine.cancel()
+            if self._job is not None:
+                self._job.join(timeout=30)
+            self._close_engine()
+            self.send("bye", id=req_id)
+            return False
+        if cmd == "cancel":
+            if self.busy() and self._job_name() == "load":
+                self._load_cancel.set()
+            elif self._engine is not None and self.busy():
+                self._engine.cancel()
+            self.send("cancel_sent", id=req_id, running=self.busy())
+            return True
+        if cmd == "update":
+            self._on_update(req_id, msg)
+            return True
+        if self.busy():
+            self.error(req_id, "busy", f"cannot {cmd} while a {self._job_name()} is running; cancel it first")
+            return True
+        if cmd in ("load", "generate", "measure"):
+            target = {"load": self._do_load, "generate": self._do_generate, "measure": self._do_measure}[cmd]
+            if self._job is not None:
+                self._job.join()  # it has sent its last event already; only the thread's exit remains
+            self._job_active = True
+            self._load_cancel.clear()  # here, not in the job: a cancel read right after this load must count
+            self._job = threading.Thread(target=self._guarded, args=(target, req_id, msg), name=cmd, daemon=True)
+            self._job.start()
+            return True
+        self._guarded(getattr(self, f"_do_{cmd}"), req_id, msg)
+        return True
+
+    def _guarded(self, fn, req_id: Any, msg: dict) -> None:
+        """Run a command; its terminal event is sent after the worker is marked idle, so a
+        client that reacts to that event at once is never told the worker is busy."""
+        from engine.runtime.binding import SpecrtError
+
+        final: tuple[str, dict] | None
+        try:
+            final = fn(req_id, msg)
+        except SettingsError as exc:
+            final = ("error", {"id": req_id, "kind": "invalid_settings", "message": str(exc)})
+        except SpecrtError as exc:
+            final = ("error", {"id": req_id, "kind": exc.kind, "message": str(exc)})
+        except Exception as exc:  # the worker must answer, whatever happened
+            traceback.print_exc(file=sys.stderr)
+            final = ("error", {"id": req_id, "kind": "internal", "message": f"{type(exc).__name__}: {exc}"})
+        if threading.current_thread() is self._job:
+            self._job_active = False
+        if final is not None:
+            self.send(final[0], **final[1])
+
+    def _need_engine(self):
+        if self._engine is None:
+            raise SettingsError("no model is loaded; send load first")
+        return self._engine
+
+    def _close_engine(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+            self._load = None
+
+    # -- commands ---------------------------------------------------------
+    def _do_load(self, req_id: Any, msg: dict) -> Reply:
+        from engine.models.gguf_check import check_gguf
+        from engine.runtime.binding import Engine
+
+        settings = from_dict(LoadSettings, msg.get("load") or {}).validate()
+        self._close_engine()
+        t0 = time.perf_counter()
+        for role, path in (("target", settings.target), ("draft", settings.draft)):
+            if path is not None:
+                check_gguf(path, role)
+        self.send("load_progress", id=req_id, stage="loading", progress=0.0)
+        last: dict[str, Any] = {"stage": "", "progress": -1.0, "t": 0.0}
+
+        def progress(stage: str, fraction: float) -> bool:
+            # llama.cpp reports per tensor: pass on a change of stage, each whole percent, or every 0.1 s
+            now = time.monotonic()
+            if (
+                stage != last["stage"]
+                or fraction >= 1.0
+                or fraction - last["progress"] >= LOAD_PROGRESS_STEP
+                or now - last["t"] >= 0.1
+            ):
+                last.update(stage=stage, progress=fraction, t=now)
+                self.send("load_progress", id=req_id, stage=stage, progress=round(fraction, 4))
+            return not self._load_cancel.is_set()
+
+        engine = Engine(settings, progress=progress)
+        self._engine, self._load = engine, settings
+        self.send("load_progress", id=req_id, stage="loaded", progress=1.0)
+        return (
+            "loaded",
+            {
+                "id": req_id,
+                "has_draft": engine.has_draft,
+                "n_ctx": engine.n_ctx,
+                "memory": engine.memory(),
+                "load_s": round(time.perf_counter() - t0, 3),
+                "settings": to_dict(settings),
+            },
+        )
+
+    def _apply(self, spec: SpecSettings, sampling: SamplingSettings) -> None:
+        engine = self._need_engine()
+        spec.validate(has_draft=engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
+        sampling.validate()
+        engine.set_spec(spec)
+        engine.set_sampling(sampling)
+        self._spec, self._sampling = spec, sampling
+
+    def _do_configure(self, req_id: Any, msg: dict) -> Reply:
+        spec = updated(self._spec, msg.get("spec") or {})
+        sampling = updated(self._sampling, msg.get("sampling") or {})
+        self._apply(spec, sampling)
+        return ("configured", {"id": req_id, "spec": to_dict(spec), "sampling": to_dict(sampling)})
+
+    def _on_update(self, req_id: Any, msg: dict) -> None:
+        try:
+            spec = updated(self._spec, msg.get("spec") or {})
+            sampling = updated(self._sampling, msg.get("sampling") or {})
+            if self._engine is not None:
+                spec.validate(has_draft=self._engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
+            sampling.validate()
+        except SettingsError as exc:
+            self.error(req_id, "invalid_settings", str(exc))
+            return
+        if self.busy() and self._job_name() == "generate":
+            self._updates.put((req_id, spec, sampling))  # applied between two cycles by the job thread
+        else:
+
+            def apply(i: Any, m: dict) -> tuple[str, dict]:
+                self._apply(spec, sampling)
+                return (
+                    "updated",
+                    {"id": req_id, "spec": to_dict(spec), "sampling": to_dict(sampling), "from_cycle": 0},
+                )
+
+            self._guarded(apply, req_id, msg)
+
+    def _do_generate(self, req_id: Any, msg: dict) -> Reply:
+        from engine.runtime.binding import SpecrtError
+
+        engine = self._need_engine()
+        spec = updated(self._spec, msg.get("spec") or {})
+        sampling = updated(self._sampling, msg.get("sampling") or {})
+        self._apply(spec, sampling)
+        prompt = msg.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            raise SettingsError("generate needs a non-empty prompt")
+        max_tokens = int(msg.get("max_tokens", 128))
+        if not 1 <= max_tokens <= 1 << 20:
+            raise SettingsError(f"max_tokens must be between 1 and 1048576, got {max_tokens}")
+        baseline = bool(msg.get("baseline", False))
+        run = msg.get("run")
+        batch_s = float(msg.get("batch_ms", DEFAULT_BATCH_MS)) / 1000.0
+        engine.begin(prompt, max_tokens, baseline)
+        self.send("started", id=req_id, run=run, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling))
+        stats = RunStats()
+        next_index = 0
+        pending: list[dict] = []
+        last_flush = time.monotonic()
+
+        def flush() -> None:
+            nonlocal last_flush
+            if pending:
+                self.send("cycles", id=req_id, run=run, cycles=list(pending))
+                pending.clear()
+            last_flush = time.monotonic()
+
+        try:
+            while True:
+                while not self._updates.empty():
+                    up_id, up_spec, up_sampling = self._updates.get_nowait()
+                    flush()
+                    try:
+                        self._apply(up_spec, up_sampling)
+                        spec, sampling = up_spec, up_sampling
+                        self.send(
+                            "updated",
+                            id=up_id,
+                            run=run,
+                            spec=to_dict(spec),
+                            sampling=to_dict(sampling),
+                            from_cycle=next_index,
+                        )
+                    except (SettingsError, SpecrtError) as exc:
+                        self.error(up_id, "invalid_settings", str(exc))
+                t0 = time.perf_counter()
+                cycle = engine.step()
+                wall_ms = (time.perf_counter() - t0) * 1000.0
+                if cycle is None:
+                    break
+                next_index = cycle.index + 1
+                stats.add(
+                    is_prompt=cycle.is_prompt,
+                    n_prompt=cycle.n_prompt,
+                    drafted=cycle.drafted,
+                    accepted=cycle.accepted,
+                    emitted=cycle.emitted,
+                    draft_ms=cycle.draft_ms,
+                    verify_ms=cycle.verify_ms,
+                    decode_ms=cycle.decode_ms,
+                    other_ms=cycle.other_ms,
+                    cycle_ms=cycle.cycle_ms,
+                    wall_ms=wall_ms,
+                    text=cycle.text,
+                )
+                pending.append(_cycle_event(cycle, wall_ms))
+                if cycle.is_prompt or time.monotonic() - last_flush >= batch_s:
+                    flush()
+        except SpecrtError as exc:
+            if exc.kind != "cancelled":
+                raise
+            flush()
+            return ("cancelled", {"id": req_id, "run": run, "summary": stats.summary()})
+        finally:
+            flush()
+            # knobs that arrived after the last cycle still count for the next run
+            while not self._updates.empty():
+                up_id, up_spec, up_sampling = self._updates.get_nowait()
+                self._spec, self._sampling = up_spec, up_sampling
+                self.send(
+                    "updated", id=up_id, run=run, spec=to_dict(up_spec), sampling=to_dict(up_sampling), from_cycle=None
+                )
+        stats.text += engine.text_tail()
+        return (
+            "done",
+            {
+                "id": req_id,
+                "run": run,
+                "baseline": baseline,
+                "summary": stats.summary(),
+                "spec": to_dict(spec),
+                "sampling": to_dict(sampling),
+            },
+        )
+
+    def _do_measure(self, req_id: Any, msg: dict) -> Reply:
+        """Forward-pass times by batch size, for the cost model."""
+        engine = self._need_engine()
+        which = msg.get("which", "target")
+        if which not in ("target", "draft") or (which == "draft" and not engine.has_draft):
+            raise SettingsError(f"cannot measure {which!r}: choose 'target' or, with a draft loaded, 'draft'")
+        sizes = [int(n) for n in msg.get("sizes", [1, 2, 4, 8])]
+        if not sizes or any(n < 1 or n > 256 for n in sizes):
+            raise SettingsError("sizes must be between 1 and 256")
+        n_past, reps = int(msg.get("n_past", 256)), int(msg.get("reps", 5))
+        ms = {str(n): engine.time_forward(which, n, n_past=n_past, reps=reps) for n in sizes}
+        return ("measured", {"id": req_id, "which": which, "n_past": n_past, "ms": ms})
+
+    def _do_memory(self, req_id: Any, msg: dict) -> Reply:
+        return ("memory", {"id": req_id, "items": self._need_engine().memory()})
+
+    def _do_tokenize(self, req_id: Any, msg: dict) -> Reply:
+        tokens = self._need_engine().tokenize(str(msg.get("text", "")), bool(msg.get("add_special", True)))
+        return ("tokens", {"id": req_id, "tokens": tokens})
+
+    def _do_unload(self, req_id: Any, msg: dict) -> Reply:
+        self._close_engine()
+        return ("unloaded", {"id": req_id})
+
+
+LOAD_PROGRESS_STEP = 0.01
+
+
+def main() -> int:
+    # The protocol owns the real stdout; anything else that writes to fd 1
+    # (llama.cpp, a stray print) lands on stderr instead of corrupting it.
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    worker = Worker(proto_out)
+    try:
+        from engine.runtime.binding import build_info, devices, load_library
+
+        load_library()
+        worker.send(
+            "hello",
+            protocol=protocol.PROTOCOL_VERSION,
+            engine=protocol.ENGINE_VERSION,
+            pid=os.getpid(),
+            llama=build_info(),
+            devices=devices(),
+        )
+    except Exception as exc:
+        worker.send("fatal", kind="native_unavailable", message=str(exc))
+        return 3
+    stdin = sys.stdin.buffer
+    for line in stdin:
+        if not line.strip():
+            continue
+        try:
+            msg = protocol.decode(line)
+        except protocol.ProtocolError as exc:
+            worker.error(None, "bad_request", str(exc))
+            continue
+        if not worker.handle(msg):
+            return 0
+    # stdin closed: the client is gone
+    if worker._engine is not None:
+        worker._engine.cancel()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
