@@ -2,7 +2,8 @@
 
 engine.runtime.client starts the worker as ``[sys.executable, "-m", "engine.runtime.worker"]``.
 In a PyInstaller bundle sys.executable is this binary, so the same argv lands
-here and is routed to engine.runtime.worker.main(). Everything else goes to the CLI
+here and is routed to engine.runtime.worker.main(); ``spectune gui`` starts the app as
+``-m app``, routed to the desktop app. Everything else goes to the CLI
 when the first argument is one of its subcommands (or --help), and to the
 desktop app otherwise (no arguments, or app options such as --selftest), unless
 there is no display to open it on.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engine.cli.args import add_knob_args, add_model_args, settings_from
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
-from engine.measure.generate import generate
+from engine.measure.generate import PromptRun, run_prompts, summarise
 from engine.runtime.client import EngineClient
 
 
@@ -66,20 +66,6 @@ def _run_prompts(a: argparse.Namespace) -> tuple[str | None, list[tuple[str, str
     if not text:
         raise SettingsError("the prompt is empty")
     return None, [("prompt", text)]
-
-
-def _with_baseline(
-    client: EngineClient, prompt: str, a: argparse.Namespace, spec: SpecSettings, sampling: SamplingSettings, on_event
-) -> tuple[dict, dict | None]:
-    summary = generate(client, prompt, a.max_tokens, spec, sampling, on_event=on_event)
-    base = generate(client, prompt, a.max_tokens, spec, sampling, baseline=True) if a.baseline else None
-    return summary, base
-
-
-def _add_speedup(summary: dict, base: dict, text_matches: bool) -> None:
-    summary["baseline_tokens_per_s"] = base["tokens_per_s"]
-    summary["speedup"] = round(summary["tokens_per_s"] / base["tokens_per_s"], 4) if base["tokens_per_s"] else 0
-    summary["baseline_text_matches"] = text_matches
 
 
 class LoadProgressLine:
@@ -146,47 +132,30 @@ def cmd_run(a: argparse.Namespace) -> int:
             print(cycle_text(ev), flush=True)
 
     on_event = print_cycle if cycle_text else None
-    runs: list[tuple[str, dict, dict | None]] = []
+
+    def print_prompt(run: PromptRun) -> None:
+        s, base = run.summary, run.baseline
+        extra = f"  baseline {base['tokens_per_s']:.1f} tok/s" if base else ""
+        print(
+            f"{run.id:<28} {s['tokens_generated']:4d} tokens  {s['tokens_per_s']:8.1f} tok/s  "
+            f"acceptance {s['acceptance_rate']:.3f} ({s['accepted']}/{s['drafted']}){extra}",
+            flush=True,
+        )
+
     with EngineClient() as client:
         client.start()
         load = _load(client, load)
-        for pid, text in prompts:
-            summary, base = _with_baseline(client, text, a, spec, sampling, on_event)
-            runs.append((pid, summary, base))
-            if workload is not None and not (a.json or a.events):
-                extra = f"  baseline {base['tokens_per_s']:.1f} tok/s" if base else ""
-                print(
-                    f"{pid:<28} {summary['tokens_generated']:4d} tokens  {summary['tokens_per_s']:8.1f} tok/s  "
-                    f"acceptance {summary['acceptance_rate']:.3f} ({summary['accepted']}/{summary['drafted']})"
-                    f"{extra}",
-                    flush=True,
-                )
-    if workload is None:
-        _, summary, base = runs[0]
-        if base is not None:
-            _add_speedup(summary, base, base["text"] == summary["text"])
-    else:
-        from engine.core.stats import combine_summaries
-
-        summary = combine_summaries([s for _, s, _ in runs])
-        summary["workload"] = workload
-        summary["prompts"] = [
-            {
-                "id": pid,
-                "tokens_generated": s["tokens_generated"],
-                "tokens_per_s": s["tokens_per_s"],
-                "drafted": s["drafted"],
-                "accepted": s["accepted"],
-                "acceptance_rate": s["acceptance_rate"],
-                "text": s["text"],
-            }
-            for pid, s, _ in runs
-        ]
-        if a.baseline:
-            bases = [b for _, _, b in runs if b is not None]  # --baseline: one per prompt
-            _add_speedup(
-                summary, combine_summaries(bases), all(b["text"] == s["text"] for (_, s, _), b in zip(runs, bases))
-            )
+        runs = run_prompts(
+            client,
+            prompts,
+            a.max_tokens,
+            spec,
+            sampling,
+            baseline=a.baseline,
+            on_event=on_event,
+            on_prompt=print_prompt if workload is not None and not (a.json or a.events) else None,
+        )
+    summary = summarise(runs, workload)
     summary["target"] = str(load.target)
     summary["draft"] = str(load.draft) if load.draft else None
     summary["spec"] = to_dict(spec)

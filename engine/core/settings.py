@@ -1,7 +1,7 @@
 """The knobs of a run, their llama.cpp defaults, and their validation.
 
 Pure data: the CLI, the worker protocol, the GUI and the exporter all speak in
-these three dataclasses. Defaults follow the pinned llama.cpp (LLAMA_CPP_FACTS.md).
+these three dataclasses. Defaults follow the pinned llama.cpp (common/common.h, common_params_speculative).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """llama-server command lines for a set of tuned settings, in the binary's own dialect.
 
 ``llama_server_argv`` writes the current dialect of the pinned llama.cpp (after
-the b8955 flag rename and the b9131 type names; LLAMA_CPP_FACTS.md).
+the b8955 flag rename and the b9131 type names; see engine.llama.dialect).
 ``export_llama_server`` first reads the target binary's --help
 (engine.llama.dialect) and writes what that build understands, refusing a
 setting it cannot express, and lists the pitfalls of the result. The argv is a

@@ -1,6 +1,6 @@
 """Which flag dialect a llama-server binary speaks, read from its --help.
 
-llama-server's speculative flags changed twice (LLAMA_CPP_FACTS.md), and a build
+llama-server's speculative flags changed twice (the dialects below), and a build
 says no build number (`--version` of a pip build prints "build 1"), so the only
 reliable witness is the option list in its own --help:
 

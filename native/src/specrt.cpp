@@ -352,6 +352,39 @@ void emit(specrt_engine * e, const llama_tokens & ids, specrt_cycle * out) {
     out->text = e->text.c_str();
 }
 
+// Where a cycle's time went, as each step measured it.
+struct cycle_times {
+    double draft_ms  = 0.0;  // drafting plus feeding the speculators
+    double decode_ms = 0.0;  // the target's llama_process calls
+    double sample_ms = 0.0;  // sampling (and matching the draft) on the target's logits
+};
+
+// The timing fields of a cycle; other_ms is what the steps did not measure.
+void record_times(specrt_cycle * out, clock_type::time_point t0, const cycle_times & t) {
+    out->draft_ms = t.draft_ms;
+    out->verify_ms = t.decode_ms + t.sample_ms;
+    out->decode_ms = t.decode_ms;
+    out->cycle_ms = ms_since(t0);
+    out->other_ms = std::max(0.0, out->cycle_ms - out->draft_ms - out->verify_ms);
+}
+
+// The speculators see each batch the target decoded (a draft model decodes it too), as in
+// llama-server, so their state follows the target's cache.
+int feed_speculators(specrt_engine * e, common_speculative * spec, const char * failure, cycle_times & t) {
+    if (!spec) {
+        return SPECRT_OK;
+    }
+    const auto tp = clock_type::now();
+    if (!common_speculative_process(spec, e->batch)) {
+        if (e->cancel.load()) {  // the abort callback stopped the draft model
+            return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+        }
+        return e->fail(SPECRT_ERR_DECODE, failure);
+    }
+    t.draft_ms += ms_since(tp);
+    return SPECRT_OK;
+}
+
 int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
     const auto t0 = clock_type::now();
     const int32_t n_ctx = (int32_t) llama_n_ctx(e->ctx_tgt);
@@ -377,7 +410,7 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
         return rc;
     }
 
-    double decode_ms = 0.0, draft_ms = 0.0;
+    cycle_times t;
     const int32_t n_batch = (int32_t) llama_n_batch(e->ctx_tgt);
     int32_t last_idx = 0;
     for (int32_t p = 0; p < n_prompt; p += n_batch) {
@@ -389,7 +422,7 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
         last_idx = end - p - 1;
         const auto td = clock_type::now();
         const int ret = llama_process(e->ctx_tgt, LLAMA_PROCESS_TYPE_DECODE, e->batch.get());
-        decode_ms += ms_since(td);
+        t.decode_ms += ms_since(td);
         if (e->cancel.load()) {
             return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
         }
@@ -397,15 +430,9 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
             return e->fail(SPECRT_ERR_DECODE, "the target failed to process the prompt (llama_process returned " +
                            std::to_string(ret) + ")");
         }
-        if (active_spec(e)) {
-            const auto tp = clock_type::now();
-            if (!common_speculative_process(active_spec(e), e->batch)) {
-                if (e->cancel.load()) {  // the abort callback stopped the draft model
-                    return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
-                }
-                return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the prompt");
-            }
-            draft_ms += ms_since(tp);
+        rc = feed_speculators(e, active_spec(e), "the speculators failed to process the prompt", t);
+        if (rc != SPECRT_OK) {
+            return rc;
         }
     }
     e->tokens_kv = e->prompt_input;
@@ -419,7 +446,7 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
     const auto tv = clock_type::now();
     const llama_token id = common_sampler_sample(e->smpl.get(), e->ctx_tgt, last_idx);
     common_sampler_accept(e->smpl.get(), id, true);
-    const double sample_ms = ms_since(tv);
+    t.sample_ms = ms_since(tv);
     e->sampled = id;
 
     out->is_prompt = 1;
@@ -427,52 +454,49 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
     out->draft_n_max = e->params.speculative.draft.n_max;
     emit(e, {id}, out);
     out->n_past = (int32_t) e->tokens_kv.size();
-    out->draft_ms = draft_ms;
-    out->verify_ms = decode_ms + sample_ms;
-    out->decode_ms = decode_ms;
-    out->cycle_ms = ms_since(t0);
-    out->other_ms = std::max(0.0, out->cycle_ms - out->draft_ms - out->verify_ms);
+    record_times(out, t0, t);
     return SPECRT_OK;
 }
 
-int spec_cycle(specrt_engine * e, specrt_cycle * out) {
-    const auto t0 = clock_type::now();
-    const int32_t n_ctx = (int32_t) llama_n_ctx(e->ctx_tgt);
-    if ((int32_t) e->tokens_kv.size() + 1 >= n_ctx) {
-        e->finished = true;  // context full: llama-server stops the same way
-        return SPECRT_DONE;
-    }
-
-    // the largest draft that fits the context and the token budget (llama-server's get_n_draft_max)
-    int32_t n_draft_max = n_ctx - (int32_t) e->tokens_kv.size() - 2;
+// The largest draft that fits the context and the token budget (llama-server's get_n_draft_max).
+int32_t draft_room(const specrt_engine * e, int32_t n_ctx) {
+    int32_t n = n_ctx - (int32_t) e->tokens_kv.size() - 2;
     if (e->max_tokens > 0) {
-        n_draft_max = std::min(n_draft_max, e->max_tokens - e->n_generated - 1);
+        n = std::min(n, e->max_tokens - e->n_generated - 1);
     }
+    return n;
+}
 
-    common_speculative * spec = active_spec(e);
-    double draft_ms = 0.0;
+// Draft: the speculators propose up to n_max tokens to follow `sampled`, into e->draft.
+int make_draft(specrt_engine * e, common_speculative * spec, int32_t n_max, cycle_times & t) {
     e->draft.clear();
-    if (spec && n_draft_max > 0) {
-        const auto td = clock_type::now();
-        common_speculative_get_draft_params(spec, 0) = {
-            /* .drafting = */ true,
-            /* .n_max    = */ n_draft_max,
-            /* .pos0     = */ (llama_pos) e->tokens_kv.size(),
-            /* .id_last  = */ e->sampled,
-            /* .prompt   = */ &e->tokens_kv,
-            /* .result   = */ &e->draft,
-        };
-        common_speculative_draft(spec);
-        if (e->cancel.load()) {
-            return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
-        }
-        if (e->ctx_dft) {
-            // drop what the draft model decoded while drafting; process() feeds it the verified batch
-            llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, (llama_pos) e->tokens_kv.size(), -1);
-        }
-        draft_ms += ms_since(td);
+    if (!spec || n_max <= 0) {
+        return SPECRT_OK;
     }
+    const auto td = clock_type::now();
+    common_speculative_get_draft_params(spec, 0) = {
+        /* .drafting = */ true,
+        /* .n_max    = */ n_max,
+        /* .pos0     = */ (llama_pos) e->tokens_kv.size(),
+        /* .id_last  = */ e->sampled,
+        /* .prompt   = */ &e->tokens_kv,
+        /* .result   = */ &e->draft,
+    };
+    common_speculative_draft(spec);
+    if (e->cancel.load()) {
+        return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
+    }
+    if (e->ctx_dft) {
+        // drop what the draft model decoded while drafting; process() feeds it the verified batch
+        llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, (llama_pos) e->tokens_kv.size(), -1);
+    }
+    t.draft_ms += ms_since(td);
+    return SPECRT_OK;
+}
 
+// Verify: the target decodes [sampled, d0..dn-1] in one batch with logits at every
+// position, so a single pass can check the whole draft.
+int verify_draft(specrt_engine * e, cycle_times & t) {
     e->batch.clear();
     const llama_pos pos0 = (llama_pos) e->tokens_kv.size();
     e->batch.add(e->sampled, pos0, 0, true);
@@ -481,7 +505,7 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
     }
     const auto tv = clock_type::now();
     const int ret = llama_process(e->ctx_tgt, LLAMA_PROCESS_TYPE_DECODE, e->batch.get());
-    const double decode_ms = ms_since(tv);
+    t.decode_ms = ms_since(tv);
     if (e->cancel.load()) {
         return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
     }
@@ -489,17 +513,12 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
         return e->fail(SPECRT_ERR_DECODE, "the target failed to verify a batch (llama_process returned " +
                        std::to_string(ret) + ")");
     }
-    if (spec) {
-        const auto tp = clock_type::now();
-        if (!common_speculative_process(spec, e->batch)) {
-            if (e->cancel.load()) {  // the abort callback stopped the draft model
-                return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
-            }
-            return e->fail(SPECRT_ERR_DECODE, "the speculators failed to process the verified batch");
-        }
-        draft_ms += ms_since(tp);
-    }
+    return SPECRT_OK;
+}
 
+// Accept: sample on the verify batch's logits. Returns the accepted draft prefix plus one
+// token the target chose itself (the bonus token).
+llama_tokens sample_accepted(specrt_engine * e, cycle_times & t) {
     const auto ts = clock_type::now();
     llama_tokens ids;
     if (e->draft.empty()) {
@@ -511,7 +530,42 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
         // first mismatch (or the token after a full match) is the bonus token
         ids = common_sampler_sample_and_accept_n(e->smpl.get(), e->ctx_tgt, e->draft);
     }
-    const double sample_ms = ms_since(ts);
+    t.sample_ms = ms_since(ts);
+    return ids;
+}
+
+// Trim: `sampled` and the accepted tokens stay in the caches, the rejected rest of the
+// draft leaves both; the bonus token is not decoded yet, so it becomes the next `sampled`.
+void keep_accepted(specrt_engine * e, const llama_tokens & ids) {
+    e->tokens_kv.push_back(e->sampled);
+    e->tokens_kv.insert(e->tokens_kv.end(), ids.begin(), ids.end() - 1);
+    e->sampled = ids.back();
+    seq_rm_both(e, (llama_pos) e->tokens_kv.size());
+}
+
+// One cycle after the prompt, shaped like llama.cpp's speculative-simple loop:
+// draft -> verify in one target batch -> accept n -> trim. A baseline runs the
+// same cycle with no speculators, so it drafts nothing and verifies one token.
+int spec_cycle(specrt_engine * e, specrt_cycle * out) {
+    const auto t0 = clock_type::now();
+    const int32_t n_ctx = (int32_t) llama_n_ctx(e->ctx_tgt);
+    if ((int32_t) e->tokens_kv.size() + 1 >= n_ctx) {
+        e->finished = true;  // context full: llama-server stops the same way
+        return SPECRT_DONE;
+    }
+    common_speculative * spec = active_spec(e);
+    cycle_times t;
+    int rc = make_draft(e, spec, draft_room(e, n_ctx), t);
+    if (rc == SPECRT_OK) {
+        rc = verify_draft(e, t);
+    }
+    if (rc == SPECRT_OK) {
+        rc = feed_speculators(e, spec, "the speculators failed to process the verified batch", t);
+    }
+    if (rc != SPECRT_OK) {
+        return rc;
+    }
+    const llama_tokens ids = sample_accepted(e, t);
 
     // the one place acceptance is counted
     const int32_t n_drafted  = (int32_t) e->draft.size();
@@ -519,22 +573,14 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
     if (spec && n_drafted > 0) {
         common_speculative_accept(spec, 0, (uint16_t) n_accepted);
     }
-
-    e->tokens_kv.push_back(e->sampled);
-    e->tokens_kv.insert(e->tokens_kv.end(), ids.begin(), ids.end() - 1);
-    e->sampled = ids.back();
-    seq_rm_both(e, (llama_pos) e->tokens_kv.size());
+    keep_accepted(e, ids);
 
     out->n_drafted = n_drafted;
     out->n_accepted = n_accepted;
     out->draft_n_max = e->params.speculative.draft.n_max;
     emit(e, ids, out);
     out->n_past = (int32_t) e->tokens_kv.size();
-    out->draft_ms = draft_ms;
-    out->verify_ms = decode_ms + sample_ms;
-    out->decode_ms = decode_ms;
-    out->cycle_ms = ms_since(t0);
-    out->other_ms = std::max(0.0, out->cycle_ms - out->draft_ms - out->verify_ms);
+    record_times(out, t0, t);
     return SPECRT_OK;
 }
 
@@ -591,6 +637,141 @@ int parse_spec(specrt_engine * e, const specrt_spec_params * p, common_params_sp
     return SPECRT_OK;
 }
 
+// The target's settings from the caller's, with the defaults llama-server would pick.
+void set_target_params(common_params & cp, const specrt_load_params * p) {
+    cp.model.path = p->target_path;
+    cp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
+    if (p->n_batch > 0) { cp.n_batch = p->n_batch; }
+    if (p->n_ubatch > 0) { cp.n_ubatch = p->n_ubatch; }
+    cp.n_gpu_layers = p->n_gpu_layers;
+    cp.n_parallel = 1;
+    cp.fit_params = false;      // the memory plan is SpecTune's job; load exactly what was asked
+    cp.warmup = false;
+    cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
+    cp.no_extra_bufts = p->no_repack != 0;
+    // the same thread defaults llama-server's argument parser settles on
+    cp.cpuparams.n_threads = p->n_threads > 0 ? p->n_threads : -1;
+    cp.cpuparams_batch.n_threads = p->n_threads_batch > 0 ? p->n_threads_batch : -1;
+    postprocess_cpu_params(cp.cpuparams, nullptr);
+    postprocess_cpu_params(cp.cpuparams_batch, &cp.cpuparams);
+    postprocess_cpu_params(cp.speculative.draft.cpuparams, &cp.cpuparams);
+    postprocess_cpu_params(cp.speculative.draft.cpuparams_batch, &cp.cpuparams_batch);
+}
+
+// What will draft: the draft model when one is given, else the target's own MTP heads if it has them.
+void set_draft_params(common_params & cp, const specrt_load_params * p, bool want_draft) {
+    if (want_draft) {
+        cp.speculative.draft.mparams.path = p->draft_path;
+        cp.speculative.draft.n_gpu_layers = p->n_gpu_layers_draft;
+        cp.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
+    } else {
+        // a target with next-n (MTP) heads can draft for itself
+        auto detected = common_speculative_types_from_gguf(p->target_path);
+        if (!detected.empty() && detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
+            cp.speculative.types = detected;
+        }
+    }
+}
+
+// Output buffers big enough for the largest draft any setting may ask for: they are sized once,
+// at load, since set_spec may raise K up to k_limit without a reload.
+common_speculative_output_limits size_outputs(common_params & cp, int32_t k_limit) {
+    const auto limits = common_speculative_get_output_limits(cp.n_batch, cp.n_parallel, k_limit);
+    cp.n_outputs_max = limits.total;
+    cp.n_outputs_max_per_seq = limits.per_seq;
+    return limits;
+}
+
+// Loads the target model and its context; progress goes out as stage 0. Sets g_load_error on failure.
+int load_target(specrt_engine * e, const specrt_load_params * p) {
+    common_params & cp = e->params;
+    load_progress lp{p->progress, p->progress_user, 0};
+    if (p->progress) {
+        cp.load_progress_callback = load_progress_cb;
+        cp.load_progress_callback_user_data = &lp;
+    }
+    e->init_tgt = common_init_from_params(cp);
+    // lp lives on this stack frame: nothing may call it after this returns
+    cp.load_progress_callback = nullptr;
+    cp.load_progress_callback_user_data = nullptr;
+    e->model_tgt = e->init_tgt->model();
+    e->ctx_tgt = e->init_tgt->context();
+    if (lp.stopped) {
+        g_load_error = "loading was cancelled";
+        return SPECRT_ERR_CANCELLED;
+    }
+    if (!e->model_tgt || !e->ctx_tgt) {
+        std::string why = take_log_tail();
+        g_load_error = std::string("could not load the target model '") + p->target_path + "'" +
+                       (why.empty() ? "" : ": " + why);
+        return SPECRT_ERR_LOAD;
+    }
+    e->vocab = llama_model_get_vocab(e->model_tgt);
+    llama_set_abort_callback(e->ctx_tgt, abort_cb, e);
+    return SPECRT_OK;
+}
+
+// Trimming a rejected draft needs a cache that can drop the tail of a sequence.
+int check_target_cache(specrt_engine * e) {
+    if (common_context_can_seq_rm(e->ctx_tgt) != COMMON_CONTEXT_SEQ_RM_TYPE_PART) {
+        // recurrent / hybrid targets need llama-server's checkpoint replay, not implemented here yet
+        g_load_error = "this target's cache cannot drop partial sequences (recurrent or hybrid model); "
+                       "specrt does not support speculation on it yet";
+        return SPECRT_ERR_LOAD;
+    }
+    return SPECRT_OK;
+}
+
+// Loads the draft model, or makes the MTP context of a target that drafts for itself; progress
+// goes out as stage 1. Without either, there is nothing to load. Sets g_load_error on failure.
+int load_draft(specrt_engine * e, const specrt_load_params * p, bool want_draft, int32_t n_outputs_max) {
+    const common_params & cp = e->params;
+    const bool spec_mtp = !want_draft && !cp.speculative.types.empty() &&
+                          cp.speculative.types[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
+    if (!want_draft && !spec_mtp) {
+        return SPECRT_OK;
+    }
+    common_params params_dft = common_base_params_to_speculative(cp);
+    params_dft.n_outputs_max = n_outputs_max;
+    load_progress lp{p->progress, p->progress_user, 1};
+    if (p->progress) {
+        params_dft.load_progress_callback = load_progress_cb;
+        params_dft.load_progress_callback_user_data = &lp;
+    }
+    e->init_dft = common_speculative_init_from_params(params_dft, e->model_tgt, e->ctx_tgt);
+    e->ctx_dft = e->init_dft->context();
+    if (lp.stopped) {
+        g_load_error = "loading was cancelled";
+        return SPECRT_ERR_CANCELLED;
+    }
+    if (!e->ctx_dft) {
+        std::string why = take_log_tail();
+        g_load_error = std::string("could not load the draft model '") +
+                       (want_draft ? p->draft_path : p->target_path) + "'" + (why.empty() ? "" : ": " + why);
+        return SPECRT_ERR_LOAD;
+    }
+    e->has_draft_model = want_draft;
+    llama_set_abort_callback(e->ctx_dft, abort_cb, e);
+    return SPECRT_OK;
+}
+
+// Checks the vocab rule now, so an incompatible pair fails at load with llama.cpp's own words
+// rather than at the first set_spec.
+int check_draft_vocab(specrt_engine * e) {
+    if (!e->has_draft_model) {
+        return SPECRT_OK;
+    }
+    e->params.speculative.draft.ctx_tgt = e->ctx_tgt;
+    e->params.speculative.draft.ctx_dft = e->ctx_dft;
+    try {
+        spec_ptr probe(common_speculative_init(e->params.speculative, 1));
+    } catch (const std::exception & ex) {
+        g_load_error = std::string("the draft cannot speculate for this target: ") + ex.what();
+        return SPECRT_ERR_INCOMPATIBLE;
+    }
+    return SPECRT_OK;
+}
+
 }  // namespace
 
 #define SPECRT_GUARD_BEGIN try {
@@ -642,111 +823,27 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
         take_log_tail();
         auto e = std::make_unique<specrt_engine>();
         e->k_limit = p->draft_n_max_limit > 0 ? std::min(p->draft_n_max_limit, SPECRT_MAX_CYCLE_TOKENS - 1) : 64;
-
-        common_params & cp = e->params;
-        cp.model.path = p->target_path;
-        cp.n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
-        if (p->n_batch > 0) { cp.n_batch = p->n_batch; }
-        if (p->n_ubatch > 0) { cp.n_ubatch = p->n_ubatch; }
-        cp.n_gpu_layers = p->n_gpu_layers;
-        cp.n_parallel = 1;
-        cp.fit_params = false;      // the memory plan is SpecTune's job; load exactly what was asked
-        cp.warmup = false;
-        cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
-        cp.no_extra_bufts = p->no_repack != 0;
-        // the same thread defaults llama-server's argument parser settles on
-        cp.cpuparams.n_threads = p->n_threads > 0 ? p->n_threads : -1;
-        cp.cpuparams_batch.n_threads = p->n_threads_batch > 0 ? p->n_threads_batch : -1;
-        postprocess_cpu_params(cp.cpuparams, nullptr);
-        postprocess_cpu_params(cp.cpuparams_batch, &cp.cpuparams);
-        postprocess_cpu_params(cp.speculative.draft.cpuparams, &cp.cpuparams);
-        postprocess_cpu_params(cp.speculative.draft.cpuparams_batch, &cp.cpuparams_batch);
         const bool want_draft = p->draft_path && *p->draft_path;
-        if (want_draft) {
-            cp.speculative.draft.mparams.path = p->draft_path;
-            cp.speculative.draft.n_gpu_layers = p->n_gpu_layers_draft;
-            cp.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
-        } else {
-            // a target with next-n (MTP) heads can draft for itself
-            auto detected = common_speculative_types_from_gguf(p->target_path);
-            if (!detected.empty() && detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
-                cp.speculative.types = detected;
-            }
-        }
-        // output buffers big enough for the largest draft any setting may ask for
-        const auto limits = common_speculative_get_output_limits(cp.n_batch, cp.n_parallel, e->k_limit);
-        cp.n_outputs_max = limits.total;
-        cp.n_outputs_max_per_seq = limits.per_seq;
+        set_target_params(e->params, p);
+        set_draft_params(e->params, p, want_draft);
+        const auto limits = size_outputs(e->params, e->k_limit);
 
-        load_progress lp_tgt{p->progress, p->progress_user, 0};
-        load_progress lp_dft{p->progress, p->progress_user, 1};
-        if (p->progress) {
-            cp.load_progress_callback = load_progress_cb;
-            cp.load_progress_callback_user_data = &lp_tgt;
+        int rc = load_target(e.get(), p);
+        if (rc == SPECRT_OK) {
+            rc = check_target_cache(e.get());
         }
-        e->init_tgt = common_init_from_params(cp);
-        e->model_tgt = e->init_tgt->model();
-        e->ctx_tgt = e->init_tgt->context();
-        if (lp_tgt.stopped) {
-            g_load_error = "loading was cancelled";
-            return SPECRT_ERR_CANCELLED;
+        if (rc == SPECRT_OK) {
+            rc = load_draft(e.get(), p, want_draft, limits.total);
         }
-        if (!e->model_tgt || !e->ctx_tgt) {
-            std::string why = take_log_tail();
-            g_load_error = std::string("could not load the target model '") + p->target_path + "'" +
-                           (why.empty() ? "" : ": " + why);
-            return SPECRT_ERR_LOAD;
-        }
-        e->vocab = llama_model_get_vocab(e->model_tgt);
-        llama_set_abort_callback(e->ctx_tgt, abort_cb, e.get());
-
-        if (common_context_can_seq_rm(e->ctx_tgt) != COMMON_CONTEXT_SEQ_RM_TYPE_PART) {
-            // recurrent / hybrid targets need llama-server's checkpoint replay, not implemented here yet
-            g_load_error = "this target's cache cannot drop partial sequences (recurrent or hybrid model); "
-                           "specrt does not support speculation on it yet";
-            return SPECRT_ERR_LOAD;
-        }
-
-        if (want_draft || !cp.speculative.types.empty()) {
-            const bool spec_mtp = !want_draft && cp.speculative.types[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
-            if (want_draft || spec_mtp) {
-                common_params params_dft = common_base_params_to_speculative(cp);
-                params_dft.n_outputs_max = limits.total;
-                if (p->progress) {
-                    params_dft.load_progress_callback_user_data = &lp_dft;
-                }
-                e->init_dft = common_speculative_init_from_params(params_dft, e->model_tgt, e->ctx_tgt);
-                e->ctx_dft = e->init_dft->context();
-                if (lp_dft.stopped) {
-                    g_load_error = "loading was cancelled";
-                    return SPECRT_ERR_CANCELLED;
-                }
-                if (!e->ctx_dft) {
-                    std::string why = take_log_tail();
-                    g_load_error = std::string("could not load the draft model '") +
-                                   (want_draft ? p->draft_path : p->target_path) + "'" + (why.empty() ? "" : ": " + why);
-                    return SPECRT_ERR_LOAD;
-                }
-                e->has_draft_model = want_draft;
-                llama_set_abort_callback(e->ctx_dft, abort_cb, e.get());
-            }
+        if (rc != SPECRT_OK) {
+            return rc;
         }
         e->batch = common_batch(e->ctx_tgt);
-        // the progress records live on this stack frame: nothing may call them after it returns
-        cp.load_progress_callback = nullptr;
-        cp.load_progress_callback_user_data = nullptr;
-
-        // check the vocab rule now, so an incompatible pair fails at load with llama.cpp's own words
-        if (e->has_draft_model) {
-            e->params.speculative.draft.ctx_tgt = e->ctx_tgt;
-            e->params.speculative.draft.ctx_dft = e->ctx_dft;
-            try {
-                spec_ptr probe(common_speculative_init(e->params.speculative, 1));
-            } catch (const std::exception & ex) {
-                g_load_error = std::string("the draft cannot speculate for this target: ") + ex.what();
-                return SPECRT_ERR_INCOMPATIBLE;
-            }
+        rc = check_draft_vocab(e.get());
+        if (rc != SPECRT_OK) {
+            return rc;
         }
+        // speculation stays off until specrt_set_spec asks for it
         e->params.speculative.types = {COMMON_SPECULATIVE_TYPE_NONE};
         *out = e.release();
         return SPECRT_OK;
