@@ -142,6 +142,13 @@ class EngineController(QObject):
         """The engine has a GPU device (a CUDA build on a machine with a GPU); None before its hello."""
         return None if self.hello_info is None else protocol.has_gpu_device(self.hello_info)
 
+    def fit_context(self) -> dict:
+        """What a memory budget (engine.planning.fit.MemoryBudget.from_report) needs to know about this
+        engine: the memory its loaded pair holds (freed before a load) and whether it can use a GPU at all
+        (a CPU build cannot)."""
+        loaded = self.loaded_info
+        return {"held": loaded.get("memory") if loaded else None, "gpu_backend": self.gpu_backend}
+
     @property
     def uses_gpu(self) -> bool:
         """The loaded pair has layers on a GPU: the worker has a non-CPU device and the load offloads."""

@@ -1,6 +1,9 @@
 """The main window: a page list on the left, the pages, and a status bar with
-the engine's state. Window geometry, the page shown and the Lab's knobs persist
-between sessions (QSettings in the platformdirs config folder)."""
+the engine's state. It makes what the pages share: the session (the pair, the
+knobs, the prompts; app.session), whose widgets the Lab page holds, and the
+coordinator that lets one measuring job run at a time (app.jobs). Window
+geometry, the page shown and the session's knobs persist between sessions
+(QSettings in the platformdirs config folder)."""
 
 from __future__ import annotations
 
@@ -21,22 +24,25 @@ from PySide6.QtWidgets import (
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
 from app.gui_gc import collect_in_gui_thread
-from app.pages.export import ExportPage
+from app.jobs import MeasuringJobs
+from app.pages.export.page import ExportPage
 from app.pages.hardware import HardwarePage
 from app.pages.history import HistoryPage
-from app.pages.lab import LabPage
-from app.pages.models import ModelsPage
-from app.pages.tune import TunePage
+from app.pages.lab.page import LabPage
+from app.pages.models.page import ModelsPage
+from app.pages.tune.page import TunePage
+from app.session import LabSession
 from app.settings_store import settings_path
+from app.widgets import style
 
 STATE_COLOURS = {
-    STARTING: "#f9a825",
-    READY: "#2e7d32",
-    LOADING: "#f9a825",
-    RUNNING: "#1565c0",
-    ERROR: "#c62828",
-    CRASHED: "#c62828",
-    "stopped": "#757575",
+    STARTING: style.BUSY,
+    READY: style.OK,
+    LOADING: style.BUSY,
+    RUNNING: style.BLUE,
+    ERROR: style.ERROR,
+    CRASHED: style.ERROR,
+    "stopped": style.MUTED,
 }
 PAGE_NAMES = ("Hardware", "Models", "Lab", "Tune", "Export", "History")
 
@@ -50,25 +56,17 @@ class MainWindow(QMainWindow):
         self.controller = controller or EngineController(self)
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
 
-        self.lab = LabPage(self.controller)
-        try:
-            from engine.core.workloads import shipped_names
-
-            self.lab.set_workloads(shipped_names())
-        except (ImportError, OSError, ValueError):  # the Lab still works on a custom prompt
-            pass
+        self.session = LabSession(self)
+        self.jobs = MeasuringJobs()
+        self.lab = LabPage(self.controller, session=self.session, jobs=self.jobs)
         self.hardware = HardwarePage(self.controller, nvml=nvml)
-        self.models = ModelsPage(self.lab, self.hardware)
+        self.models = ModelsPage(self.session, self.hardware, controller=self.controller)
         self.lab.hardware_report = lambda: self.hardware.report  # the Lab explains a pair that will not fit
-        self.tune = TunePage(self.lab)
-        self.export = ExportPage(self.lab)
+        self.tune = TunePage(self.session, self.jobs)
+        self.export = ExportPage(self.session, self.jobs)
         self.history = HistoryPage(self.lab)
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
-        # a tune and a validation each measure speed with an engine of their own: one job at a time, and the
-        # Lab does not load or run during either
-        for page in (self.lab, self.tune, self.export):
-            page.busy_elsewhere = lambda page=page: self._job_running_besides(page)
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
         self.pages: dict[str, QWidget] = dict(
             zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune, self.export, self.history))
@@ -132,13 +130,6 @@ class MainWindow(QMainWindow):
                 )
             )
 
-    def _job_running_besides(self, asking: QWidget) -> str | None:
-        if asking is not self.tune and self.tune.mode != "idle":
-            return "a tune is running on the Tune page"
-        if asking is not self.export and self.export.validating:
-            return "a validation is running on the Export page"
-        return None
-
     def show_page(self, name: str) -> None:
         self.nav.setCurrentRow(PAGE_NAMES.index(name))
 
@@ -158,9 +149,9 @@ class MainWindow(QMainWindow):
 
     # -- status -----------------------------------------------------------
     def _show_state(self, state: str, message: str) -> None:
-        colour = STATE_COLOURS.get(state, "#757575")
+        colour = STATE_COLOURS.get(state, style.MUTED)
         first_line = (message or "").splitlines()[0] if message else ""
-        self.state_label.setText(f"<b style='color:{colour}'>engine: {state}</b> {first_line}")
+        self.state_label.setText(f"{style.coloured(f'engine: {state}', colour)} {first_line}")
         self.state_label.setToolTip(message or state)
         if state != LOADING:
             self.load_bar.hide()
@@ -189,7 +180,7 @@ class MainWindow(QMainWindow):
             key.split("/", 1)[1]: self.settings.value(key) for key in self.settings.allKeys() if key.startswith("lab/")
         }
         if state:
-            self.lab.controls.restore_state(state)
+            self.session.restore_state(state)
         tune_state = {
             key.split("/", 1)[1]: self.settings.value(key) for key in self.settings.allKeys() if key.startswith("tune/")
         }
@@ -199,7 +190,7 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/page", PAGE_NAMES[self.nav.currentRow()])
-        for key, value in self.lab.controls.save_state().items():
+        for key, value in self.session.save_state().items():
             self.settings.setValue(f"lab/{key}", value)
         for key, value in self.tune.save_state().items():
             self.settings.setValue(f"tune/{key}", value)
@@ -208,8 +199,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.save_settings()
         self.vram_timer.stop()
-        self.lab.chart_timer.stop()
-        self.lab.text_timer.stop()
+        self.lab.shutdown()
         self.tune.shutdown()  # a running tune: its thread ends and its own worker process goes
         self.export.shutdown()  # a running validation: its server and worker stop
         self.controller.shutdown()

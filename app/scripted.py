@@ -6,6 +6,7 @@ PNG of every page."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QTimer
@@ -25,7 +26,8 @@ class ScriptedSession:
     ):
         """keep_running: the interactive demo; after the baseline the run goes on until the user stops it."""
         self.w = window
-        self.lab = window.lab
+        self.lab = window.lab  # its runs: baseline, start, stop
+        self.session = window.session
         self.dir = Path(screenshot_dir) if screenshot_dir else None
         self.exit_when_done = exit_when_done
         self.run_ms = int(run_seconds * 1000)
@@ -36,12 +38,9 @@ class ScriptedSession:
     def begin(self) -> None:
         self.w.models.use_demo_pair()
         self.w.show_page("Lab")
-        self.lab.controls.method.setCurrentText("draft-simple")
-        self.lab.controls.k.setValue(4)
-        if self.lab.controls.workload.findText("code-completion") >= 0:
-            self.lab.controls.workload.setCurrentText("code-completion")
-        elif not self.lab.controls.prompt.toPlainText().strip():
-            self.lab.controls.prompt.setPlainText("def the value of the data is")
+        self._set_spec(spec_type="draft-simple", draft_n_max=4)
+        if not self.session.set_workload("code-completion") and not self.session.custom_prompt().strip():
+            self.session.set_custom_prompt("def the value of the data is")
         self.w.controller.hello.connect(self._on_hello)
         self.lab.runFinished.connect(lambda ev: None)
         self.w.controller.failed.connect(self._on_failed)
@@ -49,6 +48,9 @@ class ScriptedSession:
             QTimer.singleShot(300_000, lambda: self._finish("timed out"))
         if self.w.controller.hello_info is not None:
             self._on_hello(self.w.controller.hello_info)
+
+    def _set_spec(self, **knobs) -> None:
+        self.session.set_spec_settings(replace(self.session.spec_settings(), **knobs))
 
     def _on_failed(self, ev: dict) -> None:
         if ev.get("kind") != "busy":
@@ -77,7 +79,7 @@ class ScriptedSession:
         if self.keep_running:
             self._step = "done"
             return True
-        QTimer.singleShot(self.run_ms // 2, lambda: self.lab.controls.k.setValue(2))
+        QTimer.singleShot(self.run_ms // 2, lambda: self._set_spec(draft_n_max=2))
         QTimer.singleShot(self.run_ms, self._stop)
         return True
 

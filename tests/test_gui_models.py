@@ -19,8 +19,8 @@ from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from app.engine_controller import EngineController  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
 from app.pages.hardware import HardwarePage  # noqa: E402
-from app.pages.lab import LabPage  # noqa: E402
-from app.pages.models import ModelsPage  # noqa: E402
+from app.pages.lab.page import LabPage  # noqa: E402
+from app.pages.models.page import ModelsPage  # noqa: E402
 from engine.models.catalog import CATALOG_DIR, load_catalog  # noqa: E402
 from engine.models.synthetic import PairSpec, write_pair  # noqa: E402
 
@@ -159,7 +159,7 @@ def make_page(qtbot, places, tiny_catalog):
         lab = LabPage(controller)
         hardware = HardwarePage(controller, nvml=nvml if nvml is not None else FakeNVML([FakeGpu()]))
         kw.setdefault("catalog", tiny_catalog)
-        page = ModelsPage(lab, hardware, **kw)
+        page = ModelsPage(lab.session, hardware, controller=controller, **kw)
         for w in (lab, hardware, page):
             qtbot.addWidget(w)
         made.append((page, lab, hardware))
@@ -212,27 +212,26 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     assert lib.pairs.rowCount() == 1
     assert (lib.pairs.item(0, 0).text(), lib.pairs.item(0, 1).text()) == (f"{REPO}:{TARGET}", "tiny:latest")
 
-    controls = page.lab.controls
+    session = page.session
     lib.select_paths(ollama_d)
     assert "pairs with" in lib.selection_label.text() and TARGET in lib.selection_label.text()
     lib.draft_button.click()
-    assert controls.draft.path() == ollama_d
+    assert session.draft() == ollama_d
     # two rows: whichever order they were picked in, the larger one becomes the target
     lib.select_paths(ollama_d, hf_t)
     assert "compatible" in lib.selection_label.text()
-    controls.draft.set_path(None)
+    session.set_draft(None)
     lib.use_button.click()
-    assert (controls.target.path(), controls.draft.path()) == (hf_t, ollama_d)
+    assert (session.target(), session.draft()) == (hf_t, ollama_d)
     assert "✓ compatible" in page.compat_badge.text()
     # a broken file cannot be handed over
     lib.select_paths(broken)
     assert not lib.use_button.isEnabled()
     # a pair from the pairs table
-    controls.target.set_path(None)
-    controls.draft.set_path(None)
+    session.set_pair(None, None)
     lib.pairs.selectRow(0)
     lib.pair_button.click()
-    assert (controls.target.path(), controls.draft.path()) == (hf_t, ollama_d)
+    assert (session.target(), session.draft()) == (hf_t, ollama_d)
 
     # a folder of the user's own, added and removed again
     mine = tmp_path / "my-models"
@@ -281,9 +280,9 @@ def test_preset_download_shows_progress_cancels_and_resumes(qtbot, make_page, hu
     assert row.bar.value() == 1000 and row.use_button.isEnabled()
     assert row.use_button.isEnabled()
     row.use_button.click()
-    controls = page.lab.controls
-    assert controls.target.path().name == TARGET and controls.draft.path().name == DRAFT
-    assert controls.target.path().read_bytes() == target_bytes
+    session = page.session
+    assert session.target().name == TARGET and session.draft().name == DRAFT
+    assert session.target().read_bytes() == target_bytes
     assert "✓ compatible" in page.compat_badge.text()
     # the finished download is in the library, and the preset knows its files from there
     qtbot.waitUntil(
@@ -322,7 +321,7 @@ def test_a_corrupt_or_too_large_download_says_so(qtbot, make_page, hub, models, 
     big.download_button.click()
     qtbot.waitUntil(lambda: big.state == "done", timeout=WAIT)
     big.use_button.click()
-    assert page.lab.controls.target.path().name == TARGET
+    assert page.session.target().name == TARGET
 
 
 # -- recommendations ---------------------------------------------------------------------------

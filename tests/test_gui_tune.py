@@ -14,7 +14,7 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
-from app.pages.tune import LAB_PROMPT  # noqa: E402
+from app.pages.tune.page import LAB_PROMPT  # noqa: E402
 from engine.core.settings import to_dict  # noqa: E402
 
 from .conftest import PROMPTS  # noqa: E402

@@ -34,7 +34,7 @@ def test_tuner_reports_a_measured_best_with_predictions(loaded):
     # the speedup compares like with like: the baseline ran on exactly the best's prompts
     ran = result.best.prompts_run
     assert ran and set(ran) <= set(tuner._baseline)
-    tokens = sum(tuner._baseline[p]["tokens_generated"] - 1 for p in ran)   # each first token is the prompt's
+    tokens = sum(tuner._baseline[p]["tokens_generated"] - 1 for p in ran)  # each first token is the prompt's
     wall = sum(tuner._baseline[p]["wall_ms"] for p in ran)
     assert result.baseline_tps == pytest.approx(tokens * 1000.0 / wall)
     predicted = [r for r in out["candidates"] if r["predicted_tps"]]

@@ -12,6 +12,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.widgets.page_shortcuts import add_page_shortcuts
+from app.widgets.style import WARNING_BACKGROUND, error_text
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
 
 GIB = 2**30
@@ -129,7 +130,7 @@ class HardwarePage(QWidget):
                 f"<b>No NVIDIA GPU in use.</b> {r.message}. SpecTune runs the engine on the CPU; "
                 "speeds will be far below a GPU's."
             )
-            self.status.setStyleSheet("background: #fff9c4; padding: 6px;")
+            self.status.setStyleSheet(f"background: {WARNING_BACKGROUND}; padding: 6px;")
         while len(self.gpu_boxes) > len(r.gpus):
             box = self.gpu_boxes.pop()
             self.gpu_col.removeWidget(box)
@@ -152,8 +153,9 @@ class HardwarePage(QWidget):
         warn = ""
         if self.report.gpus and not any(d["name"].startswith("CUDA") for d in ev.get("devices", [])):
             warn = (
-                "<br><b style='color:#c62828'>An NVIDIA GPU is present but this engine is a CPU build.</b> "
-                "Rebuild with <code>bash scripts/setup.sh --cuda</code>."
+                "<br>"
+                + error_text("An NVIDIA GPU is present but this engine is a CPU build.")
+                + " Rebuild with <code>bash scripts/setup.sh --cuda</code>."
             )
         self.engine_label.setText(f"<b>llama.cpp devices:</b> {devices}{warn}<br><small>{ev.get('llama', '')}</small>")
 

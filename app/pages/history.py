@@ -84,7 +84,7 @@ class HistoryPage(QWidget):
             # Stop pressed just as the Lab moved on to its next prompt: a run cancelled before its
             # first token measured nothing, and an empty row would only bury the real ones
             return
-        load = self.lab.controller.load_settings
+        load = self.lab.loaded_settings
         entry_id = None
         if load is not None:
             try:

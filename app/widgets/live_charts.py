@@ -19,17 +19,18 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.chart_ranges import StickyCeiling, time_window
+from app.widgets.style import BLUE, GREEN, GREY, LABEL_GREY, LIGHT_GREY, ORANGE, PURPLE, RED
 from engine.measure.live import Marker, Snapshot
 
 pg.setConfigOptions(antialias=False, background="w", foreground="k")
 
-PEN_SPEC = pg.mkPen("#1565c0", width=1)
-PEN_BASE = pg.mkPen("#757575", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
-PEN_CEIL = pg.mkPen("#c62828", width=1, style=pg.QtCore.Qt.PenStyle.DotLine)
-PEN_ROLL = pg.mkPen("#2e7d32", width=1)
-PEN_CUM = pg.mkPen("#6a1b9a", width=1)
-PEN_LEN = pg.mkPen("#ef6c00", width=1)
-PEN_MARK = pg.mkPen("#9e9e9e", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
+PEN_SPEC = pg.mkPen(BLUE, width=1)
+PEN_BASE = pg.mkPen(GREY, width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
+PEN_CEIL = pg.mkPen(RED, width=1, style=pg.QtCore.Qt.PenStyle.DotLine)
+PEN_ROLL = pg.mkPen(GREEN, width=1)
+PEN_CUM = pg.mkPen(PURPLE, width=1)
+PEN_LEN = pg.mkPen(ORANGE, width=1)
+PEN_MARK = pg.mkPen(LIGHT_GREY, width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
 BAR_EVERY = 6  # frames per bar-chart update: ~4 Hz at the page's 25 Hz
 # The session keeps up to 2048 cycles; a plot is about 1000 px wide. Drawing every cycle
 # cost a third of the GUI's CPU (path building and raster work for 9 curves, 25 times a second)
@@ -100,15 +101,15 @@ class LiveCharts(QWidget):
         self.c_roll = _curve(self.p_acc, PEN_ROLL, "rolling")
         self.c_cum = _curve(self.p_acc, PEN_CUM, "cumulative")
         self.c_len = _curve(self.p_acc, PEN_LEN, "accepted length / longest possible")
-        self.c_draft = _curve(self.p_time, pg.mkPen("#1565c0"), "draft")
-        self.c_verify = _curve(self.p_time, pg.mkPen("#2e7d32"), "verify")
-        self.c_other = _curve(self.p_time, pg.mkPen("#c62828"), "other")
-        self.b_pos = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#2e7d32")
+        self.c_draft = _curve(self.p_time, pg.mkPen(BLUE), "draft")
+        self.c_verify = _curve(self.p_time, pg.mkPen(GREEN), "verify")
+        self.c_other = _curve(self.p_time, pg.mkPen(RED), "other")
+        self.b_pos = pg.BarGraphItem(x=[], height=[], width=0.7, brush=GREEN)
         self.p_pos.addItem(self.b_pos)
         self.p_pos.setYRange(0, 1.05, padding=0)
         self.p_hist.setYRange(0, 1.05, padding=0)
         self.p_pos.setLabel("bottom", "draft position")
-        self.b_hist = pg.BarGraphItem(x=[], height=[], width=0.7, brush="#1565c0")
+        self.b_hist = pg.BarGraphItem(x=[], height=[], width=0.7, brush=BLUE)
         self.p_hist.addItem(self.b_hist)
         self.p_hist.setLabel("bottom", "accepted tokens per step")
         for p in (self.p_pos, self.p_hist):
@@ -200,7 +201,7 @@ class LiveCharts(QWidget):
                     pen=PEN_MARK,
                     movable=False,
                     label=m.label if plot is self.p_tps else None,
-                    labelOpts={"position": 0.92, "color": "#424242", "anchors": [(0, 0), (0, 0)]},
+                    labelOpts={"position": 0.92, "color": LABEL_GREY, "anchors": [(0, 0), (0, 0)]},
                 )
                 plot.addItem(line)
                 lines.append(line)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
-ACCEPTED_BG = QColor("#c8e6c9")
+from app.widgets.style import LIGHT_GREEN
+
+ACCEPTED_BG = QColor(LIGHT_GREEN)
 
 
 class TokenText(QPlainTextEdit):

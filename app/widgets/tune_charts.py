@@ -12,14 +12,15 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.widgets.style import AMBER, BLUE, GREEN, GREY, NOTE_GREY, ORANGE, PURPLE
 from engine.measure.tuner import TuneResult
 
-PEN_PRED = pg.mkPen("#1565c0", width=2)
-PEN_BASE = pg.mkPen("#757575", width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
-PEN_VERIFY = pg.mkPen("#6a1b9a", width=2)
-PEN_DRAFT = pg.mkPen("#ef6c00", width=2)
-BRUSH_MEASURED = pg.mkBrush("#2e7d32")
-BRUSH_BEST = pg.mkBrush("#f9a825")
+PEN_PRED = pg.mkPen(BLUE, width=2)
+PEN_BASE = pg.mkPen(GREY, width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
+PEN_VERIFY = pg.mkPen(PURPLE, width=2)
+PEN_DRAFT = pg.mkPen(ORANGE, width=2)
+BRUSH_MEASURED = pg.mkBrush(GREEN)
+BRUSH_BEST = pg.mkBrush(AMBER)
 
 
 class TuneCharts(QWidget):
@@ -37,15 +38,15 @@ class TuneCharts(QWidget):
         self.p_cost.setLabel("bottom", "tokens in the batch")
         self.p_cost.setLabel("left", "ms")
         self.p_cost.addLegend(offset=(5, 5))
-        self.c_pred = self.p_k.plot(pen=PEN_PRED, symbol="o", symbolSize=5, symbolBrush="#1565c0", name="predicted")
+        self.c_pred = self.p_k.plot(pen=PEN_PRED, symbol="o", symbolSize=5, symbolBrush=BLUE, name="predicted")
         self.c_meas = self.p_k.plot(pen=None, symbol="s", symbolSize=9, symbolBrush=BRUSH_MEASURED, name="measured")
         self.c_best = self.p_k.plot(pen=None, symbol="star", symbolSize=16, symbolBrush=BRUSH_BEST, name="best")
         self.c_base = self.p_k.plot(pen=PEN_BASE, name="baseline (no speculation)")
         self.c_verify = self.p_cost.plot(
-            pen=PEN_VERIFY, symbol="o", symbolSize=5, symbolBrush="#6a1b9a", name="target verify"
+            pen=PEN_VERIFY, symbol="o", symbolSize=5, symbolBrush=PURPLE, name="target verify"
         )
         self.c_draft = self.p_cost.plot(
-            pen=PEN_DRAFT, symbol="t", symbolSize=6, symbolBrush="#ef6c00", name="draft forward"
+            pen=PEN_DRAFT, symbol="t", symbolSize=6, symbolBrush=ORANGE, name="draft forward"
         )
 
     def clear(self) -> None:
@@ -83,7 +84,7 @@ class TuneCharts(QWidget):
 
     def _title_note(self, note: str) -> None:
         title = "draft-simple: tokens/s by K"
-        self.p_k.setTitle(title + (f"<br><span style='font-size:8pt;color:#616161'>{note}</span>" if note else ""))
+        self.p_k.setTitle(title + (f"<br><span style='font-size:8pt;color:{NOTE_GREY}'>{note}</span>" if note else ""))
 
     def save_png(self, path: str) -> None:
         self.grab().save(path)

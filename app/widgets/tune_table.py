@@ -12,12 +12,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
+from app.widgets.style import LIGHT_GREEN
 from engine.measure.tuner import Candidate, TuneResult
 
 COLUMNS = ("rank", "setting", "predicted tok/s", "measured tok/s", "error %", "speedup", "prompts")
 SORT_ROLE = Qt.ItemDataRole.UserRole
 BEST_ROLE = Qt.ItemDataRole.UserRole + 1
-BEST_BACKGROUND = QColor("#c8e6c9")
+BEST_BACKGROUND = QColor(LIGHT_GREEN)
 
 
 class _Item(QTableWidgetItem):

@@ -1,6 +1,6 @@
 """The Models page's library: the GGUF files already on this machine (engine.models.library.scan over
 the Hugging Face cache, LM Studio, llama.cpp's cache, Ollama and the user's folders), the pairs
-they make, and buttons that hand a file or a pair to the Lab's pickers.
+they make, and buttons that hand a file or a pair to the session (app.session), which the Lab shows.
 
 The scan runs in a background thread: a first scan reads one header per file and a large
 library on a slow disk takes seconds. Later scans reuse the engine's scan cache.
@@ -27,11 +27,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pages.models_jobs import BackgroundJob
+from app.pages.models.background import BackgroundJob
+from app.session import LabSession
+from app.widgets.style import ERROR, error_text, ok_text
 from engine.models.downloads import format_bytes
 
 COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")
-ERROR_COLOUR = QColor("#c62828")
+ERROR_COLOUR = QColor(ERROR)
 
 
 class _SortItem(QTableWidgetItem):
@@ -59,10 +61,10 @@ def _family_text(m) -> str:
 class LibraryPanel(QWidget):
     scanned = Signal(object)  # engine.models.library.Library
 
-    def __init__(self, lab, sources=None, parent: QWidget | None = None):
+    def __init__(self, session: LabSession, sources=None, parent: QWidget | None = None):
         """sources: engine.models.library.Source list to scan instead of the usual places (None: those)."""
         super().__init__(parent)
-        self.lab = lab
+        self.session = session
         self.sources = sources
         self.library = None
         self.job: BackgroundJob | None = None
@@ -180,7 +182,7 @@ class LibraryPanel(QWidget):
 
     def _scan_failed(self, exc: BaseException) -> None:
         self.rescan_button.setEnabled(True)
-        self.status.setText(f"<b style='color:#c62828'>the scan failed:</b> {exc}")
+        self.status.setText(f"{error_text('the scan failed:')} {exc}")
         self._maybe_again()
 
     def _scanned(self, lib) -> None:
@@ -248,7 +250,7 @@ class LibraryPanel(QWidget):
         )
         self.pair_button.setEnabled(False)
 
-    # -- selection -> the Lab ------------------------------------------------------------------
+    # -- selection -> the session ------------------------------------------------------------------
     def selected_models(self) -> list:
         if self.library is None:
             return []
@@ -283,39 +285,31 @@ class LibraryPanel(QWidget):
             a, b = chosen
             ok = b.path in a.compatible_with
             self.selection_label.setText(
-                "two files: "
-                + (
-                    "<b style='color:#2e7d32'>✓ compatible</b>"
-                    if ok
-                    else "<b style='color:#c62828'>✗ not a pair llama.cpp accepts</b>"
-                )
+                "two files: " + (ok_text("✓ compatible") if ok else error_text("✗ not a pair llama.cpp accepts"))
             )
         else:
             self.selection_label.setText("select a file (or two: target and draft)")
 
     def use_selected(self) -> None:
         chosen = [m for m in self.selected_models() if not m.error]
-        c = self.lab.controls
         if len(chosen) == 1:
-            c.target.set_path(chosen[0].path)
+            self.session.set_target(chosen[0].path)
         elif len(chosen) == 2:
             # the larger model verifies, the smaller drafts
             target, draft = sorted(chosen, key=lambda m: (m.parameter_count or 0, m.size_bytes), reverse=True)
-            c.target.set_path(target.path)
-            c.draft.set_path(draft.path)
+            self.session.set_pair(target.path, draft.path)
 
     def use_selected_as_draft(self) -> None:
         chosen = [m for m in self.selected_models() if not m.error]
         if len(chosen) == 1:
-            self.lab.controls.draft.set_path(chosen[0].path)
+            self.session.set_draft(chosen[0].path)
 
     def use_selected_pair(self) -> None:
         rows = self.pairs.selectionModel().selectedRows()
         if not rows or self.library is None:
             return
         p = self.library.pairs[rows[0].row()]
-        self.lab.controls.target.set_path(p["target"])
-        self.lab.controls.draft.set_path(p["draft"])
+        self.session.set_pair(p["target"], p["draft"])
 
     # -- the user's folders -------------------------------------------------------------------
     def add_folder(self, folder: str | Path) -> bool:
@@ -324,7 +318,7 @@ class LibraryPanel(QWidget):
         try:
             path = add_folder(folder)
         except LibraryError as exc:
-            self.status.setText(f"<b style='color:#c62828'>{exc}</b>")
+            self.status.setText(error_text(str(exc)))
             return False
         self.status.setText(f"added {path}; scanning…")
         self.rescan()
@@ -336,7 +330,7 @@ class LibraryPanel(QWidget):
         try:
             remove_folder(folder)
         except LibraryError as exc:
-            self.status.setText(f"<b style='color:#c62828'>{exc}</b>")
+            self.status.setText(error_text(str(exc)))
             return False
         self.rescan()
         return True

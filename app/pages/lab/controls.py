@@ -3,7 +3,8 @@ sampling, prompt source, and the Start / Stop / Baseline buttons.
 
 The panel only reads and writes widgets and says when something changed; the
 Lab page decides what to do with it (send to a running session, or keep for
-the next run). Values are the engine.core.settings dataclasses.
+the next run), and the app's session (app.session) is bound to it, which is how
+the other pages see it. Values are the engine.core.settings dataclasses.
 """
 
 from __future__ import annotations
@@ -14,21 +15,19 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
-    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QPlainTextEdit,
     QPushButton,
     QSlider,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from app.session import CUSTOM_PROMPT
+from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
 
 METHOD_CHOICES = (
@@ -46,63 +45,19 @@ METHOD_CHOICES = (
     "draft-dspark",
     "none",
 )
-CUSTOM_PROMPT = "custom prompt"
 
 
-def _spin(lo: int, hi: int, value: int, tip: str = "") -> QSpinBox:
-    w = QSpinBox()
-    w.setRange(lo, hi)
-    w.setValue(value)
-    w.setToolTip(tip)
-    w.setKeyboardTracking(False)
-    return w
+def _spin(lo: int, hi: int, value: int, tip: str = ""):
+    return spin_box(lo, hi, value, tip, track_keys=False)  # a knob acts when typing ends, not per keystroke
 
 
-def _dspin(lo: float, hi: float, value: float, step: float, tip: str = "") -> QDoubleSpinBox:
-    w = QDoubleSpinBox()
-    w.setRange(lo, hi)
-    w.setDecimals(2)
-    w.setSingleStep(step)
-    w.setValue(value)
-    w.setToolTip(tip)
-    w.setKeyboardTracking(False)
-    return w
-
-
-class PathPicker(QWidget):
-    changed = Signal()
-
-    def __init__(self, placeholder: str, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.edit = QLineEdit()
-        self.edit.setPlaceholderText(placeholder)
-        browse = QPushButton("…")
-        browse.setFixedWidth(28)
-        browse.setToolTip("choose a GGUF file")
-        browse.clicked.connect(self._browse)
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.edit)
-        row.addWidget(browse)
-        self.edit.editingFinished.connect(self.changed)
-
-    def _browse(self) -> None:
-        start = self.edit.text() or str(Path.home())
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a GGUF model", start, "GGUF models (*.gguf)")
-        if path:
-            self.set_path(path)
-
-    def set_path(self, path: str | Path | None) -> None:
-        self.edit.setText(str(path) if path else "")
-        self.changed.emit()
-
-    def path(self) -> Path | None:
-        text = self.edit.text().strip()
-        return Path(text) if text else None
+def _dspin(lo: float, hi: float, value: float, step: float, tip: str = ""):
+    return double_spin_box(lo, hi, value, step, tip, track_keys=False)
 
 
 class LabControls(QWidget):
-    modelsChanged = Signal()
+    pairChanged = Signal()  # the target or the draft file
+    loadChanged = Signal()  # context, GPU layers, CPU threads or repacking
     knobsChanged = Signal()  # any speculation or sampling knob
     startRequested = Signal()
     stopRequested = Signal()
@@ -169,7 +124,7 @@ class LabControls(QWidget):
         f.addRow("n-gram size m", self.size_m)
         f.addRow("n-gram min hits", self.min_hits)
         f.addRow("ngram-mod match", self.mod_match)
-        f.addRow("ngram-mod min / max", self._pair(self.mod_min, self.mod_max))
+        f.addRow("ngram-mod min / max", side_by_side(self.mod_min, self.mod_max))
         col.addWidget(spec)
 
         sampling = QGroupBox("Sampling")
@@ -227,24 +182,39 @@ class LabControls(QWidget):
         for w in (self.p_min, self.temp, self.top_p):
             w.valueChanged.connect(self.knobsChanged)
         self.method.currentTextChanged.connect(self.knobsChanged)
-        self.target.changed.connect(self.modelsChanged)
-        self.draft.changed.connect(self.modelsChanged)
+        self.target.changed.connect(self.pairChanged)
+        self.draft.changed.connect(self.pairChanged)
+        for w in (self.ctx, self.ngl, self.threads):
+            w.valueChanged.connect(self.loadChanged)
+        self.repack.toggled.connect(self.loadChanged)
         self.load_button.clicked.connect(self.loadRequested)
         self.start_button.clicked.connect(self.startRequested)
         self.stop_button.clicked.connect(self.stopRequested)
         self.baseline_button.clicked.connect(self.baselineRequested)
         self.workload.currentTextChanged.connect(lambda t: self.prompt.setEnabled(t == CUSTOM_PROMPT))
 
-    @staticmethod
-    def _pair(a: QWidget, b: QWidget) -> QWidget:
-        w = QWidget()
-        row = QHBoxLayout(w)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(a)
-        row.addWidget(b)
-        return w
+    # -- the pair ---------------------------------------------------------
+    def pair(self) -> tuple[Path | None, Path | None]:
+        return self.target.path(), self.draft.path()
+
+    def set_pair(self, target: str | Path | None, draft: str | Path | None) -> None:
+        self.target.set_path(target, notify=False)
+        self.draft.set_path(draft, notify=False)
+        self.pairChanged.emit()  # once for both
+
+    def set_target(self, path: str | Path | None) -> None:
+        self.target.set_path(path)
+
+    def set_draft(self, path: str | Path | None) -> None:
+        self.draft.set_path(path)
 
     # -- values -----------------------------------------------------------
+    def context(self) -> int:
+        return self.ctx.value()
+
+    def gpu_layers(self) -> int:
+        return self.ngl.value()
+
     def load_settings(self) -> LoadSettings:
         target = self.target.path()
         if target is None:
@@ -298,6 +268,30 @@ class LabControls(QWidget):
             seed=0xFFFFFFFF if seed < 0 else seed,
         )
 
+    # -- prompts ----------------------------------------------------------
+    def set_workloads(self, names: list[str]) -> None:
+        """The workload sets on offer (CUSTOM_PROMPT comes last); the choice stays when it still exists."""
+        current = self.workload.currentText()
+        self.workload.clear()
+        self.workload.addItems(list(names) + [CUSTOM_PROMPT])
+        idx = self.workload.findText(current)
+        self.workload.setCurrentIndex(idx if idx >= 0 else 0)
+
+    def workload_name(self) -> str:
+        return self.workload.currentText()
+
+    def set_workload(self, name: str) -> bool:
+        idx = self.workload.findText(name)
+        if idx >= 0:
+            self.workload.setCurrentIndex(idx)
+        return idx >= 0
+
+    def custom_prompt(self) -> str:
+        return self.prompt.toPlainText()
+
+    def set_custom_prompt(self, text: str) -> None:
+        self.prompt.setPlainText(text)
+
     def set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
         self.baseline_button.setEnabled(not running)
@@ -344,6 +338,17 @@ class LabControls(QWidget):
         }
 
     def restore_state(self, state: dict) -> None:
+        # one loadChanged and one knobsChanged at the end, not one per widget: each has observers that
+        # read the model files (the Models page's pair check)
+        blocked = self.blockSignals(True)
+        try:
+            self._restore_widgets(state)
+        finally:
+            self.blockSignals(blocked)
+        self.loadChanged.emit()
+        self.knobsChanged.emit()
+
+    def _restore_widgets(self, state: dict) -> None:
         def get(key, cast, default):
             try:
                 return cast(state.get(key, default))

@@ -1,12 +1,12 @@
-"""The Models page: what is on this machine, what to get, and the Lab's pair checked.
+"""The Models page: what is on this machine, what to get, and the session's pair checked.
 
 Three tabs, each in its own module and each a view over engine functions the CLI has too:
   Library      engine.models.library.scan (spectune models): the GGUF files found, their pairs
   Downloads    engine.models.downloads.pull (spectune pull) of the catalog's presets or REPO:FILE
   Recommended  engine.planning.recommend (spectune recommend / presets) for the free VRAM, else RAM
-Below them, the check of the Lab's current pair before anything is loaded: llama.cpp's
-vocabulary rule (engine.models.compat) and a memory plan that counts both models
-(engine.planning.memory_plan) against the free VRAM the Hardware page sees, or the free RAM.
+Below them, the check of the session's pair (app.session, set on the Lab page or from here) before
+anything is loaded: engine.planning.preflight, with llama.cpp's vocabulary rule and a memory plan
+that counts both models against the free VRAM the Hardware page sees, or the free RAM.
 
 Disks, the catalog and the hub are only touched in background threads, and only once the
 page is first shown; closing the window stops them (see shutdown).
@@ -20,10 +20,13 @@ from typing import Any
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
 
-from app.pages.models_jobs import BackgroundJob
-from app.pages.models_library import LibraryPanel
-from app.pages.models_presets import PresetsPanel
-from app.pages.models_recommend import RecommendPanel
+from app.engine_controller import EngineController
+from app.pages.models.background import BackgroundJob
+from app.pages.models.library import LibraryPanel
+from app.pages.models.presets import PresetsPanel
+from app.pages.models.recommend import RecommendPanel
+from app.session import LabSession
+from app.widgets.style import ERROR, MUTED, OK, coloured, error_text, ok_text
 
 GIB = 2**30
 _FROM_HARDWARE = object()
@@ -61,21 +64,25 @@ def rank_catalog(catalog, nvml, ctx: int) -> CatalogView:
 class ModelsPage(QWidget):
     def __init__(
         self,
-        lab,
+        session: LabSession,
         hardware=None,
         parent: QWidget | None = None,
         *,
+        controller: EngineController | None = None,
         catalog=None,
         sources=None,
         download_options: dict | None = None,
         nvml: Any = _FROM_HARDWARE,
     ):
-        """catalog: an engine.models.catalog.Catalog instead of the shipped one; sources: the library's places
+        """hardware: the Hardware page, whose report the pair check plans against; controller: the Lab's engine,
+        whose loaded pair is freed before a load (so its memory counts as free); catalog: an
+        engine.models.catalog.Catalog instead of the shipped one; sources: the library's places
         (engine.models.library.Source list) instead of the usual ones; download_options: keyword arguments for
         engine.models.downloads.download_files; nvml: the NVML module for the budget (default: the Hardware page's)."""
         super().__init__(parent)
-        self.lab = lab
+        self.session = session
         self.hardware = hardware
+        self.controller = controller
         self.nvml = getattr(hardware, "_nvml", None) if nvml is _FROM_HARDWARE else nvml
         self._catalog = catalog
         self.catalog_view: CatalogView | None = None
@@ -87,8 +94,8 @@ class ModelsPage(QWidget):
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>Models</h3>"))
         self.tabs = QTabWidget()
-        self.library = LibraryPanel(lab, sources)
-        self.presets = PresetsPanel(lab, download_options)
+        self.library = LibraryPanel(session, sources)
+        self.presets = PresetsPanel(session, download_options)
         self.recommend = RecommendPanel()
         self.tabs.addTab(self.library, "Library")
         self.tabs.addTab(self.presets, "Downloads")
@@ -117,8 +124,8 @@ class ModelsPage(QWidget):
         buttons.addStretch(1)
         c_col.addLayout(buttons)
         col.addWidget(check)
-        lab.controls.modelsChanged.connect(self.check_pair)
-        lab.controls.ctx.valueChanged.connect(self.check_pair)
+        session.pairChanged.connect(self.check_pair)
+        session.loadChanged.connect(self.check_pair)  # the context and the GPU layers change the plan
         self.check_pair()
 
     # -- background work ------------------------------------------------------------------
@@ -154,7 +161,7 @@ class ModelsPage(QWidget):
 
     def _rank_failed(self, exc: BaseException) -> None:
         self.recommend.set_error(str(exc) or type(exc).__name__)
-        self.presets.status.setText(f"<b style='color:#c62828'>the catalog cannot be read:</b> {exc}")
+        self.presets.status.setText(f"{error_text('the catalog cannot be read:')} {exc}")
         if self._rank_again:
             self.rank()
 
@@ -193,14 +200,11 @@ class ModelsPage(QWidget):
     def use_demo_pair(self) -> None:
         from engine.measure.demo import demo_pair
 
-        target, draft = demo_pair()
-        self.lab.controls.target.set_path(target)
-        self.lab.controls.draft.set_path(draft)
+        self.session.set_pair(*demo_pair())
 
     # -- the pair check ---------------------------------------------------
     def check_pair(self) -> None:
-        c = self.lab.controls
-        target, draft = c.target.path(), c.draft.path()
+        target, draft = self.session.target(), self.session.draft()
         if target is None or not target.is_file():
             self.compat_badge.setText("choose a target model in the Lab")
             self.fit_badge.setText("")
@@ -210,35 +214,36 @@ class ModelsPage(QWidget):
         from engine.planning.preflight import preflight
 
         report = self.hardware.report if self.hardware is not None else None
+        lab_engine = self.controller.fit_context() if self.controller is not None else {}
         check = preflight(
             target,
             draft if draft and draft.is_file() else None,
-            c.ctx.value(),
-            MemoryBudget.from_report(report, **self.lab.fit_context()),
-            ngl=c.ngl.value(),
+            self.session.context(),
+            MemoryBudget.from_report(report, **lab_engine),
+            ngl=self.session.gpu_layers(),
             check_files=False,
         )
         if check.target is None:  # unreadable: the one reason says why
-            self.compat_badge.setText(f"<b style='color:#c62828'>✗ {check.reasons[0].message}</b>")
+            self.compat_badge.setText(error_text(f"✗ {check.reasons[0].message}"))
             self.fit_badge.setText("")
             return
         if check.compat is None:
             self.compat_badge.setText("no draft model: only the n-gram methods can speculate")
         elif check.compat["compatible"]:
-            self.compat_badge.setText("<b style='color:#2e7d32'>✓ compatible</b> (same vocabulary by llama.cpp's rule)")
+            self.compat_badge.setText(ok_text("✓ compatible") + " (same vocabulary by llama.cpp's rule)")
         else:
-            self.compat_badge.setText("<b style='color:#c62828'>✗ incompatible:</b> " + "; ".join(check.vocab_reasons))
+            self.compat_badge.setText(error_text("✗ incompatible:") + " " + "; ".join(check.vocab_reasons))
         verdict = check.fit
         if verdict is None:
             self.fit_badge.setText(check.reasons[-1].message)
             return
         plan = verdict.plan
-        colour = {True: "#2e7d32", False: "#c62828", None: "#757575"}[verdict.fits]
+        colour = {True: OK, False: ERROR, None: MUTED}[verdict.fits]
         mark = {True: "✓", False: "✗", None: "?"}[verdict.fits]
         detail = ""
         if verdict.where == "VRAM":
             detail = f"; {plan.to_dict()['totals']['host_bytes'] / GIB:.2f} GiB in host memory"
-        self.fit_badge.setText(f"<b style='color:{colour}'>{mark} {verdict.summary()}</b>{detail}")
+        self.fit_badge.setText(coloured(f"{mark} {verdict.summary()}", colour) + detail)
         by_kind = {}
         for item in plan.items:
             key = f"{item.model} {item.kind}"

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.widgets.style import ERROR, error_text
 from engine.models.downloads import format_bytes
 
 COLUMNS = ("target + draft", "score", "memory", "expected", "preset")
@@ -87,7 +88,7 @@ class RecommendPanel(QWidget):
         self.refresh_button.setEnabled(True)
         self.tree.clear()
         self.result = None
-        self.budget_label.setText(f"<b style='color:#c62828'>no recommendations:</b> {message}")
+        self.budget_label.setText(f"{error_text('no recommendations:')} {message}")
 
     def set_result(self, rec) -> None:
         """rec: an engine.planning.recommend.Recommendation."""
@@ -112,7 +113,7 @@ class RecommendPanel(QWidget):
             for c in rec.near_misses:
                 item = self._candidate(misses, c, "")
                 why = QTreeWidgetItem([f"why not: {c.why_not}"])
-                why.setForeground(0, QColor("#c62828"))
+                why.setForeground(0, QColor(ERROR))
                 item.insertChild(0, why)
                 item.setText(0, f"{c.label} — {c.why_not}")  # why it missed, readable without a click
                 item.setToolTip(0, f"why not: {c.why_not}")
@@ -162,7 +163,7 @@ class RecommendPanel(QWidget):
             self.selection_label.setText("")
             return
         what = f"preset {c.preset}" if c.preset else "no preset: both files are fetched by name"
-        miss = f" · <span style='color:#c62828'>{c.why_not}</span>" if c.why_not else ""
+        miss = f" · {error_text(c.why_not, bold=False)}" if c.why_not else ""
         self.selection_label.setText(f"<b>{c.label}</b> · {what}{miss}")
 
     def _download_selected(self) -> None:

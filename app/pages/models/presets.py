@@ -2,7 +2,7 @@
 size and whether they fit, single REPO:FILENAME files, and the pairs the recommendations
 hand over. Download runs engine.models.downloads.pull in a background thread with its progress
 (bytes, rate, ETA) on a bar; Cancel keeps the partial file, so Download again resumes it.
-"Use in Lab" is offered once every file of a row is on disk.
+"Use in Lab" (which sets the session's pair) is offered once every file of a row is on disk.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pages.models_jobs import BackgroundJob
+from app.pages.models.background import BackgroundJob
+from app.session import LabSession
+from app.widgets.style import ERROR, MUTED, OK, coloured, error_text
 from engine.models.downloads import (
     ChecksumError,
     DiskSpaceError,
@@ -37,7 +39,6 @@ from engine.models.downloads import (
     parse_repo_file,
 )
 
-GREEN, RED, GREY = QColor("#2e7d32"), QColor("#c62828"), QColor("#757575")
 COLUMNS = ("preset / file", "download", "fits", "progress", "")
 
 
@@ -118,10 +119,10 @@ def explain(exc: BaseException) -> tuple[str, str]:
 class PresetsPanel(QWidget):
     downloaded = Signal(object)  # engine.models.downloads.PullResult
 
-    def __init__(self, lab, download_options: dict | None = None, parent: QWidget | None = None):
+    def __init__(self, session: LabSession, download_options: dict | None = None, parent: QWidget | None = None):
         """download_options: keyword arguments for engine.models.downloads.download_files (cache_dir, endpoint, ...)."""
         super().__init__(parent)
-        self.lab = lab
+        self.session = session
         self.download_options = dict(download_options or {})
         self.catalog = None
         self.rows: list[DownloadRow] = []
@@ -203,8 +204,8 @@ class PresetsPanel(QWidget):
         request = parse_repo_file(name)
         if request is None:
             self.details.setText(
-                f"<b style='color:#c62828'>{name!r} is not REPO:FILENAME</b> "
-                "(for example bartowski/Qwen2.5-0.5B-Instruct-GGUF:Qwen2.5-0.5B-Instruct-Q8_0.gguf)"
+                error_text(f"{name!r} is not REPO:FILENAME")
+                + " (for example bartowski/Qwen2.5-0.5B-Instruct-GGUF:Qwen2.5-0.5B-Instruct-Q8_0.gguf)"
             )
             return None
         row = DownloadRow(name, "file", "one file from the hub", [FileWanted("model", request.repo, request.filename)])
@@ -254,7 +255,7 @@ class PresetsPanel(QWidget):
         name.setToolTip(f"{row.name}\n{row.description}")
         size = QTableWidgetItem(row.size_text)
         fit = QTableWidgetItem({True: "✓ fits", False: "✗ too big", None: "–"}[row.fit])
-        fit.setForeground({True: GREEN, False: RED, None: GREY}[row.fit])
+        fit.setForeground(QColor({True: OK, False: ERROR, None: MUTED}[row.fit]))
         fit.setToolTip(row.fit_text)
         for c, item in enumerate((name, size, fit)):
             self.table.setItem(r, c, item)
@@ -376,13 +377,11 @@ class PresetsPanel(QWidget):
         if broken:
             row.state = "failed"
             row.bar.setFormat("downloaded, but not a usable GGUF")
-            lines += [f"<b style='color:#c62828'>{f.filename} is not a usable GGUF:</b> {f.gguf_error}" for f in broken]
+            lines += [f"{error_text(f'{f.filename} is not a usable GGUF:')} {f.gguf_error}" for f in broken]
         elif result.compat is not None and not result.compat["compatible"]:
             row.bar.setFormat("done (llama.cpp refuses the pair)")
-            lines.append(
-                "<b style='color:#c62828'>llama.cpp will refuse this draft for this target:</b> "
-                + "; ".join(result.compat["reasons"])
-            )
+            refused = error_text("llama.cpp will refuse this draft for this target:")
+            lines.append(f"{refused} " + "; ".join(result.compat["reasons"]))
         else:
             row.bar.setFormat("done")
         row.message = "<br>".join(lines)
@@ -397,8 +396,8 @@ class PresetsPanel(QWidget):
         row.bar.setFormat(short)
         if row.state == "failed":
             row.bar.setValue(0)
-        colour = "#757575" if row.state == "cancelled" else "#c62828"
-        row.message = f"<b style='color:{colour}'>{short}:</b> {story}"
+        colour = MUTED if row.state == "cancelled" else ERROR
+        row.message = f"{coloured(f'{short}:', colour)} {story}"
         self._paint(row)
         self._show_details(row)
 
@@ -408,17 +407,15 @@ class PresetsPanel(QWidget):
             self.repo_file.clear()
             self.download(row.name)
 
-    # -- to the Lab -----------------------------------------------------------------------------
+    # -- to the session -----------------------------------------------------------------------------
     def use_in_lab(self, name: str) -> bool:
         row = self.row(name)
         if row is None or not row.present:
             return False
-        c = self.lab.controls
         if "model" in row.paths:
-            c.target.set_path(row.paths["model"])
+            self.session.set_target(row.paths["model"])  # one file: the draft stays
         else:
-            c.target.set_path(row.paths["target"])
-            c.draft.set_path(row.paths["draft"])
+            self.session.set_pair(row.paths["target"], row.paths["draft"])
         return True
 
     def _show_details(self, row: DownloadRow | None = None) -> None:

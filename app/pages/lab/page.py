@@ -7,17 +7,22 @@ sends one change, not thirty), and when the worker says which cycle first used
 it, every chart gets a labelled marker there. Baseline measures tokens/s with
 no speculation on the same loaded models. Charts repaint from a 25 Hz timer,
 the text from a 4 Hz one; neither repaints per event.
+
+The page's controls are the widgets of the session the pages share
+(app.session); before it loads or runs it asks the coordinator of measuring
+jobs (app.jobs), which stops it when a tune or a validation starts.
 """
 
 from __future__ import annotations
 
-import threading
-
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineController
-from app.pages.lab_controls import CUSTOM_PROMPT, LabControls
+from app.jobs import LAB, MeasuringJobs
+from app.pages.lab.controls import LabControls
+from app.session import LabSession, shipped_workloads
+from app.widgets.banner import Banner
 from app.widgets.live_charts import LiveCharts
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.token_text import TokenText
@@ -31,41 +36,19 @@ TEXT_INTERVAL_MS = 250  # 4 Hz
 KNOB_SETTLE_MS = 150  # a knob must rest this long before it is sent
 
 
-class Banner(QFrame):
-    """A message strip with an optional action button (restart after a crash)."""
-
-    actionClicked = Signal()
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.button = QPushButton()
-        self.button.clicked.connect(self.actionClicked)
-        close = QPushButton("✕")
-        close.setFixedWidth(28)
-        close.setToolTip("dismiss")
-        close.clicked.connect(self.hide)
-        row = QHBoxLayout(self)
-        row.addWidget(self.label, 1)
-        row.addWidget(self.button)
-        row.addWidget(close)
-        self.hide()
-
-    def show_message(self, text: str, level: str = "error", action: str | None = None) -> None:
-        colour = {"error": "#ffcdd2", "warning": "#fff9c4", "info": "#e3f2fd"}[level]
-        self.setStyleSheet(f"Banner {{ background: {colour}; border: 1px solid #bdbdbd; }}")
-        self.label.setText(text)
-        self.button.setVisible(action is not None)
-        self.button.setText(action or "")
-        self.show()
-
-
 class LabPage(QWidget):
     runFinished = Signal(dict)  # a summary, for history and other pages
 
-    def __init__(self, controller: EngineController, parent: QWidget | None = None):
+    def __init__(
+        self,
+        controller: EngineController,
+        parent: QWidget | None = None,
+        *,
+        session: LabSession | None = None,
+        jobs: MeasuringJobs | None = None,
+    ):
+        """session: the one the other pages share (its widgets are this page's controls); jobs: the
+        coordinator of measuring jobs, which this page asks before it loads or runs and gives way to."""
         super().__init__(parent)
         self.controller = controller
         self.live = LiveSession()
@@ -83,9 +66,13 @@ class LabPage(QWidget):
         self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
-        self.busy_elsewhere = lambda: None  # () -> "a tune is running ..." or None; set by the main window
 
         self.controls = LabControls()
+        self.controls.set_workloads(shipped_workloads())
+        self.session = session if session is not None else LabSession(self)
+        self.session.bind(self.controls)
+        self.jobs = jobs if jobs is not None else MeasuringJobs()
+        self.jobs.attach_lab(self, controller)
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
@@ -152,38 +139,14 @@ class LabPage(QWidget):
             ),
         )
 
-    # -- prompts ----------------------------------------------------------
-    def set_workloads(self, names: list[str]) -> None:
-        combo = self.controls.workload
-        current = combo.currentText()
-        combo.clear()
-        combo.addItems(list(names) + [CUSTOM_PROMPT])
-        idx = combo.findText(current)
-        combo.setCurrentIndex(idx if idx >= 0 else 0)
-
-    def collect_prompts(self) -> list[str]:
-        name = self.controls.workload.currentText()
-        if name == CUSTOM_PROMPT:
-            text = self.controls.prompt.toPlainText()
-            if not text.strip():
-                raise SettingsError("write a prompt, or choose a workload set")
-            return [text]
-        from engine.core.workloads import load_workload
-
-        return [p.text for p in load_workload(name).prompts]
-
     # -- actions ----------------------------------------------------------
     def _refused_while_busy(self) -> bool:
         """A tune or a validation measures speed with an engine of its own: the Lab refuses to load or run
         beside it (and says so) until it ends."""
-        busy = self.busy_elsewhere()
-        if busy:
-            self.banner.show_message(
-                f"Not now: {busy}. Try again when it ends: two engines sharing the machine "
-                "would spoil both measurements (and may not both fit).",
-                "warning",
-            )
-        return bool(busy)
+        refusal = self.jobs.not_now(LAB)
+        if refusal:
+            self.banner.show_message(refusal, "warning")
+        return bool(refusal)
 
     def load(self) -> bool:
         if self.mode != "idle":
@@ -226,18 +189,13 @@ class LabPage(QWidget):
         with_memory, the memory plan against the free VRAM (or RAM) the Hardware page sees. The Lab's own
         loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
-        budget = MemoryBudget.from_report(report, **self.fit_context()) if report is not None else None
+        budget = MemoryBudget.from_report(report, **self.controller.fit_context()) if report is not None else None
         return preflight(settings.target, settings.draft, settings.ctx, budget, ngl=settings.ngl)
 
-    def explain_before_loading(self, settings: LoadSettings) -> str | None:
-        """Reasons not to load this pair at all (broken file, incompatible vocabularies), in words."""
-        return self.preflight(settings, with_memory=False).refusal
-
-    def fit_context(self) -> dict:
-        """What a memory budget needs to know about this engine: the memory its loaded pair holds (freed
-        before a load) and whether it can use a GPU at all (a CPU build cannot)."""
-        loaded = self.controller.loaded_info
-        return {"held": loaded.get("memory") if loaded else None, "gpu_backend": self.controller.gpu_backend}
+    @property
+    def loaded_settings(self) -> LoadSettings | None:
+        """The settings of the pair the Lab's engine loaded last: what its runs ran on."""
+        return self.controller.load_settings
 
     def _ready_for(self, action: str) -> bool:
         """True when the pair in the controls is loaded; otherwise start loading it and remember the action."""
@@ -259,7 +217,7 @@ class LabPage(QWidget):
         if self.mode not in ("idle",) or self._refused_while_busy():
             return
         try:
-            self._prompts = self.collect_prompts()
+            self._prompts = self.session.collect_prompts()
             spec, sampling = self.controls.spec_settings(), self.controls.sampling_settings().validate()
             spec.validate(has_draft=bool(self.controls.draft.path()))
         except (SettingsError, ValueError) as exc:
@@ -302,7 +260,7 @@ class LabPage(QWidget):
         if self.mode != "idle" or self._refused_while_busy():
             return
         try:
-            self._prompts = self.collect_prompts()[:1]
+            self._prompts = self.session.collect_prompts()[:1]
         except (SettingsError, ValueError) as exc:
             self.banner.show_message(str(exc), "warning")
             return
@@ -367,52 +325,6 @@ class LabPage(QWidget):
             self.start()
         elif action == "baseline":
             self.baseline()
-
-    def make_way_for(self, job: str, whose: str) -> str | None:
-        """Another job (a tune, a validation) is about to measure with an engine of its own: a running Lab
-        run is stopped (it would compete for the machine), and a load under way on the GPU is cancelled
-        (two copies may not fit). Returns a note for the user, or None."""
-        if self.mode in ("running", "baseline", "stopping"):
-            self.stop()
-            return "the Lab's run was stopped so that it does not compete for the machine"
-        if self.mode == "loading" and self.controller.gpu_backend:
-            self.stop()  # cancels the load
-            return (
-                f"the Lab's load was cancelled so that {whose} copy fits on the GPU; the Lab loads its pair "
-                "again when you start it there"
-            )
-        if self.mode == "loading":
-            return f"the Lab is still loading its pair; that may slow the {job}'s first measurements"
-        return None
-
-    def free_pair_for(self, freed: threading.Event, whose: str) -> str | None:
-        """Another job (a tune, a validation) is about to load its own copy of the pair. On a GPU two
-        copies may not fit: the Lab's engine frees its copy and ``freed`` is set once it has (or once
-        the Lab's engine has gone); when that is under way, returns a note for the user saying so
-        (``whose``: whose copy needs the room). On the CPU the copies share the mapped files, so the
-        Lab keeps its pair and needs no reload afterwards."""
-        controller = self.controller
-        if not controller.uses_gpu or not controller.unload():
-            return None
-        freed.clear()
-
-        def done(*_args) -> None:
-            if freed.is_set():
-                return
-            freed.set()
-            controller.unloaded.disconnect(done)
-            controller.stateChanged.disconnect(gone)
-
-        def gone(state: str, _message: str) -> None:
-            if state in (CRASHED, "stopped"):  # the Lab's worker is gone, and its copy with it
-                done()
-
-        controller.unloaded.connect(done)
-        controller.stateChanged.connect(gone)
-        return (
-            f"the Lab's copy of the pair was freed so that {whose} copy fits on the GPU; the Lab loads it "
-            "again when you start it there"
-        )
 
     def _on_unloaded(self) -> None:
         self.controls.badges.setText(
@@ -536,6 +448,12 @@ class LabPage(QWidget):
         if pieces:
             self.text.append_pieces(pieces)
             self._update_summary()
+
+    def shutdown(self) -> None:
+        """The window is closing: no timer fires into a page being deleted."""
+        self.chart_timer.stop()
+        self.text_timer.stop()
+        self.knob_timer.stop()
 
     def save_charts(self, path: str) -> None:
         self.charts.refresh(self.live.snapshot(), bars=True)  # the bars may be a few frames behind

@@ -4,11 +4,12 @@ The auto-tuner (engine.measure.tuner: a cost model from measured verify times pr
 successive halving over real runs decides) runs on a TuneRunner thread against
 an engine worker of its own, so the GUI never waits and a crash of that worker
 costs the tune, not the window. The pair, context, threads and sampling come
-from the Lab page; the prompts from a workload set, the Lab's prompt or a file.
+from the session the pages share (app.session), set on the Lab page; the prompts
+from a workload set, the Lab's prompt or a file.
 
-While a tune runs the Lab's own runs are stopped: two engines sharing the CPU
-(or GPU) would each measure the other's load, and the tuner's numbers would be
-wrong. The result is a ranked table, a chart of predicted against measured
+While a tune runs the Lab's own runs are stopped (app.jobs): two engines sharing
+the CPU (or GPU) would each measure the other's load, and the tuner's numbers
+would be wrong. The result is a ranked table, a chart of predicted against measured
 tokens/s by K, and two ways out: Apply to Lab, and Export (the Lab's knobs set
 to the best setting, then the Export page). Every finished tune goes to the
 history as kind "tune", as ``spectune tune`` does.
@@ -19,7 +20,6 @@ Keys (while the page is in view): Ctrl+Return start, Esc cancel.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -32,20 +32,23 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
-    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
-from app.pages.lab import Banner
-from app.pages.tune_runner import TuneRunner
+from app.jobs import MeasuringJobs
+from app.pages.tune.runner import TuneRunner
+from app.session import LabSession, shipped_workloads
+from app.widgets.banner import Banner
+from app.widgets.forms import spin_box
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
 from engine.core.settings import SettingsError
 from engine.measure.tuner import TuneResult
 
+JOB = "tune"  # the name this page asks app.jobs with
 LAB_PROMPT = "the Lab's prompt"
 PICK_FILE = "a file…"
 KILL_AFTER_MS = 3000  # a cancel not honoured by then (loading, measuring) ends the tune's worker
@@ -54,26 +57,16 @@ LOG_LINES = 5000
 _STRAY_RUNNERS: list[TuneRunner] = []  # runners that outlived a shutdown; kept so Qt never deletes them running
 
 
-def _spin(lo: int, hi: int, value: int, tip: str, suffix: str = "") -> QSpinBox:
-    w = QSpinBox()
-    w.setRange(lo, hi)
-    w.setValue(value)
-    w.setToolTip(tip)
-    w.setSuffix(suffix)
-    return w
-
-
 class TunePage(QWidget):
     tuneRecorded = Signal(int)  # history entry id of a finished tune
-    exportRequested = Signal()  # the best setting is in the Lab; show the Export page
+    exportRequested = Signal()  # the best setting is in the session; show the Export page
 
-    def __init__(self, lab, parent: QWidget | None = None):
+    def __init__(self, session: LabSession, jobs: MeasuringJobs, parent: QWidget | None = None):
         super().__init__(parent)
-        self.lab = lab
+        self.session = session
+        self.jobs = jobs
         self.mode = "idle"  # idle | running | stopping
         self.runner: TuneRunner | None = None
-        # another job that must not run beside a tune (the main window says which): a reason, or None
-        self.busy_elsewhere: Callable[[], str | None] = lambda: None
         self.result: TuneResult | None = None
         self.last_error: tuple[str, str] | None = None
         self._started_at = 0.0
@@ -81,31 +74,59 @@ class TunePage(QWidget):
         self._previous_workload = 0
         self._last_message = "starting"
 
-        # -- what is tuned -----------------------------------------------------------------------
+        self._build_layout()
+        self._build_timers()
+        self._connect()
+        self.set_workloads(shipped_workloads())
+        self._set_running(False)
+        self.refresh_lab_summary()
+
+    # -- building ----------------------------------------------------------------------------------
+    def _build_layout(self) -> None:
+        """Top to bottom: what is tuned, the inputs, the actions and what they said, the results."""
+        lab_summary = self._build_lab_summary()
+        inputs = self._build_inputs()
+        actions = self._build_actions()
+        results = self._build_results()
+        col = QVBoxLayout(self)
+        col.addWidget(QLabel("<h3>Auto-tune</h3>"))
+        col.addWidget(lab_summary)
+        col.addLayout(inputs)
+        col.addLayout(actions)
+        col.addWidget(self.status)
+        col.addWidget(self.banner)
+        col.addWidget(self.summary)
+        col.addWidget(results, 1)
+
+    def _build_lab_summary(self) -> QLabel:
+        """What is tuned: the session's pair and settings, changed on the Lab page."""
         self.lab_summary = QLabel()
         self.lab_summary.setWordWrap(True)
         self.lab_summary.setTextFormat(Qt.TextFormat.RichText)
+        return self.lab_summary
+
+    def _build_inputs(self) -> QHBoxLayout:
+        """One row of inputs: the page's height belongs to the table and the charts."""
         self.workload = QComboBox()
         self.workload.setToolTip("the prompts the candidates are measured on")
         self.workload.setMinimumWidth(180)
-        self.max_prompts = _spin(
+        self.max_prompts = spin_box(
             0,
             1000,
             0,
             "use at most this many of the set's prompts (0: all); fewer prompts tune faster but trust one prompt more",
         )
         self.max_prompts.setSpecialValueText("all")
-        self.budget = _spin(
+        self.budget = spin_box(
             5,
             24 * 3600,
             120,
             "stop confirming candidates after the round that passes this time (measuring the pair comes first)",
-            " s",
+            suffix=" s",
         )
-        self.max_tokens = _spin(4, 4096, 128, "tokens generated per prompt and candidate")
-        self.k_max = _spin(1, 32, 12, "the largest K the cost model considers for draft-simple")
-        self.seed = _spin(0, 2**31 - 1, 0, "prompt order and tie-breaks (the same seed replays the same plan)")
-        # one row of inputs: the page's height belongs to the table and the charts
+        self.max_tokens = spin_box(4, 4096, 128, "tokens generated per prompt and candidate")
+        self.k_max = spin_box(1, 32, 12, "the largest K the cost model considers for draft-simple")
+        self.seed = spin_box(0, 2**31 - 1, 0, "prompt order and tie-breaks (the same seed replays the same plan)")
         inputs = QHBoxLayout()
         for label, widget in (
             ("workload", self.workload),
@@ -119,8 +140,10 @@ class TunePage(QWidget):
             inputs.addWidget(widget)
             inputs.addSpacing(8)
         inputs.addStretch(1)
+        return inputs
 
-        # -- actions and progress ----------------------------------------------------------------
+    def _build_actions(self) -> QHBoxLayout:
+        """The buttons and the progress line; the status line and the banner (placed by the caller)."""
         self.start_button = QPushButton("Start tune")
         self.start_button.setToolTip("measure the pair, predict, confirm with real runs (Ctrl+Return)")
         self.cancel_button = QPushButton("Cancel")
@@ -141,8 +164,12 @@ class TunePage(QWidget):
             buttons.addWidget(b)
         buttons.addWidget(self.progress_bar)
         buttons.addWidget(self.progress_line, 1)
+        return buttons
 
-        # -- results ---------------------------------------------------------------------------
+    def _build_results(self) -> QSplitter:
+        """The ranked table and the tuner's log side by side (the table's seven columns need about 700 px),
+        the charts under them at full width, where a K axis of up to 32 points stays readable; the summary
+        line above them is placed by the caller."""
         self.summary = QLabel("")
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setWordWrap(True)
@@ -154,8 +181,6 @@ class TunePage(QWidget):
         self.log.setPlaceholderText("the tuner's progress appears here")
         self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)  # the tuner aligns its columns
         self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        # table and log side by side (the table's seven columns need about 700 px), the charts under them
-        # at full width, where a K axis of up to 32 points stays readable
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.table)
         top.addWidget(self.log)
@@ -168,17 +193,9 @@ class TunePage(QWidget):
         body.setStretchFactor(0, 1)
         body.setStretchFactor(1, 1)
         body.setSizes([330, 300])
+        return body
 
-        col = QVBoxLayout(self)
-        col.addWidget(QLabel("<h3>Auto-tune</h3>"))
-        col.addWidget(self.lab_summary)
-        col.addLayout(inputs)
-        col.addLayout(buttons)
-        col.addWidget(self.status)
-        col.addWidget(self.banner)
-        col.addWidget(self.summary)
-        col.addWidget(body, 1)
-
+    def _build_timers(self) -> None:
         self.progress_timer = QTimer(self)
         self.progress_timer.setInterval(PROGRESS_INTERVAL_MS)
         self.progress_timer.timeout.connect(self._show_progress)
@@ -187,33 +204,19 @@ class TunePage(QWidget):
         self.kill_timer.setInterval(KILL_AFTER_MS)
         self.kill_timer.timeout.connect(self._kill_if_still_running)
 
+    def _connect(self) -> None:
         self.start_button.clicked.connect(self.start)
         self.cancel_button.clicked.connect(self.cancel)
         self.apply_button.clicked.connect(self.apply_to_lab)
         self.export_button.clicked.connect(self.export_best)
         self.workload.activated.connect(self._workload_activated)
-        lab.controls.modelsChanged.connect(self.refresh_lab_summary)
-        lab.controls.knobsChanged.connect(self.refresh_lab_summary)
+        for changed in (self.session.pairChanged, self.session.loadChanged, self.session.knobsChanged):
+            changed.connect(self.refresh_lab_summary)
         add_page_shortcuts(self, (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.cancel)))
-
-        self.set_workloads(self._shipped())
-        self._set_running(False)
-        self.refresh_lab_summary()
-
-    def showEvent(self, event) -> None:
-        self.refresh_lab_summary()  # the Lab's context and threads do not signal their changes
-        super().showEvent(event)
+        # a tune measures with an engine of its own: nothing else measures beside it
+        self.jobs.register(JOB, lambda: self.mode != "idle", "a tune is running on the Tune page", "the tune's")
 
     # -- inputs -------------------------------------------------------------------------------------
-    @staticmethod
-    def _shipped() -> list[str]:
-        try:
-            from engine.core.workloads import shipped_names
-
-            return shipped_names()
-        except (ImportError, OSError, ValueError):
-            return []
-
     def set_workloads(self, names: list[str]) -> None:
         current = self.workload.currentText()
         self.workload.clear()
@@ -247,7 +250,7 @@ class TunePage(QWidget):
     def collect_prompts(self) -> list[str]:
         name = self.workload.currentText()
         if name == LAB_PROMPT:
-            text = self.lab.controls.prompt.toPlainText()
+            text = self.session.custom_prompt()
             if not text.strip():
                 raise SettingsError("the Lab's prompt is empty: write one on the Lab page, or choose a workload set")
             prompts = [text]
@@ -261,13 +264,12 @@ class TunePage(QWidget):
         return prompts[:limit] if limit else prompts
 
     def refresh_lab_summary(self) -> None:
-        c = self.lab.controls
         try:
-            load = c.load_settings()
+            load = self.session.load_settings()
         except SettingsError as exc:
             self.lab_summary.setText(f"From the Lab page: <i>{exc}</i>")
             return
-        s = c.sampling_settings()
+        s = self.session.sampling_settings()
         draft = load.draft.name if load.draft else "no draft model (n-gram methods only)"
         threads = f"{load.threads} threads" if load.threads else "default threads"
         self.lab_summary.setText(
@@ -279,24 +281,22 @@ class TunePage(QWidget):
     def start(self) -> None:
         if self.mode != "idle":
             return
-        busy = self.busy_elsewhere()
-        if busy:
-            self.banner.show_message(f"Not now: {busy}; the two would compete for the machine.", "warning")
+        refusal = self.jobs.not_now(JOB)
+        if refusal:
+            self.banner.show_message(refusal, "warning")
             return
-        c = self.lab.controls
         try:
-            load = c.load_settings()
-            sampling = c.sampling_settings().validate()
+            load = self.session.load_settings()
+            sampling = self.session.sampling_settings().validate()
             prompts = self.collect_prompts()
         except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self.banner.show_message(str(exc), "warning")
             return
-        problem = self.lab.explain_before_loading(load)
+        problem = self.session.load_refusal(load)
         if problem:
             self.banner.show_message(problem, "error")
             return
         self.banner.hide()
-        made_way = self.lab.make_way_for("tune", "the tune's")
 
         self.result = None
         self.table.clear_rows()
@@ -315,7 +315,7 @@ class TunePage(QWidget):
             self.k_max.value(),
             parent=self,
         )
-        notes = [n for n in (made_way, self.lab.free_pair_for(self.runner.lab_freed, "the tune's")) if n]
+        notes = self.jobs.make_room(JOB, self.runner.lab_freed)  # the Lab's run stopped, its GPU copy freed
         self.runner.progress.connect(self._on_progress)
         self.runner.succeeded.connect(self._on_succeeded)
         self.runner.failed.connect(self._on_failed)
@@ -354,9 +354,9 @@ class TunePage(QWidget):
     def apply_to_lab(self) -> bool:
         if self.result is None:
             return False
-        self.lab.controls.set_spec_settings(self.result.best.spec)
+        self.session.set_spec_settings(self.result.best.spec)
         try:
-            same_pair = self.lab.controls.load_settings() == self._run_load
+            same_pair = self.session.load_settings() == self._run_load
         except SettingsError:
             same_pair = False
         self.status.setText(

@@ -8,13 +8,15 @@ the knobs as they move. vLLM / SGLang commands are on the CLI (spectune export
 does: the bundled llama-server runs the exported argv on the Lab's prompts, the
 lab runs them too, and the two are shown side by side (drafted and accepted
 counts must agree at temperature 0; speeds within about 10 %). It runs on a
-QThread (app/pages/validate_runner.py) with progress and Cancel (Esc), and the
-result goes to the history as kind "validate".
+QThread (app.pages.export.runner) with progress and Cancel (Esc), and the
+result goes to the history as kind "validate". Like a tune it measures with an
+engine of its own, so it asks the coordinator of measuring jobs (app.jobs)
+first, which stops the Lab's run and frees its GPU copy of the pair.
+
+The settings come from the session the pages share (app.session).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
@@ -25,16 +27,19 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from app.pages.lab_controls import PathPicker
-from app.pages.validate_runner import ValidateRunner
+from app.jobs import MeasuringJobs
+from app.pages.export.runner import ValidateRunner
+from app.session import LabSession
+from app.widgets.forms import PathPicker, spin_box
 from app.widgets.page_shortcuts import add_page_shortcuts
+from app.widgets.style import error_text
 from engine.core.settings import SettingsError
 
+JOB = "validation"  # the name this page asks app.jobs with
 SHELLS = ("bash", "pwsh", "cmd")
 _STRAY_RUNNERS: list[ValidateRunner] = []  # threads still ending when their page went away
 
@@ -42,9 +47,34 @@ _STRAY_RUNNERS: list[ValidateRunner] = []  # threads still ending when their pag
 class ExportPage(QWidget):
     validationRecorded = Signal(int)  # history entry id of a finished validation
 
-    def __init__(self, lab, parent: QWidget | None = None):
+    def __init__(self, session: LabSession, jobs: MeasuringJobs, parent: QWidget | None = None):
         super().__init__(parent)
-        self.lab = lab
+        self.session = session
+        self.jobs = jobs
+        self.runner: ValidateRunner | None = None
+        self.last_report: dict | None = None
+        self.last_error: str | None = None
+        self._stale = False
+
+        col = QVBoxLayout(self)
+        col.addWidget(QLabel("<h3>llama-server command</h3>"))
+        self._build_command(col)
+        col.addWidget(QLabel("<h3>Validation</h3>"))
+        self._build_validation(col)
+        add_page_shortcuts(self, (("Ctrl+Shift+V", self.start_validation), (Qt.Key.Key_Escape, self.cancel_validation)))
+
+        self.shell.currentTextChanged.connect(self.refresh)
+        self.server.changed.connect(self.refresh)
+        # the Lab's knobs move many times a second while it runs; the command is rebuilt (its dialect, memory
+        # warnings and all) only while it is on screen, and on showing when something changed meanwhile
+        for changed in (session.pairChanged, session.loadChanged, session.knobsChanged):
+            changed.connect(self._lab_changed)
+        # a validation measures with an engine of its own: nothing else measures beside it
+        jobs.register(JOB, lambda: self.validating, "a validation is running on the Export page", "llama-server's")
+        self.refresh()
+
+    def _build_command(self, col: QVBoxLayout) -> None:
+        """The shell and the server binary, the command, its warnings and Copy."""
         self.shell = QComboBox()
         self.shell.addItems(SHELLS)
         self.server = PathPicker("llama-server binary (empty: the bundled one)")
@@ -55,12 +85,18 @@ class ExportPage(QWidget):
         copy = QPushButton("Copy")
         copy.setToolTip("copy the command to the clipboard")
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()))
+        row = QHBoxLayout()
+        row.addWidget(QLabel("shell"))
+        row.addWidget(self.shell)
+        row.addWidget(QLabel("server"))
+        row.addWidget(self.server, 1)
+        col.addLayout(row)
+        col.addWidget(self.command, 1)
+        col.addWidget(self.warnings)
+        col.addWidget(copy)
 
-        self.runner: ValidateRunner | None = None
-        # another job that must not run beside a validation (the main window says which): a reason, or None
-        self.busy_elsewhere: Callable[[], str | None] = lambda: None
-        self.last_report: dict | None = None
-        self.last_error: str | None = None
+    def _build_validation(self, col: QVBoxLayout) -> None:
+        """Validate and Cancel with their inputs, the progress, the status line and the report."""
         self.validate_button = QPushButton("Validate against llama-server")
         self.validate_button.setToolTip(
             "run this command in the bundled llama-server and the same settings in the "
@@ -71,13 +107,8 @@ class ExportPage(QWidget):
         self.cancel_button.setToolTip("stop the validation now (Esc)")
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancel_validation)
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(8, 4096)
-        self.max_tokens.setValue(128)
-        self.max_tokens.setToolTip("tokens generated per prompt, on each side")
-        self.passes = QSpinBox()
-        self.passes.setRange(1, 9)
-        self.passes.setToolTip("repeat everything and compare the medians: steadier speeds on a busy machine")
+        self.max_tokens = spin_box(8, 4096, 128, "tokens generated per prompt, on each side")
+        self.passes = spin_box(1, 9, 1, "repeat everything and compare the medians: steadier speeds on a busy machine")
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.hide()
@@ -87,19 +118,6 @@ class ExportPage(QWidget):
         self.report.setReadOnly(True)
         self.report.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.report.setPlaceholderText("the validation report: lab and llama-server side by side")
-
-        col = QVBoxLayout(self)
-        col.addWidget(QLabel("<h3>llama-server command</h3>"))
-        row = QHBoxLayout()
-        row.addWidget(QLabel("shell"))
-        row.addWidget(self.shell)
-        row.addWidget(QLabel("server"))
-        row.addWidget(self.server, 1)
-        col.addLayout(row)
-        col.addWidget(self.command, 1)
-        col.addWidget(self.warnings)
-        col.addWidget(copy)
-        col.addWidget(QLabel("<h3>Validation</h3>"))
         row = QHBoxLayout()
         row.addWidget(self.validate_button)
         row.addWidget(self.cancel_button)
@@ -112,16 +130,6 @@ class ExportPage(QWidget):
         col.addWidget(self.progress)
         col.addWidget(self.validate_status)
         col.addWidget(self.report, 2)  # the report has more lines than the command
-        add_page_shortcuts(self, (("Ctrl+Shift+V", self.start_validation), (Qt.Key.Key_Escape, self.cancel_validation)))
-
-        self.shell.currentTextChanged.connect(self.refresh)
-        self.server.changed.connect(self.refresh)
-        # the Lab's knobs move many times a second while it runs; the command is rebuilt (its dialect, memory
-        # warnings and all) only while it is on screen, and on showing when something changed meanwhile
-        lab.controls.knobsChanged.connect(self._lab_changed)
-        lab.controls.modelsChanged.connect(self._lab_changed)
-        self._stale = False
-        self.refresh()
 
     def _lab_changed(self) -> None:
         if self.isVisible():
@@ -139,10 +147,10 @@ class ExportPage(QWidget):
         from engine.llama.dialect import DialectError
 
         self._stale = False
-        c = self.lab.controls
+        s = self.session
         try:
-            load = c.load_settings()
-            exported = export_llama_server(load, c.spec_settings(), c.sampling_settings(), self.server.path())
+            load = s.load_settings()
+            exported = export_llama_server(load, s.spec_settings(), s.sampling_settings(), self.server.path())
         except (SettingsError, ExportError, DialectError, OSError) as exc:
             self.command.setPlainText("")
             self.warnings.setText(f"Nothing to export: {exc}")
@@ -160,34 +168,33 @@ class ExportPage(QWidget):
         """Validate the Lab's current settings; False (with the reason shown) when it cannot start."""
         if self.runner is not None:
             return False
-        busy = self.busy_elsewhere()
-        if busy:
-            self._say(f"Not now: {busy}; the two would compete for the machine.", error=True)
+        refusal = self.jobs.not_now(JOB)
+        if refusal:
+            self._say(refusal, error=True)
             return False
-        c = self.lab.controls
+        s = self.session
         try:
-            load = c.load_settings()
-            spec = c.spec_settings().validate(has_draft=load.draft is not None)
-            sampling = c.sampling_settings().validate()
-            prompts = self.lab.collect_prompts()
+            load = s.load_settings()
+            spec = s.spec_settings().validate(has_draft=load.draft is not None)
+            sampling = s.sampling_settings().validate()
+            prompts = s.collect_prompts()
         except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self._say(f"Cannot validate: {exc}", error=True)
             return False
-        problem = self.lab.explain_before_loading(load)
+        problem = s.load_refusal(load)
         if problem:
             self._say(f"Cannot validate: {problem}", error=True)
             return False
         notes = []
         if self.server.path() is not None:
             notes.append("validation runs the bundled llama-server, not the binary chosen above")
-        notes.append(self.lab.make_way_for("validation", "llama-server's"))
         self.last_report, self.last_error = None, None
         self.report.setPlainText("")
         self._run_settings = (load, spec, sampling)
         self.runner = ValidateRunner(
             load, spec, sampling, prompts, self.max_tokens.value(), self.passes.value(), parent=self
         )
-        notes.append(self.lab.free_pair_for(self.runner.lab_freed, "llama-server's"))
+        notes += self.jobs.make_room(JOB, self.runner.lab_freed)  # the Lab's run stopped, its GPU copy freed
         runner = self.runner
         runner.progress.connect(self._on_progress)
         runner.succeeded.connect(self._on_succeeded)
@@ -195,11 +202,7 @@ class ExportPage(QWidget):
         runner.cancelled.connect(self._on_cancelled)
         runner.finished.connect(self._on_thread_finished)
         self._set_running(True)
-        self._say(
-            f"Validating on {len(prompts)} prompt(s) of {c.workload.currentText()}"
-            + "".join(f"; {n}" for n in notes if n)
-            + "."
-        )
+        self._say(f"Validating on {len(prompts)} prompt(s) of {s.workload()}" + "".join(f"; {n}" for n in notes) + ".")
         self.runner.start()
         return True
 
@@ -229,7 +232,7 @@ class ExportPage(QWidget):
             self.progress.setRange(0, 0)  # busy until the first count arrives
 
     def _say(self, text: str, error: bool = False) -> None:
-        self.validate_status.setText(f"<span style='color:#c62828'>{text}</span>" if error else text)
+        self.validate_status.setText(error_text(text, bold=False) if error else text)
 
     def _on_progress(self, done: int, total: int, what: str) -> None:
         if total:

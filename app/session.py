@@ -1,0 +1,162 @@
+"""The Lab session the pages share: the model pair, the knobs and the prompts.
+
+The Lab page owns the widgets (app.pages.lab.controls) and binds them here; the Tune, Export and
+Models pages read and set the session and observe its signals instead of reaching into the Lab.
+Values are the engine.core.settings dataclasses.
+
+Signals
+  pairChanged()   the target or the draft file changed
+  loadChanged()   another load setting changed: context, GPU layers, CPU threads, repacking
+  knobsChanged()  a speculation or sampling knob changed
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from PySide6.QtCore import QObject, Signal, SignalInstance
+
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
+
+CUSTOM_PROMPT = "custom prompt"  # the workload entry that means "the prompt typed in the Lab"
+
+
+class SessionWidgets(Protocol):
+    """What the Lab's controls give the session: its three signals and these values."""
+
+    pairChanged: SignalInstance
+    loadChanged: SignalInstance
+    knobsChanged: SignalInstance
+
+    def pair(self) -> tuple[Path | None, Path | None]: ...
+    def set_pair(self, target: str | Path | None, draft: str | Path | None) -> None: ...
+    def set_target(self, path: str | Path | None) -> None: ...
+    def set_draft(self, path: str | Path | None) -> None: ...
+    def load_settings(self) -> LoadSettings: ...
+    def context(self) -> int: ...
+    def gpu_layers(self) -> int: ...
+    def spec_settings(self) -> SpecSettings: ...
+    def set_spec_settings(self, spec: SpecSettings) -> None: ...
+    def sampling_settings(self) -> SamplingSettings: ...
+    def workload_name(self) -> str: ...
+    def set_workload(self, name: str) -> bool: ...
+    def custom_prompt(self) -> str: ...
+    def set_custom_prompt(self, text: str) -> None: ...
+    def save_state(self) -> dict: ...
+    def restore_state(self, state: dict) -> None: ...
+
+
+def shipped_workloads() -> list[str]:
+    """The workload sets SpecTune ships, by name; none when they cannot be read (a custom prompt still works)."""
+    try:
+        from engine.core.workloads import shipped_names
+
+        return shipped_names()
+    except (ImportError, OSError, ValueError):
+        return []
+
+
+class LabSession(QObject):
+    pairChanged = Signal()
+    loadChanged = Signal()
+    knobsChanged = Signal()
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._widgets: SessionWidgets | None = None
+
+    def bind(self, widgets: SessionWidgets) -> None:
+        """The Lab's controls hold the values from now on; their changes become the session's signals."""
+        self._widgets = widgets
+        widgets.pairChanged.connect(self.pairChanged)
+        widgets.loadChanged.connect(self.loadChanged)
+        widgets.knobsChanged.connect(self.knobsChanged)
+
+    @property
+    def _w(self) -> SessionWidgets:
+        if self._widgets is None:
+            raise RuntimeError("the Lab page binds the session's widgets before any other page uses it")
+        return self._widgets
+
+    # -- the pair -----------------------------------------------------------------------------------
+    def target(self) -> Path | None:
+        return self._w.pair()[0]
+
+    def draft(self) -> Path | None:
+        return self._w.pair()[1]
+
+    def set_pair(self, target: str | Path | None, draft: str | Path | None) -> None:
+        """Both files at once (one pairChanged)."""
+        self._w.set_pair(target, draft)
+
+    def set_target(self, path: str | Path | None) -> None:
+        """The target alone; the draft stays."""
+        self._w.set_target(path)
+
+    def set_draft(self, path: str | Path | None) -> None:
+        self._w.set_draft(path)
+
+    # -- the knobs ----------------------------------------------------------------------------------
+    def load_settings(self) -> LoadSettings:
+        """Checked (SettingsError says what is missing or wrong: no target, a file that is not there)."""
+        return self._w.load_settings()
+
+    def context(self) -> int:
+        """The context size as set, for a memory plan made before the pair is complete."""
+        return self._w.context()
+
+    def gpu_layers(self) -> int:
+        return self._w.gpu_layers()
+
+    def spec_settings(self) -> SpecSettings:
+        return self._w.spec_settings()
+
+    def set_spec_settings(self, spec: SpecSettings) -> None:
+        """Every speculation knob, as if the user had moved them: a running Lab session follows."""
+        self._w.set_spec_settings(spec)
+
+    def sampling_settings(self) -> SamplingSettings:
+        return self._w.sampling_settings()
+
+    def load_refusal(self, load: LoadSettings) -> str | None:
+        """Why this pair cannot load at all (a broken file, vocabularies llama.cpp rejects), or None: the
+        pre-load check without the memory plan, which only the engine that loads it can judge."""
+        from engine.planning.preflight import preflight
+
+        return preflight(load.target, load.draft, load.ctx, None, ngl=load.ngl).refusal
+
+    # -- the prompts --------------------------------------------------------------------------------
+    def workload(self) -> str:
+        """The chosen workload set's name, or CUSTOM_PROMPT."""
+        return self._w.workload_name()
+
+    def set_workload(self, name: str) -> bool:
+        """False when there is no such set (the choice stays)."""
+        return self._w.set_workload(name)
+
+    def custom_prompt(self) -> str:
+        return self._w.custom_prompt()
+
+    def set_custom_prompt(self, text: str) -> None:
+        self._w.set_custom_prompt(text)
+
+    def collect_prompts(self) -> list[str]:
+        """The prompts of the chosen set, or the custom prompt; SettingsError when that is empty, a
+        WorkloadError (a ValueError) or OSError when the set cannot be read."""
+        name = self.workload()
+        if name == CUSTOM_PROMPT:
+            text = self.custom_prompt()
+            if not text.strip():
+                raise SettingsError("write a prompt, or choose a workload set")
+            return [text]
+        from engine.core.workloads import load_workload
+
+        return [p.text for p in load_workload(name).prompts]
+
+    # -- persistence --------------------------------------------------------------------------------
+    def save_state(self) -> dict:
+        return self._w.save_state()
+
+    def restore_state(self, state: dict) -> None:
+        self._w.restore_state(state)

@@ -1,0 +1,38 @@
+"""A message strip at the top of a page, with an optional action button (restart after a crash,
+load anyway) and a close button."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from app.widgets.style import BANNER_BACKGROUNDS, BORDER_GREY
+
+
+class Banner(QFrame):
+    actionClicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.button = QPushButton()
+        self.button.clicked.connect(self.actionClicked)
+        close = QPushButton("✕")
+        close.setFixedWidth(28)
+        close.setToolTip("dismiss")
+        close.clicked.connect(self.hide)
+        row = QHBoxLayout(self)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.button)
+        row.addWidget(close)
+        self.hide()
+
+    def show_message(self, text: str, level: str = "error", action: str | None = None) -> None:
+        """level: error | warning | info (the background says which)."""
+        self.setStyleSheet(f"Banner {{ background: {BANNER_BACKGROUNDS[level]}; border: 1px solid {BORDER_GREY}; }}")
+        self.label.setText(text)
+        self.button.setVisible(action is not None)
+        self.button.setText(action or "")
+        self.show()

@@ -1,0 +1,31 @@
+"""Paired measurements for the benchmarks: alternating order, and the median of paired ratios.
+
+This machine drifts 10-40% within minutes, so an arm measured always first (or always last) is
+biased by more than most goals' margins. Each round runs the arms in turn, the order reversed
+every other round (A B B A ...), and every comparison is a ratio of two arms from the same round.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+
+def abba(arms: Sequence[str], round_index: int) -> list[str]:
+    """The order of the arms in this round: as given in even rounds, reversed in odd ones."""
+    return list(arms) if round_index % 2 == 0 else list(reversed(arms))
+
+
+def median_and_quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, lower quartile, upper quartile); one value is its own interval."""
+    if not values:
+        raise ValueError("no values")
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return statistics.median(values), q1, q3
+
+
+def misses_floor(values: Sequence[float], floor: float) -> bool:
+    """The goal "at least floor" is missed when the whole interquartile range lies below it."""
+    return median_and_quartiles(values)[2] < floor
