@@ -112,7 +112,7 @@ class _Cycle(C.Structure):
         ("cycle_ms", C.c_double),
         ("tokens", C.c_int32 * MAX_CYCLE_TOKENS),
         ("piece_bytes", C.c_int32 * MAX_CYCLE_TOKENS),
-        ("text", C.c_char_p),
+        ("text", C.c_void_p),  # not c_char_p: a token may be a NUL byte; piece_bytes give the length
     ]
 
 
@@ -341,7 +341,7 @@ class Engine:
         rc = self._check(self._lib.specrt_step(self._h, C.byref(c)))
         if rc == DONE:
             return None
-        raw = c.text or b""
+        raw = C.string_at(c.text, sum(c.piece_bytes[: c.n_emitted])) if c.text else b""
         pieces, offset = [], 0
         for i in range(c.n_emitted):
             n = c.piece_bytes[i]
