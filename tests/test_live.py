@@ -70,3 +70,24 @@ def test_markers_and_capacity():
     for i in range(4):
         s.add_cycle(cyc(14 + i, 3, 2))
     assert s.snapshot().markers == [] and s.markers == []  # it has left: so has its marker
+
+
+def test_per_position_counts_start_again_when_a_knob_moves():
+    """K 4 -> 8: the current setting's positions 4-7 are divided by steps that drafted 8, not by the run's."""
+    s = LiveSession()
+    for i in range(10):
+        s.add_cycle(cyc(i + 1, 4, 3))
+    before = s.snapshot()
+    assert before.current_since is None
+    assert before.current_accepted_by_position.tolist() == before.accepted_by_position.tolist() == [10, 10, 10, 0]
+    s.mark("K 4→8")
+    for i in range(10):
+        s.add_cycle(cyc(11 + i, 8, 6, k=8))
+    snap = s.snapshot()
+    assert snap.current_since == "K 4→8"
+    assert snap.current_accepted_by_position.tolist() == [10] * 6 + [0, 0]
+    assert snap.current_drafted_by_position.tolist() == [10] * 8
+    assert snap.current_length_histogram.tolist() == [0] * 6 + [10, 0, 0]
+    # the whole run keeps llama-server's definition: 20 steps, positions 4-7 drafted in 10 of them
+    assert snap.accepted_by_position.tolist() == [20, 20, 20, 10, 10, 10, 0, 0]
+    assert snap.length_histogram.sum() == 20 and snap.totals["steps"] == 20

@@ -122,3 +122,20 @@ def test_a_right_click_opens_no_plot_menu(qtbot):
         if menu is not None:
             menu.close()
         assert menu is None, f"a menu opened over {plot.titleLabel.text}"
+
+
+def test_bars_describe_the_current_setting_and_the_whole_run_is_one_click_away(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.show()
+    session = LiveSession()
+    feed(session, 20, drafted=4, accepted=3)
+    session.mark("K 4→8")
+    feed(session, 20, start=20, drafted=8, accepted=6)
+    charts.refresh(session.snapshot(), bars=True)
+    heights = charts.b_pos.opts["height"]
+    assert np.allclose(heights, [1] * 6 + [0, 0])  # every step since the change accepted 6 of 8
+    assert "since K 4→8" in charts.p_pos.titleLabel.text
+    charts.whole_run.setChecked(True)  # repaints the bars at once from the last snapshot
+    heights = charts.b_pos.opts["height"]
+    assert np.allclose(heights, [1, 1, 1, 0.5, 0.5, 0.5, 0, 0]) and "whole run" in charts.p_pos.titleLabel.text

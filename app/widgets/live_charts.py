@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
 from app.widgets.chart_ranges import StickyCeiling, time_window
 from app.widgets.style import BLUE, GREEN, GREY, LABEL_GREY, LIGHT_GREY, ORANGE, PURPLE, RED
@@ -67,7 +68,18 @@ class LiveCharts(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        # the two bar charts describe the current setting unless asked for the whole run: after K moves
+        # from 4 to 8, a whole-run count divides positions 4-7 by steps that never drafted them
+        self.whole_run = QCheckBox("bars over the whole run")
+        self.whole_run.setToolTip(
+            "Unchecked: acceptance by draft position and accepted lengths count the steps since the last knob "
+            "change, so they describe the setting in use. Checked: every step of the run, as llama-server counts."
+        )
+        self.whole_run.toggled.connect(self._bars_scope_changed)
+        layout.addWidget(self.whole_run, 0, Qt.AlignmentFlag.AlignRight)
         layout.addWidget(self.view)
+        self._last_snapshot: Snapshot | None = None
+        self._bars_title = ""
         self.ceiling_tps: float | None = None
         self.frames_painted = 0
 
@@ -136,6 +148,7 @@ class LiveCharts(QWidget):
         self._tps_ceiling.reset()
         self._time_ceiling.reset()
         self._bar_sizes = (0, 0)
+        self._last_snapshot, self._bars_title = None, ""
 
     def refresh(self, snap: Snapshot, bars: bool = False) -> bool:
         """Repaint from a snapshot; returns False (and does nothing) while hidden. The bar charts
@@ -214,14 +227,27 @@ class LiveCharts(QWidget):
                 plot.removeItem(line)
         del self._marker_items[:n]
 
+    def _bars_scope_changed(self) -> None:
+        if self._last_snapshot is not None and self.isVisible():
+            self._refresh_bars(self._last_snapshot)
+
     def _refresh_bars(self, snap: Snapshot) -> None:
-        steps = max(int(snap.length_histogram.sum()), 1)
-        n_pos, n_len = len(snap.accepted_by_position), len(snap.length_histogram)
-        if n_pos:
-            # as llama-server prints it: steps that accepted position i / all verify steps
-            self.b_pos.setOpts(x=np.arange(n_pos), height=snap.accepted_by_position / steps)
-        if n_len:
-            self.b_hist.setOpts(x=np.arange(n_len), height=snap.length_histogram / steps)
+        self._last_snapshot = snap
+        if self.whole_run.isChecked() or snap.current_since is None:
+            accepted, histogram = snap.accepted_by_position, snap.length_histogram
+            scope = "whole run"
+        else:
+            accepted, histogram = snap.current_accepted_by_position, snap.current_length_histogram
+            scope = f"since {snap.current_since}"
+        if scope != self._bars_title:
+            self._bars_title = scope
+            self.p_pos.setTitle(f"acceptance by draft position ({scope})")
+            self.p_hist.setTitle(f"accepted length, steps ({scope})")
+        steps = max(int(histogram.sum()), 1)
+        n_pos, n_len = len(accepted), len(histogram)
+        # as llama-server prints it: steps that accepted position i / all verify steps (of this scope)
+        self.b_pos.setOpts(x=np.arange(n_pos), height=accepted / steps)
+        self.b_hist.setOpts(x=np.arange(n_len), height=histogram / steps)
         if (n_pos, n_len) != self._bar_sizes:
             self._bar_sizes = (n_pos, n_len)
             self.p_pos.setXRange(-0.5, max(n_pos, 1) - 0.5, padding=0.02)

@@ -51,12 +51,18 @@ class Snapshot:
     """Copies of the visible data, safe to hand to a painter."""
 
     series: dict[str, np.ndarray]
-    accepted_by_position: np.ndarray
+    accepted_by_position: np.ndarray  # the whole run (llama-server's definition over all its steps)
     drafted_by_position: np.ndarray
     length_histogram: np.ndarray
     markers: list[Marker]
     baseline_tps: float | None
     totals: dict[str, float]
+    # the same three counted since the last knob change (the whole run when none moved): what the
+    # current setting does; after K 4 -> 8, positions 4-7 are not divided by steps that never drafted them
+    current_accepted_by_position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    current_drafted_by_position: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    current_length_histogram: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    current_since: str | None = None  # the label of the knob change they count from; None: the start
 
 
 class Ring:
@@ -103,6 +109,8 @@ class LiveSession:
 
     def reset_totals(self) -> None:
         self.stats = RunStats()  # the one counter (engine.core.stats); the text is shown elsewhere
+        self.current = RunStats()  # the same, since the last knob change (mark)
+        self.current_since: str | None = None
 
     # the totals the Lab and the tests read
     cycles = property(lambda self: self.stats.cycles)
@@ -120,11 +128,13 @@ class LiveSession:
         pieces = ev.get("pieces") or [ev.get("text", "")]
         if ev.get("prompt"):
             self.stats.add_event(ev, keep_text=False)
+            self.current.add_event(ev, keep_text=False)
             self._pending_text.extend((p, False) for p in pieces)
             return
         drafted, accepted = int(ev["drafted"]), int(ev["accepted"])
         emitted, wall = int(ev["emitted"]), float(ev.get("wall_ms") or ev.get("cycle_ms") or 0.0)
         self.stats.add_event(ev, keep_text=False)
+        self.current.add_event(ev, keep_text=False)
         if drafted:
             self._recent.append((drafted, accepted))
             if len(self._recent) > self.rolling_window:
@@ -160,7 +170,9 @@ class LiveSession:
             self._pending_text.append((piece, drafted > 0 and i < accepted))
 
     def mark(self, label: str, cycle: int = -1) -> None:
+        """A knob moved: a labelled line on the time charts, and the per-setting counts start again."""
         self.markers.append(Marker(self.now(), cycle, label))
+        self.current, self.current_since = RunStats(), label
 
     def take_text(self) -> list[tuple[str, bool]]:
         """Text pieces since the last call, each with True when it came from an accepted draft."""
@@ -193,4 +205,8 @@ class LiveSession:
             list(self.markers),
             self.baseline_tps,
             totals,
+            np.array(self.current.accepted_by_position, np.int64),
+            np.array(self.current.drafted_by_position, np.int64),
+            np.array(self.current.accepted_length_histogram, np.int64),
+            self.current_since,
         )
