@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from engine.cli import catalog, deploy, library, models, run
+from engine.cli import catalog, deploy, library, models, predict, run
 from engine.core.settings import SettingsError
 from engine.core.workloads import WorkloadError
 from engine.runtime.client import EngineError
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     run.register(sub)  # run, demo, tune, server-path, gui
     models.register(sub)  # gpus, inspect, compat, plan
+    predict.register(sub)  # predict
     catalog.register(sub)  # recommend, presets
     library.register(sub)  # pull, models
     deploy.register(sub)  # export, validate, history

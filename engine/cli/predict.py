@@ -1,0 +1,70 @@
+"""``spectune predict``: how fast a pair will run here, and whether speculation pays, before it runs.
+
+  spectune predict --target T [--draft D] [--n-past N] [--acceptance A] [--prior] [--cpu] [--json]
+
+The speed model (engine.planning.speed_model) on this machine's device: the first GPU NVML sizes, or
+the CPU measured by a short probe (cached). A tune of the same pair in the history replaces the priors
+(basis "measured") unless --prior; --acceptance replaces the acceptance either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from engine.cli.errors import guarded
+from engine.measure.calibration import measured_pair
+from engine.measure.device_probe import probe_cpu_speed
+from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+from engine.planning.device_speed import gpu_device
+from engine.planning.hardware import probe
+from engine.planning.speed_model import Prediction, model_cost, predict
+from engine.runtime.client import EngineError
+
+_guarded = guarded(GGUFInspectError, EngineError, ValueError)
+
+
+def cmd_predict(a: argparse.Namespace) -> int:
+    if a.acceptance is not None and not 0.0 <= a.acceptance <= 1.0:
+        raise ValueError(f"--acceptance must be between 0 and 1, got {a.acceptance}")
+    target = model_cost(inspect_gguf(a.target))
+    draft = model_cost(inspect_gguf(a.draft)) if a.draft else None
+    measured = None if a.prior else measured_pair(a.target, a.draft)
+    device = None
+    if measured is None:
+        device = None if a.cpu else gpu_device(probe(a.nvml))
+        if device is None:
+            device = probe_cpu_speed(progress=lambda m: print(f"spectune: {m}", file=sys.stderr))
+    result = predict(target, draft, device, n_past=a.n_past, acceptance=a.acceptance, measured=measured)
+    print(
+        json.dumps(result.to_dict())
+        if a.json
+        else format_prediction(result, measured_from=measured.source if measured is not None else None)
+    )
+    return 0
+
+
+def format_prediction(p: Prediction, measured_from: str | None = None) -> str:
+    where = measured_from or (f"{p.device.name}: {p.device.source}" if p.device else "")
+    lines = [f"basis: {p.basis} ({where})", f"plain decoding: {p.plain_tokens_per_s:.1f} tokens/s"]
+    if p.speedup_by_k:
+        ks = sorted(p.speedup_by_k)
+        lines.append("draft-simple speedup by K: " + "  ".join(f"{k}: x{p.speedup_by_k[k]:.2f}" for k in ks))
+    lines.append(p.why())
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None = None) -> None:
+    """Add predict. nvml: an NVML module to use instead of pynvml (tests)."""
+    p = subparsers.add_parser("predict", help="predicted tokens/s and speculative speedup of a pair on this machine")
+    p.add_argument("--target", type=Path, required=True, help="target model (GGUF)")
+    p.add_argument("--draft", type=Path, help="draft model (GGUF)")
+    p.add_argument("--n-past", type=int, default=512, help="tokens already in the context (default 512)")
+    p.add_argument("--acceptance", type=float, help="acceptance per draft position, replacing the prior or measure")
+    p.add_argument("--prior", action="store_true", help="ignore a tune of this pair in the history")
+    p.add_argument("--cpu", action="store_true", help="predict for the CPU even when a GPU is present")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_guarded(cmd_predict), nvml=nvml)

@@ -1,0 +1,135 @@
+"""What this machine's devices sustain for llama.cpp: memory bandwidth and compute, for the speed model.
+
+GPUs: the peak bandwidth NVML reports (memory clock x bus width) and dense FP16 tensor throughput from
+a table by name, with one by compute capability behind it, since NVML says nothing about FLOPs. The
+figures are peaks; llama.cpp reaches most of the bandwidth in decoding, which is what decides
+single-stream speed on a GPU.
+
+The CPU: measured, not assumed. engine.measure.device_probe writes a small F16 model, loads it in an
+engine worker and times llama.cpp's own forward passes and a short plain generation; solve_cpu_speed
+turns those timings into bandwidth, compute and a fixed cost per pass. A few seconds, once per machine
+and llama.cpp build: the result is cached here (cpu_key, cached_cpu_speed, save_cpu_speed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+
+from engine.core.paths import cache_dir
+from engine.models.synthetic import ModelShape
+from engine.planning.hardware import GpuInfo, HardwareReport
+from engine.planning.speed_model import DeviceSpeed, ModelCost
+
+# dense FP16 tensor-core TFLOPs (FP32 accumulate where the card halves it), by a name's distinctive part
+GPU_TFLOPS = {
+    "H200": 989.0,
+    "H100": 756.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10": 125.0,
+    "T4": 65.0,
+    "RTX 5090": 209.0,
+    "RTX 5080": 113.0,
+    "RTX 5070 Ti": 88.0,
+    "RTX 5070": 62.0,
+    "RTX 5060 Ti": 47.0,
+    "RTX 4090": 165.0,
+    "RTX 4080": 97.0,
+    "RTX 4070 Ti": 80.0,
+    "RTX 4070": 58.0,
+    "RTX 4060 Ti": 44.0,
+    "RTX 4060": 30.0,
+    "RTX 3090": 71.0,
+    "RTX 3080": 59.0,
+    "RTX 3070": 40.0,
+    "RTX 3060": 25.0,
+    "RTX 2080": 40.0,
+    "RTX 2070": 30.0,
+    "RTX 2060": 26.0,
+}
+# a modest card of each generation, for a name the table does not know
+TFLOPS_BY_COMPUTE_MAJOR = {7: 25.0, 8: 40.0, 9: 400.0, 10: 1000.0, 12: 60.0}
+GPU_OVERHEAD_MS = 0.15  # kernel launches per forward pass with CUDA graphs, small models
+
+PROBE_SHAPE = ModelShape(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816, n_ctx_train=2048)
+PROBE_BATCH = 16
+
+
+def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
+    """None when NVML gave no bandwidth for this GPU."""
+    if not gpu.peak_memory_bandwidth_bytes_per_s:
+        return None
+    name = gpu.name or gpu.llama_name
+    # the longest matching entry: "RTX 4070 Ti" before "RTX 4070"
+    known = max((k for k in GPU_TFLOPS if k in name), key=len, default=None)
+    if known is not None:
+        tflops, source = GPU_TFLOPS[known], "NVML bandwidth, FLOPs from SpecTune's table"
+    else:
+        major = int((gpu.compute_capability or "8").split(".")[0])
+        tflops = TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0)
+        source = f"NVML bandwidth, FLOPs guessed from compute capability {gpu.compute_capability or '?'}"
+    return DeviceSpeed(
+        f"{gpu.llama_name} ({name})", gpu.peak_memory_bandwidth_bytes_per_s, tflops * 1e12, GPU_OVERHEAD_MS, source
+    )
+
+
+def cpu_key(build: str) -> str:
+    """What the CPU probe's result depends on: the processor, its cores and the llama.cpp build."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        model = platform.processor()
+    return hashlib.sha256(f"{model}|{os.cpu_count()}|{build}".encode()).hexdigest()[:16]
+
+
+def cached_cpu_speed(key: str, folder: Path | None = None) -> DeviceSpeed | None:
+    try:
+        data = json.loads(_cache_file(key, folder).read_text(encoding="utf-8"))
+        return DeviceSpeed(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def solve_cpu_speed(
+    cost: ModelCost, small: ModelCost, ms_one: float, ms_small: float, ms_batch: float, ms_per_token: float
+) -> DeviceSpeed:
+    """Bandwidth, compute and the fixed cost of a pass from the probe's timings: one token through the
+    8-layer model and through its 1-layer draft (both read their weights once: t = bytes / bandwidth + a
+    fixed part, two equations), PROBE_BATCH tokens through the 8-layer one (compute-bound), and a token of
+    plain generation, whose time beyond the forward pass (sampling, the loop, thread hand-offs) is the
+    fixed cost every pass pays."""
+    extra_bytes = cost.bytes_read(16) - small.bytes_read(16)
+    bandwidth = extra_bytes / max((ms_one - ms_small) / 1000.0, 1e-9)
+    overhead_ms = max(ms_small - 1000.0 * small.bytes_read(16) / bandwidth, ms_per_token - ms_one, 0.0)
+    flops = cost.flops(PROBE_BATCH, 16) / max((ms_batch - overhead_ms) / 1000.0, 1e-9)
+    return DeviceSpeed(
+        "CPU",
+        bandwidth_bytes_per_s=bandwidth,
+        flops_per_s=flops,
+        overhead_ms=overhead_ms,
+        source=f"measured: llama.cpp on a {cost.weight_bytes / 2**20:.0f} MiB F16 model, its draft, a plain run",
+    )
+
+
+def save_cpu_speed(key: str, speed: DeviceSpeed, folder: Path | None = None) -> None:
+    path = _cache_file(key, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(vars(speed)), encoding="utf-8")
+
+
+def gpu_device(report: HardwareReport) -> DeviceSpeed | None:
+    """The first GPU NVML can size: where llama.cpp puts the layers first."""
+    return next((s for s in (gpu_speed(g) for g in report.gpus) if s is not None), None)
+
+
+def _cache_file(key: str, folder: Path | None = None) -> Path:
+    return (folder or cache_dir() / "device-speed") / f"cpu-{key}.json"

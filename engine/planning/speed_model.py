@@ -1,0 +1,214 @@
+"""How fast a pair will run here, before it runs: a roofline on what the GGUF says a token costs.
+
+One forward pass of B tokens on one device, with n_past tokens already in the KV cache:
+
+    t(B) = overhead + max(bytes read / bandwidth, B x FLOPs per token / compute)
+
+bytes read: the weights a pass touches, once per pass whatever B is (the token embedding is one row
+per token; an MoE layer reads only its active experts, n_expert_used of n_expert), plus the KV cache
+up to n_past. FLOPs per token: 2 per weight multiplied, plus attention over the n_past positions.
+Plain decoding is t(1) per token; a speculative step with K drafted tokens costs K draft passes, a
+draft pass over the K + 1 verified tokens and one target pass of K + 1 (engine.planning.cost_model),
+which is why verify cost that grows with B (compute-bound, as on a 2-core CPU) eats the speedup and
+a flat one (bandwidth-bound, as on a GPU) does not.
+
+Until this pair has been measured on this machine the prediction rests on priors: the device's
+speed (NVML and a table for GPUs; a measured probe for the CPU) and an acceptance per workload.
+A tune of the pair (kept in the history) replaces both with what it measured; ``basis`` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.models.gguf_inspect import ModelInfo
+from engine.planning.cost_model import CostCurve, PairCosts
+
+KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
+# acceptance of a same-family draft before anything is measured: per position, a flat prior
+ACCEPTANCE_PRIOR = 0.6
+BATCH_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """What one token costs a model, from its GGUF header."""
+
+    weight_bytes: int  # read once per forward pass
+    weight_macs: int  # multiply-adds per token in the matrix products
+    kv_bytes_per_position: int  # K and V of one context position, all layers
+    attention_macs_per_position: int  # per token, for each position it attends to
+
+    def bytes_read(self, n_past: int) -> float:
+        return self.weight_bytes + self.kv_bytes_per_position * n_past
+
+    def flops(self, batch: int, n_past: int) -> float:
+        return 2.0 * batch * (self.weight_macs + self.attention_macs_per_position * n_past)
+
+
+def model_cost(info: ModelInfo) -> ModelCost:
+    """Bytes and multiply-adds per token of a model (dense or MoE), from its tensors and hyperparameters."""
+    n_expert = info._arch_int("expert_count") or 0
+    n_expert_used = info._arch_int("expert_used_count") or n_expert
+    tied = not any(t.name == "output.weight" for t in info.tensors)
+    weight_bytes = weight_macs = 0
+    for t in info.tensors:
+        share = 1.0
+        if "_exps" in t.name and n_expert:
+            share = n_expert_used / n_expert  # only the routed experts are read and multiplied
+        if t.name == "token_embd.weight" and not tied:
+            continue  # a lookup of one row per token, not a matrix product
+        weight_bytes += int(t.n_bytes * share)
+        if len(t.shape) >= 2:
+            weight_macs += int(t.n_elements * share)
+    layers = info.block_count or 0
+    n_head, n_head_kv = info.n_head or 0, info.n_head_kv or 0
+    dim_k, dim_v = info.head_dim_k or 0, info.head_dim_v or 0
+    return ModelCost(
+        weight_bytes=weight_bytes,
+        weight_macs=weight_macs,
+        kv_bytes_per_position=layers * n_head_kv * (dim_k + dim_v) * KV_BYTES,
+        attention_macs_per_position=layers * n_head * (dim_k + dim_v),
+    )
+
+
+@dataclass(frozen=True)
+class DeviceSpeed:
+    """What a device sustains for llama.cpp's forward passes."""
+
+    name: str
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
+    overhead_ms: float = 0.0
+    source: str = ""  # where the figures come from: "NVML + table", "measured probe", ...
+
+    def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
+        memory_s = cost.bytes_read(n_past) / self.bandwidth_bytes_per_s
+        compute_s = cost.flops(batch, n_past) / self.flops_per_s
+        return self.overhead_ms + 1000.0 * max(memory_s, compute_s)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "bandwidth_gb_s": round(self.bandwidth_bytes_per_s / 1e9, 2),
+            "tflops": round(self.flops_per_s / 1e12, 3),
+            "overhead_ms": round(self.overhead_ms, 3),
+            "source": self.source,
+        }
+
+
+@dataclass
+class Measured:
+    """This pair measured on this machine (a tune in the history): forward times by batch size and the
+    acceptance by draft position."""
+
+    verify_ms: dict[int, float]
+    draft_ms: dict[int, float] | None
+    acceptance_by_position: list[float] = field(default_factory=list)  # conditional, per position
+    source: str = ""
+
+
+@dataclass
+class Prediction:
+    plain_tokens_per_s: float
+    verify_ms_by_batch: dict[int, float]
+    draft_ms: float | None  # one draft token
+    speedup_by_k: dict[int, float]
+    best_k: int | None  # None: no K beats plain decoding
+    acceptance: list[float]  # conditional acceptance by position used
+    basis: str  # "measured" or "prior"
+    device: DeviceSpeed | None
+
+    @property
+    def pays(self) -> bool:
+        return self.best_k is not None
+
+    def why(self) -> str:
+        """One sentence: why speculation pays here, or why it does not."""
+        v1, k = self.verify_ms_by_batch[1], self.best_k or 4
+        ratio = self.verify_ms_by_batch.get(k + 1, v1) / v1 if v1 else 1.0
+        base = f"verifying {k + 1} tokens costs {ratio:.1f}x one token"
+        if self.draft_ms is not None and v1:
+            base += f" and a draft token {self.draft_ms / v1:.0%} of a target step"
+        if self.pays:
+            return f"speculation pays here: {base}, so K={k} gives x{self.speedup_by_k[k]:.2f} ({self.basis})"
+        return f"speculation does not pay here: {base} ({self.basis}); run without it"
+
+    def to_dict(self) -> dict:
+        return {
+            "plain_tokens_per_s": round(self.plain_tokens_per_s, 3),
+            "verify_ms_by_batch": {str(b): round(ms, 4) for b, ms in self.verify_ms_by_batch.items()},
+            "draft_ms": None if self.draft_ms is None else round(self.draft_ms, 4),
+            "speedup_by_k": {str(k): round(s, 4) for k, s in self.speedup_by_k.items()},
+            "best_k": self.best_k,
+            "acceptance": [round(a, 4) for a in self.acceptance],
+            "basis": self.basis,
+            "device": self.device.to_dict() if self.device else None,
+            "why": self.why(),
+        }
+
+
+def predict(
+    target: ModelCost,
+    draft: ModelCost | None,
+    device: DeviceSpeed | None,
+    *,
+    n_past: int = 512,
+    acceptance: float | None = None,
+    measured: Measured | None = None,
+    k_max: int = 12,
+) -> Prediction:
+    """Plain tokens/s and the speedup of draft-simple at each K. ``measured`` (this pair on this machine)
+    replaces the device's roofline and the acceptance prior; ``acceptance`` replaces either, so the cost
+    side can be checked on its own."""
+    if measured is None and device is None:
+        raise ValueError("a prediction needs the device's speed or a measurement of the pair")
+    if measured is not None:
+        verify = CostCurve(
+            tuple(sorted(measured.verify_ms)), tuple(measured.verify_ms[b] for b in sorted(measured.verify_ms))
+        )
+        draft_curve = (
+            CostCurve(tuple(sorted(measured.draft_ms)), tuple(measured.draft_ms[b] for b in sorted(measured.draft_ms)))
+            if measured.draft_ms
+            else None
+        )
+        basis = "measured"
+    else:
+        assert device is not None
+        sizes = tuple(b for b in BATCH_SIZES if b <= k_max + 1)
+        verify = CostCurve(sizes, tuple(device.forward_ms(target, b, n_past) for b in sizes))
+        draft_curve = (
+            CostCurve(sizes, tuple(device.forward_ms(draft, b, n_past) for b in sizes)) if draft is not None else None
+        )
+        basis = "prior"
+    if acceptance is not None:
+        cond = [acceptance]
+    elif measured is not None and measured.acceptance_by_position:
+        cond = list(measured.acceptance_by_position)
+    else:
+        cond = [ACCEPTANCE_PRIOR]
+    costs = PairCosts(verify, draft_curve)
+    plain = costs.baseline_tps
+    speedups = {k: costs.predict_tps(cond, k) / plain for k in range(1, k_max + 1)} if draft_curve else {}
+    best = max(speedups, key=lambda k: speedups[k]) if speedups else None
+    return Prediction(
+        plain_tokens_per_s=plain,
+        verify_ms_by_batch={b: verify.at(b) for b in range(1, k_max + 2)},
+        draft_ms=draft_curve.at(1) if draft_curve else None,
+        speedup_by_k=speedups,
+        best_k=best if best is not None and speedups[best] > 1.0 else None,
+        acceptance=[cond[min(i, len(cond) - 1)] for i in range(max(len(cond), 1))],
+        basis=basis,
+        device=device if measured is None else None,
+    )
+
+
+def measured_from_tune(result: dict) -> Measured:
+    """A tune's result as the history keeps it (engine.measure.tuner TuneResult.to_dict)."""
+    by_position = result.get("acceptance_by_position") or []
+    return Measured(
+        verify_ms={int(b): float(ms) for b, ms in (result.get("verify_ms") or {}).items()},
+        draft_ms={int(b): float(ms) for b, ms in (result.get("draft_ms") or {}).items()} or None,
+        acceptance_by_position=[float(a) for a in by_position],
+        source="tune",
+    )

@@ -1,0 +1,169 @@
+"""The speed model: what a token costs a model (from real synthetic GGUFs), the roofline, the prediction,
+the device figures (NVML through its stand-in), the CPU probe (a real worker) and `spectune predict`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.measure.calibration import measured_pair
+from engine.measure.device_probe import probe_cpu_speed
+from engine.measure.history import History, record_summary
+from engine.models.gguf_inspect import TensorInfo, inspect_gguf
+from engine.planning.cost_model import leviathan_speedup
+from engine.planning.device_speed import PROBE_BATCH, gpu_device, gpu_speed, solve_cpu_speed
+from engine.planning.hardware import probe
+from engine.planning.speed_model import DeviceSpeed, Measured, ModelCost, model_cost, predict
+
+from .fake_nvml import FakeNVML, h100, rtx4090
+
+
+def test_a_dense_models_cost_counts_every_matrix_but_the_embedding_lookup(pair):
+    info = inspect_gguf(pair[0])
+    cost = model_cost(info)
+    names = {t.name for t in info.tensors}
+    embd = next(t for t in info.tensors if t.name == "token_embd.weight")
+    if "output.weight" in names:
+        assert cost.weight_bytes == info.tensor_bytes - embd.n_bytes
+    else:  # tied embeddings: the output product reads the whole table
+        assert cost.weight_bytes == info.tensor_bytes
+    matrices = sum(t.n_elements for t in info.tensors if len(t.shape) >= 2)
+    assert cost.weight_macs == matrices - (embd.n_elements if "output.weight" in names else 0)
+    layers, kv, dim = info.block_count, info.n_head_kv, info.head_dim_k
+    assert cost.kv_bytes_per_position == layers * kv * 2 * dim * 2  # K and V, f16
+    assert cost.bytes_read(100) == cost.weight_bytes + 100 * cost.kv_bytes_per_position
+
+
+def test_an_moe_layer_reads_only_its_active_experts(pair):
+    info = inspect_gguf(pair[0])
+    experts = TensorInfo("blk.0.ffn_up_exps.weight", (64, 128, 8), "F16", 1, 0, 64 * 128 * 8, 64 * 128 * 8 * 2)
+    moe = dataclasses.replace(
+        info,
+        tensors=[*info.tensors, experts],
+        metadata={**info.metadata, f"{info.architecture}.expert_count": 8, f"{info.architecture}.expert_used_count": 2},
+    )
+    dense = model_cost(info)
+    assert model_cost(moe).weight_bytes - dense.weight_bytes == experts.n_bytes // 4
+    assert model_cost(moe).weight_macs - dense.weight_macs == experts.n_elements // 4
+
+
+def test_the_roofline_is_memory_bound_for_one_token_and_compute_bound_for_many():
+    cost = ModelCost(weight_bytes=10**9, weight_macs=5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
+    cpu = DeviceSpeed("CPU", bandwidth_bytes_per_s=20e9, flops_per_s=200e9, overhead_ms=1.0)
+    assert cpu.forward_ms(cost, 1, 0) == pytest.approx(1.0 + 50.0)  # 1 GB at 20 GB/s
+    assert cpu.forward_ms(cost, 64, 0) == pytest.approx(1.0 + 1000 * 64 * 1e9 / 200e9)  # 64 GFLOP at 200
+    gpu = DeviceSpeed("GPU", bandwidth_bytes_per_s=1e12, flops_per_s=100e12)
+    assert gpu.forward_ms(cost, 1, 0) == pytest.approx(gpu.forward_ms(cost, 16, 0))  # flat: bandwidth-bound
+
+
+def test_a_flat_verify_curve_gives_leviathans_speedup_and_a_rising_one_says_no():
+    flat = Measured(verify_ms={1: 10.0, 32: 10.0}, draft_ms={1: 1.0, 32: 1.0}, acceptance_by_position=[0.7])
+    p = predict(ModelCost(1, 1, 0, 0), ModelCost(1, 1, 0, 0), None, measured=flat, k_max=8)
+    # per step: K draft tokens, a draft pass over K + 1 and one verify: c = 0.1 per draft pass
+    for k in (1, 4, 8):
+        expected = (1 - 0.7 ** (k + 1)) / (1 - 0.7) / ((k + 1) * 0.1 + 1)
+        assert p.speedup_by_k[k] == pytest.approx(expected)
+    assert p.basis == "measured" and p.pays and "pays here" in p.why()
+    assert leviathan_speedup(0.7, 4, 0.1) > p.speedup_by_k[4]  # the draft's own verify-feed pass costs too
+    # verify of K + 1 tokens costs K + 1 times one token (compute-bound, as on 2 CPU cores): no K pays
+    steep = Measured(verify_ms={1: 10.0, 17: 170.0}, draft_ms={1: 1.0, 17: 17.0}, acceptance_by_position=[0.7])
+    q = predict(ModelCost(1, 1, 0, 0), ModelCost(1, 1, 0, 0), None, measured=steep, k_max=8)
+    assert q.best_k is None and not q.pays and "does not pay" in q.why() and "5.0x one token" in q.why()
+    assert q.to_dict()["best_k"] is None and set(q.to_dict()) >= {
+        "plain_tokens_per_s",
+        "verify_ms_by_batch",
+        "draft_ms",
+        "speedup_by_k",
+        "best_k",
+        "basis",
+    }
+
+
+def test_priors_come_from_the_device_and_acceptance_overrides_either():
+    cost = ModelCost(
+        weight_bytes=4 * 10**9, weight_macs=2 * 10**9, kv_bytes_per_position=0, attention_macs_per_position=0
+    )
+    small = dataclasses.replace(cost, weight_bytes=10**8, weight_macs=5 * 10**7)
+    gpu = DeviceSpeed("GPU", bandwidth_bytes_per_s=1e12, flops_per_s=100e12)
+    p = predict(cost, small, gpu, n_past=0)
+    assert p.basis == "prior" and p.plain_tokens_per_s == pytest.approx(1000 / 4.0)
+    assert p.best_k is not None and p.speedup_by_k[p.best_k] > 1.5  # bandwidth-bound: speculation pays
+    assert predict(cost, small, gpu, acceptance=0.0).best_k is None  # nothing accepted: nothing gained
+    with pytest.raises(ValueError, match="device's speed or a measurement"):
+        predict(cost, small, None)
+    assert predict(cost, None, gpu).speedup_by_k == {}
+
+
+def test_gpu_figures_from_nvml_and_the_table():
+    report = probe(FakeNVML([rtx4090(0), h100(1)]))
+    speeds = [gpu_speed(g) for g in report.gpus]
+    assert speeds[0] is not None and speeds[1] is not None
+    assert speeds[0].bandwidth_bytes_per_s == report.gpus[0].peak_memory_bandwidth_bytes_per_s
+    assert speeds[0].flops_per_s == 165e12 and "table" in speeds[0].source
+    assert speeds[1].flops_per_s == 756e12
+    unknown = dataclasses.replace(report.gpus[0], name="NVIDIA Future GPU", compute_capability="12.0")
+    assert gpu_speed(unknown).flops_per_s == 60e12 and "compute capability 12.0" in gpu_speed(unknown).source
+    assert gpu_speed(dataclasses.replace(report.gpus[0], peak_memory_bandwidth_bytes_per_s=None)) is None
+    assert gpu_device(report) == speeds[0]
+    assert gpu_device(probe(FakeNVML([]))) is None
+
+
+def test_the_cpu_solve_recovers_the_figures_its_timings_came_from():
+    cost = ModelCost(
+        weight_bytes=200 * 2**20, weight_macs=100 * 2**20, kv_bytes_per_position=0, attention_macs_per_position=0
+    )
+    small = ModelCost(
+        weight_bytes=30 * 2**20, weight_macs=15 * 2**20, kv_bytes_per_position=0, attention_macs_per_position=0
+    )
+    truth = DeviceSpeed("CPU", bandwidth_bytes_per_s=10e9, flops_per_s=100e9, overhead_ms=0.5)
+    one, little, batch = (truth.forward_ms(c, b, 16) for c, b in ((cost, 1), (small, 1), (cost, PROBE_BATCH)))
+    got = solve_cpu_speed(cost, small, one, little, batch, ms_per_token=one + 0.5)
+    assert got.bandwidth_bytes_per_s == pytest.approx(10e9) and got.overhead_ms == pytest.approx(0.5)
+    assert got.flops_per_s == pytest.approx(100e9)
+    # a plain generation slower than its forward pass: the difference is a cost every pass pays
+    assert solve_cpu_speed(cost, small, one, little, batch, ms_per_token=one + 2.0).overhead_ms == pytest.approx(2.0)
+
+
+def test_a_tune_in_the_history_is_this_pairs_measurement(pair, tmp_path):
+    target, draft = pair
+    db = tmp_path / "history.sqlite"
+    load = LoadSettings(target, draft, ctx=2048)
+    tune = {"verify_ms": {"1": 2.0, "4": 5.0}, "draft_ms": {"1": 0.5, "4": 0.8}, "acceptance_by_position": [0.8, 0.6]}
+    with History(db) as h:
+        assert measured_pair(target, draft, h) is None
+        record_summary("tune", load, SpecSettings("draft-simple"), SamplingSettings(), tune, path=db)
+        found = measured_pair(target, draft, h)
+        assert found is not None and found.verify_ms == {1: 2.0, 4: 5.0} and found.acceptance_by_position == [0.8, 0.6]
+        assert measured_pair(target, None, h) is None  # another pair: the draft differs
+
+
+@pytest.mark.server
+def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
+    """The probe is real: a small model in an engine worker, timed by llama.cpp."""
+    said: list[str] = []
+    speed = probe_cpu_speed(progress=said.append, reps=2, cache=tmp_path)
+    assert speed.name == "CPU" and speed.bandwidth_bytes_per_s > 0 and speed.flops_per_s > 0
+    assert speed.overhead_ms >= 0 and speed.source.startswith("measured")
+    assert any("timing forward passes" in s for s in said)
+    again: list[str] = []
+    assert probe_cpu_speed(progress=again.append, cache=tmp_path) == speed and again == []
+
+
+@pytest.mark.server
+def test_spectune_predict_prints_the_json_and_refuses_a_bad_acceptance(pair):
+    target, draft = pair
+    argv = [sys.executable, "-m", "engine.cli", "predict", "--target", str(target), "--draft", str(draft)]
+    r = subprocess.run([*argv, "--cpu", "--prior", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["basis"] == "prior" and got["device"]["name"] == "CPU"
+    assert got["plain_tokens_per_s"] > 0 and all(math.isfinite(s) for s in got["speedup_by_k"].values())
+    assert set(got["verify_ms_by_batch"]) >= {"1", "2", "5"} and "speculation" in got["why"]
+    r = subprocess.run([*argv, "--acceptance", "2"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--acceptance must be between 0 and 1" in r.stderr
