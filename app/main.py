@@ -18,12 +18,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", action="store_true", help="load the demo pair and start a run at once")
     a = ap.parse_args(argv)
 
+    from app.platform_check import exit_if_qt_cannot_start
+
+    exit_if_qt_cannot_start()  # before Qt loads its platform plugin, which would only say "could not load"
     from PySide6.QtWidgets import QApplication
 
     from app.main_window import MainWindow
+    from app.widgets.icons import app_icon
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("SpecTune")
+    app.setDesktopFileName("spectune")  # Wayland shells match the window to spectune.desktop (its icon)
+    app.setWindowIcon(app_icon())
     window = MainWindow()
     window.show()
     window.controller.start()

@@ -1,6 +1,6 @@
-"""The main window: a page list on the left, the pages, and a status bar with
-the engine's state. It makes what the pages share: the session (the pair, the
-knobs, the prompts; app.session), whose widgets the Lab page holds, and the
+"""The main window: a page list on the left (icon, name, shortcut), the pages, and a status bar with
+the session's pair and the engine's state, which the window title repeats. It makes what the pages
+share: the session (the pair, the knobs, the prompts; app.session), whose widgets the Lab page holds, and the
 coordinator that lets one measuring job run at a time (app.jobs). Window
 geometry, the page shown and the session's knobs persist between sessions
 (QSettings in the platformdirs config folder)."""
@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QListWidget,
     QMainWindow,
     QProgressBar,
     QStackedWidget,
@@ -30,21 +29,41 @@ from app.pages.hardware import HardwarePage
 from app.pages.history import HistoryPage
 from app.pages.lab.page import LabPage
 from app.pages.models.page import ModelsPage
+from app.pages.start import StartPage
 from app.pages.tune.page import TunePage
 from app.session import LabSession
 from app.settings_store import settings_path
 from app.widgets import style
+from app.widgets.icons import app_icon
+from app.widgets.navigation import PageEntry, PageNavigation
+from app.widgets.theme import ThemeFollower
 
-STATE_COLOURS = {
-    STARTING: style.BUSY,
-    READY: style.OK,
-    LOADING: style.BUSY,
-    RUNNING: style.BLUE,
-    ERROR: style.ERROR,
-    CRASHED: style.ERROR,
-    "stopped": style.MUTED,
+STATE_COLOURS = {  # the role's colour in the current look (style.current())
+    STARTING: "busy",
+    READY: "ok",
+    LOADING: "busy",
+    RUNNING: "blue",
+    ERROR: "error",
+    CRASHED: "error",
+    "stopped": "muted",
 }
-PAGE_NAMES = ("Hardware", "Models", "Lab", "Tune", "Export", "History")
+PAGES = (
+    PageEntry("Start", "start", "Ctrl+0", "where to begin: a demo run, a pair for this machine, then tune and export"),
+    PageEntry("Hardware", "hardware", "Ctrl+1", "GPUs, VRAM, CPU and RAM"),
+    PageEntry("Models", "models", "Ctrl+2", "the GGUF files here, downloads, recommendations"),
+    PageEntry("Lab", "lab", "Ctrl+3", "run a pair live and move the knobs"),
+    PageEntry("Tune", "tune", "Ctrl+4", "let the auto-tuner find the best settings"),
+    PageEntry("Export", "export", "Ctrl+5", "the llama-server command, validated"),
+    PageEntry("History", "history", "Ctrl+6", "every run, tune and validation"),
+)
+PAGE_NAMES = tuple(p.name for p in PAGES)
+
+
+def pair_text(target: Path | None, draft: Path | None) -> str:
+    """ "target + draft" by file name without .gguf, for the title and the status bar."""
+    if target is None:
+        return "no model pair"
+    return f"{target.stem} + {draft.stem}" if draft is not None else f"{target.stem} (no draft)"
 
 
 class MainWindow(QMainWindow):
@@ -53,10 +72,12 @@ class MainWindow(QMainWindow):
         super().__init__()
         collect_in_gui_thread()
         self.setWindowTitle("SpecTune")
+        self.setWindowIcon(app_icon())
         self.controller = controller or EngineController(self)
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
 
         self.session = LabSession(self)
+        self._demo = None  # the Start page's demo run (app.scripted.ScriptedSession)
         self.jobs = MeasuringJobs()
         self.lab = LabPage(self.controller, session=self.session, jobs=self.jobs)
         self.hardware = HardwarePage(self.controller, nvml=nvml)
@@ -65,15 +86,25 @@ class MainWindow(QMainWindow):
         self.tune = TunePage(self.session, self.jobs)
         self.export = ExportPage(self.session, self.jobs)
         self.history = HistoryPage(self.lab)
+        self.start_page = StartPage(lambda: self.hardware.report)
+        self.start_page.demoRequested.connect(self.run_demo)
+        self.start_page.pageRequested.connect(self.go_to)
+        self.start_page.downloadRequested.connect(self._download_from_start)
+        self.models.ranked.connect(self.start_page.set_ranking)
+        self.start_page.rankingWanted.connect(self.models.start_background_work)  # one ranking for both pages
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
+        for page in (self.tune, self.export):
+            page.needs_pair.chooseRequested.connect(lambda: self.show_page("Models"))
+        self.history.labRequested.connect(lambda: self.show_page("Lab"))
         self.pages: dict[str, QWidget] = dict(
-            zip(PAGE_NAMES, (self.hardware, self.models, self.lab, self.tune, self.export, self.history))
+            zip(
+                PAGE_NAMES,
+                (self.start_page, self.hardware, self.models, self.lab, self.tune, self.export, self.history),
+            )
         )
-        self.nav = QListWidget()
-        self.nav.addItems(PAGE_NAMES)
-        self.nav.setFixedWidth(110)
+        self.nav = PageNavigation(PAGES)
         self.stack = QStackedWidget()
         for page in self.pages.values():
             self.stack.addWidget(page)
@@ -86,6 +117,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
 
         self.state_label = QLabel()
+        self.pair_label = QLabel()
         self.vram_label = QLabel()
         self.load_bar = QProgressBar()  # shown while llama.cpp reads the weights
         self.load_bar.setRange(0, 1000)
@@ -93,6 +125,7 @@ class MainWindow(QMainWindow):
         self.load_bar.setToolTip("loading the pair; Esc on the Lab page cancels")
         self.load_bar.hide()
         self.statusBar().addWidget(self.state_label, 1)
+        self.statusBar().addPermanentWidget(self.pair_label)
         self.statusBar().addPermanentWidget(self.load_bar)
         self.statusBar().addPermanentWidget(self.vram_label)
         self.controller.stateChanged.connect(self._show_state)
@@ -100,7 +133,9 @@ class MainWindow(QMainWindow):
         self.controller.hello.connect(
             lambda ev: self.statusBar().showMessage(f"engine ready: {ev.get('llama', '')[:80]}", 5000)
         )
+        self.session.pairChanged.connect(self._show_pair)
         self._show_state(self.controller.state, self.controller.message)
+        self._show_pair()
         self.vram_timer = QTimer(self)
         self.vram_timer.setInterval(2000)
         self.vram_timer.timeout.connect(self._refresh_vram)
@@ -108,6 +143,9 @@ class MainWindow(QMainWindow):
 
         self._build_menu()
         self._restore()
+        # last, so the charts and bars built above take the system's look at once
+        self.theme = ThemeFollower(self)
+        self.theme.changed.connect(lambda colours: [p.needs_pair.restyle() for p in (self.tune, self.export)])
 
     # -- menu and shortcuts -----------------------------------------------
     def _build_menu(self) -> None:
@@ -120,24 +158,44 @@ class MainWindow(QMainWindow):
             QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"), triggered=self.controller.restart)
         )
         view = self.menuBar().addMenu("&View")
-        for i, name in enumerate(PAGE_NAMES):
+        for entry in PAGES:
             view.addAction(
                 QAction(
-                    name,
+                    self.nav.item(PAGE_NAMES.index(entry.name)).icon(),
+                    entry.name,
                     self,
-                    shortcut=QKeySequence(f"Ctrl+{i + 1}"),
-                    triggered=lambda checked=False, name=name: self.go_to(name),
+                    shortcut=QKeySequence(entry.shortcut),
+                    triggered=lambda checked=False, name=entry.name: self.go_to(name),
                 )
             )
 
     def show_page(self, name: str) -> None:
         self.nav.setCurrentRow(PAGE_NAMES.index(name))
 
+    def current_page(self) -> str:
+        return PAGE_NAMES[self.nav.currentRow()]
+
     def go_to(self, name: str) -> None:
         """Show a page from the keyboard and give it the focus (its own shortcuts work wherever the focus is,
         see page_shortcuts; a click in the page list keeps the focus there for the arrow keys)."""
         self.show_page(name)
         self.pages[name].setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def run_demo(self) -> None:
+        """The Start page's first step: the demo pair into the Lab, a baseline, then a live run until Stop
+        (what `spectune gui --demo` does at start)."""
+        from app.scripted import ScriptedSession
+
+        self.show_page("Lab")
+        if self.lab.mode != "idle" or self._demo is not None and not self._demo.finished:
+            return  # a run (or this demo) is under way: the Lab shows it
+        self.controller.start()  # no-op when it runs
+        self._demo = ScriptedSession(self, exit_when_done=False, keep_running=True)
+        self._demo.begin()
+
+    def _download_from_start(self, candidate) -> None:
+        self.show_page("Models")  # its Downloads tab shows the progress
+        self.models.download_candidate(candidate)
 
     def save_charts(self) -> None:
         path, _ = QFileDialog.getSaveFileName(
@@ -149,12 +207,24 @@ class MainWindow(QMainWindow):
 
     # -- status -----------------------------------------------------------
     def _show_state(self, state: str, message: str) -> None:
-        colour = STATE_COLOURS.get(state, style.MUTED)
+        self._engine_state = state
+        colour = getattr(style.current(), STATE_COLOURS.get(state, "muted"))
         first_line = (message or "").splitlines()[0] if message else ""
         self.state_label.setText(f"{style.coloured(f'engine: {state}', colour)} {first_line}")
         self.state_label.setToolTip(message or state)
         if state != LOADING:
             self.load_bar.hide()
+        self._update_title()
+
+    def _show_pair(self) -> None:
+        target, draft = self.session.target(), self.session.draft()
+        self.pair_label.setText(pair_text(target, draft))
+        self.pair_label.setToolTip("\n".join(str(p) for p in (target, draft) if p is not None) or "no model pair")
+        self._update_title()
+
+    def _update_title(self) -> None:
+        """ "SpecTune — target + draft — ready": which pair and what the engine does, also from the task bar."""
+        self.setWindowTitle(f"SpecTune — {self.pair_label.text()} — {self._engine_state}")
 
     def _show_load_progress(self, stage: str, fraction: float) -> None:
         if self.controller.state != LOADING:
@@ -174,8 +244,9 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         else:
             self.resize(1400, 900)
-        page = self.settings.value("window/page", "Lab")
-        self.show_page(page if page in PAGE_NAMES else "Lab")
+        # a first start opens on the Start page; later starts where the user left
+        page = self.settings.value("window/page", "Start")
+        self.show_page(page if page in PAGE_NAMES else "Start")
         state = {
             key.split("/", 1)[1]: self.settings.value(key) for key in self.settings.allKeys() if key.startswith("lab/")
         }

@@ -35,7 +35,14 @@ class ScriptedSession:
         self.keep_running = keep_running
         self._step = "wait-engine"
 
+    @property
+    def finished(self) -> bool:
+        """Done: the run is started (keep_running), or the script ended."""
+        return self._step == "done"
+
     def begin(self) -> None:
+        if self.dir:
+            self.w.models.start_background_work()  # the library scanned and the catalog ranked by the pictures
         self.w.models.use_demo_pair()
         self.w.show_page("Lab")
         self._set_spec(spec_type="draft-simple", draft_n_max=4)
@@ -142,7 +149,8 @@ class ScriptedSession:
 
         def grab() -> None:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self.w.grab().save(str(self.dir / f"{i + 1}-{name.lower()}.png"))
+            # 0-start.png, 1-hardware.png, ...: the names docs/ had before the Start page came first
+            self.w.grab().save(str(self.dir / f"{i}-{name.lower()}.png"))
             self._shoot(i + 1)
 
         QTimer.singleShot(400, grab)

@@ -97,6 +97,13 @@ class LabSession(QObject):
     def set_draft(self, path: str | Path | None) -> None:
         self._w.set_draft(path)
 
+    def use_demo_pair(self) -> None:
+        """The small pair SpecTune ships (or, in a checkout without it, a synthetic one made once): the offline
+        first step that the Start page, the Models page and the pages that need a pair all offer."""
+        from engine.measure.demo import demo_pair
+
+        self.set_pair(*demo_pair())
+
     # -- the knobs ----------------------------------------------------------------------------------
     def load_settings(self) -> LoadSettings:
         """Checked (SettingsError says what is missing or wrong: no target, a file that is not there)."""

@@ -162,7 +162,7 @@ def test_knobs_and_window_state_persist(qtbot, tmp_path, monkeypatch):
     assert w2.lab.controls.k.value() == 7
     assert w2.lab.controls.method.currentText() == "ngram-mod"
     assert w2.lab.controls.prompt.toPlainText() == "hello"
-    assert w2.nav.currentRow() == 4
+    assert w2.current_page() == "Export"
 
 
 def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
@@ -350,6 +350,7 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
     w = MainWindow(settings=QSettings(str(tmp_path / "f.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([full]))
     qtbot.addWidget(w)
     w.show()
+    w.show_page("Lab")  # a first start opens on the Start page
     with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
         w.controller.start()
     set_pair(w, pair, max_tokens=8)

@@ -408,3 +408,17 @@ def test_closing_the_window_stops_a_download_and_keeps_its_partial_file(qtbot, t
     assert not w.models.library.scanning and not w.models.rank_job.running
     partial = list((places["hf"] / "models--org--Tiny-GGUF" / "blobs").glob("*.incomplete"))
     assert len(partial) == 1 and 0 < partial[0].stat().st_size < len(data)
+
+
+def test_an_empty_library_leads_somewhere(qtbot, make_page, places):
+    """No GGUF anywhere: the table gives way to the three ways forward, and each one works."""
+    page = make_page()
+    library = page.library
+    qtbot.waitUntil(lambda: library.library is not None and not library.scanning, timeout=WAIT)
+    assert library.table_or_empty.currentWidget() is library.empty
+    assert set(library.empty.buttons) == {"Add folder…", "Download a preset", "Use the demo pair"}
+    library.empty.buttons["Download a preset"].click()
+    assert page.tabs.currentWidget() is page.presets
+    library.empty.buttons["Use the demo pair"].click()
+    target, draft = page.session.target(), page.session.draft()
+    assert target is not None and target.is_file() and draft is not None and draft.is_file()

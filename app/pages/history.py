@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from app.widgets.empty_state import EmptyState
 from engine.core.settings import SamplingSettings, SpecSettings, from_dict
 from engine.measure.history import History, HistoryError, record_summary
 
@@ -29,6 +31,8 @@ COLUMNS = ("id", "time", "kind", "method", "K", "temp", "tokens", "tokens/s", "a
 
 
 class HistoryPage(QWidget):
+    labRequested = Signal()  # the empty page's button: show the Lab
+
     def __init__(self, lab, parent: QWidget | None = None, limit: int = 500):
         super().__init__(parent)
         self.lab = lab
@@ -41,7 +45,17 @@ class HistoryPage(QWidget):
         export.clicked.connect(self.export_csv)
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>History</h3>"))
-        col.addWidget(self.table)
+        self.empty = EmptyState(
+            "No runs yet",
+            "Every Lab run, auto-tune and validation against llama-server lands here with its settings, "
+            "its tokens/s and its acceptance, kept between sessions (and exportable as CSV). "
+            "Start a run on the Lab page to make the first one.",
+        )
+        self.empty.add_action("Open the Lab", self.labRequested.emit)
+        self.table_or_empty = QStackedWidget()
+        self.table_or_empty.addWidget(self.table)
+        self.table_or_empty.addWidget(self.empty)
+        col.addWidget(self.table_or_empty, 1)
         row = QHBoxLayout()
         row.addWidget(self.status, 1)
         row.addWidget(export)
@@ -73,6 +87,7 @@ class HistoryPage(QWidget):
 
     def _shown_note(self) -> None:
         n = self.table.rowCount()
+        self.table_or_empty.setCurrentWidget(self.table if n else self.empty)
         self.status.setText(
             f"{n} runs shown, newest last" + (" (the newest only: export CSV for all)" if n >= self.limit else "")
         )
@@ -109,6 +124,7 @@ class HistoryPage(QWidget):
         )
         self._trim()
         self.table.setSortingEnabled(True)
+        self.table_or_empty.setCurrentWidget(self.table)
         if self.table.rowCount() >= self.limit:
             self._shown_note()
 

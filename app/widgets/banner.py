@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from app.widgets.style import BANNER_BACKGROUNDS, BORDER_GREY
+from app.widgets import style
 
 
 class Banner(QFrame):
@@ -31,7 +31,10 @@ class Banner(QFrame):
 
     def show_message(self, text: str, level: str = "error", action: str | None = None) -> None:
         """level: error | warning | info (the background says which)."""
-        self.setStyleSheet(f"Banner {{ background: {BANNER_BACKGROUNDS[level]}; border: 1px solid {BORDER_GREY}; }}")
+        colours = style.current()  # light or dark, as the system is now
+        self.setStyleSheet(
+            f"Banner {{ background: {colours.banner_backgrounds[level]}; border: 1px solid {colours.border}; }}"
+        )
         self.label.setText(text)
         self.button.setVisible(action is not None)
         self.button.setText(action or "")

@@ -19,8 +19,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
 
+from app.widgets import style
 from app.widgets.chart_ranges import StickyCeiling, time_window
-from app.widgets.style import BLUE, GREEN, GREY, LABEL_GREY, LIGHT_GREY, ORANGE, PURPLE, RED
+from app.widgets.style import BLUE, GREEN, GREY, ORANGE, PURPLE, RED
 from engine.measure.live import Marker, Snapshot
 
 pg.setConfigOptions(antialias=False, background="w", foreground="k")
@@ -31,7 +32,6 @@ PEN_CEIL = pg.mkPen(RED, width=1, style=pg.QtCore.Qt.PenStyle.DotLine)
 PEN_ROLL = pg.mkPen(GREEN, width=1)
 PEN_CUM = pg.mkPen(PURPLE, width=1)
 PEN_LEN = pg.mkPen(ORANGE, width=1)
-PEN_MARK = pg.mkPen(LIGHT_GREY, width=1, style=pg.QtCore.Qt.PenStyle.DashLine)
 BAR_EVERY = 6  # frames per bar-chart update: ~4 Hz at the page's 25 Hz
 # The session keeps up to 2048 cycles; a plot is about 1000 px wide. Drawing every cycle
 # cost a third of the GUI's CPU (path building and raster work for 9 curves, 25 times a second)
@@ -211,10 +211,10 @@ class LiveCharts(QWidget):
                 line = pg.InfiniteLine(
                     pos=m.t,
                     angle=90,
-                    pen=PEN_MARK,
+                    pen=pg.mkPen(style.current().guide, width=1, style=Qt.PenStyle.DashLine),
                     movable=False,
                     label=m.label if plot is self.p_tps else None,
-                    labelOpts={"position": 0.92, "color": LABEL_GREY, "anchors": [(0, 0), (0, 0)]},
+                    labelOpts={"position": 0.92, "color": style.current().label, "anchors": [(0, 0), (0, 0)]},
                 )
                 plot.addItem(line)
                 lines.append(line)

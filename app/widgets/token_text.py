@@ -10,9 +10,7 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
-from app.widgets.style import LIGHT_GREEN
-
-ACCEPTED_BG = QColor(LIGHT_GREEN)
+from app.widgets import style
 
 
 class TokenText(QPlainTextEdit):
@@ -26,13 +24,13 @@ class TokenText(QPlainTextEdit):
         )
         self._plain = QTextCharFormat()
         self._accepted = QTextCharFormat()
-        self._accepted.setBackground(ACCEPTED_BG)
         self.accepted_chars = 0
         self.max_chars = max_chars  # a long single-line block re-lays out on every insert: keep it bounded
 
     def append_pieces(self, pieces: list[tuple[str, bool]]) -> None:
         if not pieces:
             return
+        self._accepted.setBackground(QColor(style.current().accepted_background))  # light or dark, as now
         cursor = self.textCursor()
         cursor.movePosition(QTextCursor.MoveOperation.End)
         # merge runs of the same colour: one insert per run

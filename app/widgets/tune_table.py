@@ -12,13 +12,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
-from app.widgets.style import LIGHT_GREEN
+from app.widgets import style
 from engine.measure.tuner import Candidate, TuneResult
 
 COLUMNS = ("rank", "setting", "predicted tok/s", "measured tok/s", "error %", "speedup", "prompts")
 SORT_ROLE = Qt.ItemDataRole.UserRole
 BEST_ROLE = Qt.ItemDataRole.UserRole + 1
-BEST_BACKGROUND = QColor(LIGHT_GREEN)
 
 
 class _Item(QTableWidgetItem):
@@ -86,7 +85,7 @@ class TuneTable(QTableWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if c is result.best:
                     item.setData(BEST_ROLE, True)
-                    item.setBackground(QBrush(BEST_BACKGROUND))
+                    item.setBackground(QBrush(QColor(style.current().accepted_background)))
                     item.setFont(bold)
                     item.setToolTip("the tuner's pick: the fastest measured setting in the last round")
                 self.setItem(row, col, item)

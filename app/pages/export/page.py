@@ -35,6 +35,7 @@ from app.jobs import MeasuringJobs
 from app.pages.export.runner import ValidateRunner
 from app.session import LabSession
 from app.widgets.forms import PathPicker, spin_box
+from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
 from engine.core.settings import SettingsError
@@ -57,6 +58,8 @@ class ExportPage(QWidget):
         self._stale = False
 
         col = QVBoxLayout(self)
+        self.needs_pair = NeedsPairBar(session, "exports")
+        col.addWidget(self.needs_pair)
         col.addWidget(QLabel("<h3>llama-server command</h3>"))
         self._build_command(col)
         col.addWidget(QLabel("<h3>Validation</h3>"))

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.pages.lab.knob_help import knob_tooltip
 from app.session import CUSTOM_PROMPT
 from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
@@ -55,6 +56,20 @@ def _dspin(lo: float, hi: float, value: float, step: float, tip: str = ""):
     return double_spin_box(lo, hi, value, step, tip, track_keys=False)
 
 
+def _labels_explain(form: QFormLayout) -> None:
+    """A row's label gets its field's tooltip: the explanation shows wherever the pointer rests on the row."""
+    for row in range(form.rowCount()):
+        label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+        field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
+        if label is None or field is None or label.widget() is None:
+            continue
+        widget = field.widget()
+        if widget is None and field.layout() is not None and field.layout().count():
+            widget = field.layout().itemAt(field.layout().count() - 1).widget()  # K's row: slider, then box
+        if widget is not None and widget.toolTip():
+            label.widget().setToolTip(widget.toolTip())
+
+
 class LabControls(QWidget):
     pairChanged = Signal()  # the target or the draft file
     loadChanged = Signal()  # context, GPU layers, CPU threads or repacking
@@ -73,12 +88,12 @@ class LabControls(QWidget):
         f = QFormLayout(models)
         self.target = PathPicker("target model (.gguf)")
         self.draft = PathPicker("draft model (.gguf), optional")
-        self.ctx = _spin(256, 1 << 20, 4096, "context size of the target; the draft's KV cache gets the same")
-        self.ngl = _spin(-1, 999, -1, "layers on the GPU (-1: as llama.cpp decides)")
-        self.threads = _spin(0, 256, 0, "CPU threads (0: llama.cpp's default)")
+        self.ctx = _spin(256, 1 << 20, 4096, knob_tooltip("ctx"))
+        self.ngl = _spin(-1, 999, -1, knob_tooltip("ngl"))
+        self.threads = _spin(0, 256, 0, knob_tooltip("threads"))
         self.repack = QCheckBox("repack weights for this CPU (AMX / AVX-512)")
         self.repack.setChecked(True)
-        self.repack.setToolTip("llama.cpp's default; turned off by itself if loading dies of an illegal instruction")
+        self.repack.setToolTip(knob_tooltip("repack"))
         self.badges = QLabel("")
         self.badges.setWordWrap(True)
         self.load_button = QPushButton("Load")
@@ -91,6 +106,7 @@ class LabControls(QWidget):
         f.addRow(self.repack)
         f.addRow(self.badges)
         f.addRow(self.load_button)
+        _labels_explain(f)
         col.addWidget(models)
 
         spec = QGroupBox("Speculation")
@@ -98,24 +114,23 @@ class LabControls(QWidget):
         self.method = QComboBox()
         self.method.setEditable(True)
         self.method.addItems(METHOD_CHOICES)
-        self.method.setToolTip(
-            "llama.cpp speculative types, comma separated; n-gram types draft first\nknown: " + ", ".join(SPEC_TYPES)
-        )
+        self.method.setToolTip(knob_tooltip("method") + "\nknown types: " + ", ".join(SPEC_TYPES))
         self.k_slider = QSlider(Qt.Orientation.Horizontal)
         self.k_slider.setRange(0, 32)
         self.k_slider.setValue(d.draft_n_max)
-        self.k = _spin(0, MAX_DRAFT_N, d.draft_n_max, "K: most tokens the draft proposes per step (--spec-draft-n-max)")
+        self.k = _spin(0, MAX_DRAFT_N, d.draft_n_max, knob_tooltip("k"))
+        self.k_slider.setToolTip(self.k.toolTip())
         k_row = QHBoxLayout()
         k_row.addWidget(self.k_slider)
         k_row.addWidget(self.k)
-        self.n_min = _spin(0, MAX_DRAFT_N, d.draft_n_min, "--spec-draft-n-min")
-        self.p_min = _dspin(0.0, 1.0, d.draft_p_min, 0.05, "--spec-draft-p-min: stop drafting below this probability")
-        self.size_n = _spin(1, 1024, d.ngram_size_n, "n-gram lookup length (ngram-simple / map-k / map-k4v)")
-        self.size_m = _spin(1, MAX_DRAFT_N, d.ngram_size_m, "tokens drafted per n-gram match")
-        self.min_hits = _spin(1, 1000, d.ngram_min_hits, "matches needed before an n-gram is proposed")
-        self.mod_match = _spin(1, 1024, d.ngram_mod_n_match, "ngram-mod lookup length")
-        self.mod_min = _spin(0, MAX_DRAFT_N, d.ngram_mod_n_min, "ngram-mod minimum draft")
-        self.mod_max = _spin(1, MAX_DRAFT_N, d.ngram_mod_n_max, "ngram-mod maximum draft")
+        self.n_min = _spin(0, MAX_DRAFT_N, d.draft_n_min, knob_tooltip("n_min"))
+        self.p_min = _dspin(0.0, 1.0, d.draft_p_min, 0.05, knob_tooltip("p_min"))
+        self.size_n = _spin(1, 1024, d.ngram_size_n, knob_tooltip("size_n"))
+        self.size_m = _spin(1, MAX_DRAFT_N, d.ngram_size_m, knob_tooltip("size_m"))
+        self.min_hits = _spin(1, 1000, d.ngram_min_hits, knob_tooltip("min_hits"))
+        self.mod_match = _spin(1, 1024, d.ngram_mod_n_match, knob_tooltip("mod_match"))
+        self.mod_min = _spin(0, MAX_DRAFT_N, d.ngram_mod_n_min, knob_tooltip("mod_min"))
+        self.mod_max = _spin(1, MAX_DRAFT_N, d.ngram_mod_n_max, knob_tooltip("mod_max"))
         f.addRow("method", self.method)
         f.addRow("K (draft n-max)", k_row)
         f.addRow("n-min", self.n_min)
@@ -124,19 +139,23 @@ class LabControls(QWidget):
         f.addRow("n-gram size m", self.size_m)
         f.addRow("n-gram min hits", self.min_hits)
         f.addRow("ngram-mod match", self.mod_match)
-        f.addRow("ngram-mod min / max", side_by_side(self.mod_min, self.mod_max))
+        mod_range = side_by_side(self.mod_min, self.mod_max)
+        mod_range.setToolTip(f"{self.mod_min.toolTip()}\n\n{self.mod_max.toolTip()}")
+        f.addRow("ngram-mod min / max", mod_range)
+        _labels_explain(f)
         col.addWidget(spec)
 
         sampling = QGroupBox("Sampling")
         f = QFormLayout(sampling)
-        self.temp = _dspin(0.0, 5.0, s.temp, 0.1, "0 = greedy (speculation is exact)")
-        self.top_k = _spin(0, 1000, s.top_k)
-        self.top_p = _dspin(0.01, 1.0, s.top_p, 0.05)
-        self.seed = _spin(-1, 2**31 - 1, -1, "-1 = random")
+        self.temp = _dspin(0.0, 5.0, s.temp, 0.1, knob_tooltip("temp"))
+        self.top_k = _spin(0, 1000, s.top_k, knob_tooltip("top_k"))
+        self.top_p = _dspin(0.01, 1.0, s.top_p, 0.05, knob_tooltip("top_p"))
+        self.seed = _spin(-1, 2**31 - 1, -1, knob_tooltip("seed"))
         f.addRow("temperature", self.temp)
         f.addRow("top-k", self.top_k)
         f.addRow("top-p", self.top_p)
         f.addRow("seed", self.seed)
+        _labels_explain(f)
         col.addWidget(sampling)
 
         prompt = QGroupBox("Prompts")

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSplitter,
+    QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.pages.models.background import BackgroundJob
 from app.session import LabSession
+from app.widgets.empty_state import EmptyState
 from app.widgets.style import ERROR, error_text, ok_text
 from engine.models.downloads import format_bytes
 
@@ -60,6 +62,7 @@ def _family_text(m) -> str:
 
 class LibraryPanel(QWidget):
     scanned = Signal(object)  # engine.models.library.Library
+    downloadRequested = Signal()  # the empty library's "Download a preset": the Models page shows its Downloads
 
     def __init__(self, session: LabSession, sources=None, parent: QWidget | None = None):
         """sources: engine.models.library.Source list to scan instead of the usual places (None: those)."""
@@ -128,11 +131,25 @@ class LibraryPanel(QWidget):
         )
         self.pairs_label = QLabel("compatible pairs")
 
+        # where the table would stand empty, the ways to fill it
+        self.empty = EmptyState(
+            "No GGUF models found on this machine",
+            "SpecTune looked in the Hugging Face cache, LM Studio, llama.cpp's cache and Ollama. "
+            "Add a folder that holds .gguf files, download a recommended pair, or start with the small "
+            "demo pair that ships with SpecTune (it works offline).",
+        )
+        self.empty.add_action("Add folder…", self._ask_add_folder, "look for GGUF files in a folder of your own")
+        self.empty.add_action("Download a preset", self.downloadRequested.emit, "the Downloads tab: presets that fit")
+        self.empty.add_action("Use the demo pair", session.use_demo_pair, "the bundled pair, into the Lab")
+        self.table_or_empty = QStackedWidget()
+        self.table_or_empty.addWidget(self.table)
+        self.table_or_empty.addWidget(self.empty)
+
         upper = QWidget()
         u_col = QVBoxLayout(upper)
         u_col.setContentsMargins(0, 0, 0, 0)
         u_col.addLayout(top)
-        u_col.addWidget(self.table, 1)
+        u_col.addWidget(self.table_or_empty, 1)
         u_col.addLayout(actions)
         lower = QWidget()
         l_col = QVBoxLayout(lower)
@@ -189,6 +206,7 @@ class LibraryPanel(QWidget):
         self.rescan_button.setEnabled(True)
         self.library = lib
         self._fill(lib)
+        self.table_or_empty.setCurrentWidget(self.table if lib.models else self.empty)
         found = [s for s in lib.sources if s["exists"]]
         broken = sum(1 for m in lib.models if m.error)
         where = ", ".join(f"{s['kind']} {s['files']}" for s in found) or "none of the usual places exist"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
 
 from app.engine_controller import EngineController
@@ -62,6 +62,8 @@ def rank_catalog(catalog, nvml, ctx: int) -> CatalogView:
 
 
 class ModelsPage(QWidget):
+    ranked = Signal(object)  # a CatalogView after each ranking pass (the Start page shows its best pairs)
+
     def __init__(
         self,
         session: LabSession,
@@ -102,6 +104,7 @@ class ModelsPage(QWidget):
         self.tabs.addTab(self.recommend, "Recommended")
         col.addWidget(self.tabs, 1)
         self.library.scanned.connect(self.presets.set_library)
+        self.library.downloadRequested.connect(lambda: self.tabs.setCurrentWidget(self.presets))
         self.presets.downloaded.connect(lambda result: self.library.rescan())
         self.recommend.refreshRequested.connect(self.rank)
         self.recommend.downloadRequested.connect(self.download_candidate)
@@ -131,7 +134,11 @@ class ModelsPage(QWidget):
     # -- background work ------------------------------------------------------------------
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if not self._started:  # the first look at the page: scan and rank
+        self.start_background_work()
+
+    def start_background_work(self) -> None:
+        """The first look at the page (or at the Start page, which shows the ranking): scan and rank."""
+        if not self._started:
             self._started = True
             self.library.rescan()
             self.rank()
@@ -151,6 +158,7 @@ class ModelsPage(QWidget):
 
     def _ranked(self, view: CatalogView) -> None:
         self.catalog_view = view
+        self.ranked.emit(view)
         self.presets.set_catalog(view.catalog, view.fits, view.budget, view.ctx)
         if view.recommendation is not None:
             self.recommend.set_result(view.recommendation)
@@ -198,9 +206,7 @@ class ModelsPage(QWidget):
             self.rank_job.stop(timeout_s=10.0)
 
     def use_demo_pair(self) -> None:
-        from engine.measure.demo import demo_pair
-
-        self.session.set_pair(*demo_pair())
+        self.session.use_demo_pair()
 
     # -- the pair check ---------------------------------------------------
     def check_pair(self) -> None:

@@ -42,6 +42,7 @@ from app.pages.tune.runner import TuneRunner
 from app.session import LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.forms import spin_box
+from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
@@ -90,6 +91,8 @@ class TunePage(QWidget):
         results = self._build_results()
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>Auto-tune</h3>"))
+        self.needs_pair = NeedsPairBar(self.session, "tunes")
+        col.addWidget(self.needs_pair)
         col.addWidget(lab_summary)
         col.addLayout(inputs)
         col.addLayout(actions)

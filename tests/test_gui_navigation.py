@@ -1,0 +1,72 @@
+"""The main window as a new user meets it, without starting the engine: the page list (icon, name,
+shortcut), the title and status bar with the pair and the engine state, and the empty states."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
+
+from app.main_window import PAGES, MainWindow  # noqa: E402
+from app.widgets.navigation import SHORTCUT_ROLE  # noqa: E402
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))  # an empty history
+    w = MainWindow(settings=QSettings(str(tmp_path / "nav.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    w.close()
+
+
+def test_each_page_has_an_icon_a_name_and_its_shortcut(qtbot, window):
+    nav = window.nav
+    assert nav.count() == len(PAGES)
+    for row, entry in enumerate(PAGES):
+        item = nav.item(row)
+        assert item.text() == entry.name
+        assert not item.icon().isNull(), entry.icon
+        assert item.data(SHORTCUT_ROLE) == entry.shortcut_text() and entry.shortcut_text() in item.toolTip()
+    assert not window.windowIcon().isNull()
+    # the list is as wide as its longest row needs, so "History  Ctrl+6" is not cut at 150 % either
+    widest = max(nav.visualItemRect(nav.item(r)).width() for r in range(nav.count()))
+    assert nav.width() >= widest
+    for entry in PAGES:
+        qtbot.keyClick(window.nav, Qt.Key(ord(entry.shortcut[-1])), Qt.KeyboardModifier.ControlModifier)
+        assert window.current_page() == entry.name
+
+
+def test_title_and_status_bar_name_the_pair_and_the_engine_state(qtbot, window, pair):
+    assert window.windowTitle() == "SpecTune — no model pair — stopped"
+    window.session.set_pair(*pair)
+    expected = f"{pair[0].stem} + {pair[1].stem}"
+    assert window.windowTitle() == f"SpecTune — {expected} — stopped"
+    assert window.pair_label.text() == expected
+    window._show_state("ready", "")
+    assert window.windowTitle().endswith("— ready") and "engine: ready" in window.state_label.text()
+
+
+def test_empty_history_says_what_will_appear(qtbot, window):
+    history = window.history
+    assert history.table_or_empty.currentWidget() is history.empty
+    assert "Every Lab run" in history.empty.text.text()
+    history.empty.buttons["Open the Lab"].click()
+    assert window.current_page() == "Lab"
+
+
+def test_pages_that_need_a_pair_offer_one(qtbot, window):
+    for page in (window.tune, window.export):
+        window.show_page("Tune" if page is window.tune else "Export")
+        assert page.needs_pair.isVisible()
+    window.export.needs_pair.choose_button.click()
+    assert window.current_page() == "Models"
+    window.show_page("Tune")
+    window.tune.needs_pair.demo_button.click()
+    assert not window.tune.needs_pair.isVisible()
+    assert window.session.target() is not None and window.session.target().is_file()
+    assert "demo" in window.windowTitle()

@@ -1,0 +1,94 @@
+"""The Start page: the first page of a first start, the machine in one line, the Models page's ranking
+with one Download click per pair, and the demo pair's one click to a live run (the real engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from app.main_window import MainWindow  # noqa: E402
+from app.pages.models.page import rank_catalog  # noqa: E402
+from app.pages.start import StartPage, machine_line  # noqa: E402
+from engine.planning.hardware import probe  # noqa: E402
+
+from .fake_nvml import FakeGpu, FakeNVML  # noqa: E402
+
+WAIT = 120_000
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))
+    made = []
+
+    def make(ini: str = "start.ini") -> MainWindow:
+        w = MainWindow(settings=QSettings(str(tmp_path / ini), QSettings.Format.IniFormat))
+        qtbot.addWidget(w)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+
+
+def test_a_first_start_opens_on_start_and_later_starts_where_the_user_left(qtbot, make_window):
+    w = make_window()
+    assert w.current_page() == "Start" and w.nav.currentRow() == 0
+    w.show_page("Tune")
+    w.save_settings()
+    assert make_window().current_page() == "Tune"
+
+
+def test_the_machine_in_one_line():
+    gpu = probe(FakeNVML([FakeGpu()]))
+    assert "VRAM free of" in machine_line(gpu)
+    cpu_only = probe(FakeNVML([]))
+    assert machine_line(cpu_only).startswith("CPU only") and "RAM free" in machine_line(cpu_only)
+
+
+def test_recommended_pairs_come_from_the_models_ranking_one_click_each(qtbot):
+    page = StartPage(lambda: probe(FakeNVML([FakeGpu()])))
+    qtbot.addWidget(page)
+    view = rank_catalog(None, FakeNVML([FakeGpu()]), 8192)  # the Models page's own call
+    page.set_ranking(view)
+    assert view.recommendation is not None and view.recommendation.recommended
+    buttons = page.download_buttons()
+    assert 0 < len(buttons) <= 3 and buttons[0].text().startswith("Download")
+    with qtbot.waitSignal(page.downloadRequested) as asked:
+        buttons[0].click()
+    assert asked.args[0] is view.recommendation.recommended[0]
+
+
+def test_the_download_click_lands_on_the_models_downloads(qtbot, make_window, monkeypatch):
+    w = make_window()
+    asked = []
+    monkeypatch.setattr(w.models, "download_candidate", asked.append)  # the download itself: test_gui_models
+    view = rank_catalog(None, FakeNVML([FakeGpu()]), 8192)
+    w.start_page.set_ranking(view)
+    w.start_page.download_buttons()[0].click()
+    assert w.current_page() == "Models" and asked == [view.recommendation.recommended[0]]
+
+
+def test_tune_and_export_are_one_click_each(qtbot, make_window):
+    w = make_window()
+    w.start_page.tune_button.click()
+    assert w.current_page() == "Tune"
+    w.start_page.export_button.click()
+    assert w.current_page() == "Export"
+
+
+def test_the_demo_click_reaches_a_live_run(qtbot, make_window):
+    w = make_window()
+    w.show()
+    w.start_page.demo_button.click()
+    lab = w.lab
+    assert w.current_page() == "Lab"
+    qtbot.waitUntil(lambda: lab.live.baseline_tps is not None and lab.live.cycles > 0, timeout=WAIT)
+    assert lab.mode != "idle"
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
