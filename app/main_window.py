@@ -80,7 +80,7 @@ class MainWindow(QMainWindow):
         self._demo = None  # the Start page's demo run (app.scripted.ScriptedSession)
         self.jobs = MeasuringJobs()
         self.lab = LabPage(self.controller, session=self.session, jobs=self.jobs)
-        self.hardware = HardwarePage(self.controller, nvml=nvml)
+        self.hardware = HardwarePage(self.controller, nvml=nvml, jobs=self.jobs)
         self.models = ModelsPage(self.session, self.hardware, controller=self.controller)
         self.lab.hardware_report = lambda: self.hardware.report  # the Lab explains a pair that will not fit
         self.tune = TunePage(self.session, self.jobs)
@@ -273,6 +273,7 @@ class MainWindow(QMainWindow):
         self.lab.shutdown()
         self.tune.shutdown()  # a running tune: its thread ends and its own worker process goes
         self.export.shutdown()  # a running validation: its server and worker stop
+        self.hardware.shutdown()  # a CPU speed probe under way finishes (a few seconds)
         self.controller.shutdown()
         super().closeEvent(event)
 

@@ -2,18 +2,31 @@
 VRAM bar, bandwidth, PCIe link and load, the CPU and RAM, and the devices the
 engine's llama.cpp build actually runs on. Without a GPU or a driver the page
 says so plainly and shows the CPU fallback. Re-read every 2 s while visible.
+
+The speed model's figures sit beside them: each GPU's FP16 throughput from SpecTune's table, and
+the CPU's bandwidth, compute and fixed cost per pass as llama.cpp measured them (a probe of a few
+seconds in an engine worker of its own, run on request and cached; engine.measure.device_probe).
 """
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
 from types import ModuleType
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+from app.jobs import MeasuringJobs
+from app.pages.models.background import BackgroundJob
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import WARNING_BACKGROUND, error_text
+from engine.measure.device_probe import probe_cpu_speed
+from engine.planning.device_speed import cached_cpu_speed, cpu_key, gpu_speed
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
+from engine.planning.speed_model import DeviceSpeed
+
+PROBE_JOB = "cpu-probe"
 
 GIB = 2**30
 
@@ -53,6 +66,9 @@ class GpuBox(QGroupBox):
             )
         if g.compute_capability:
             parts.append(f"compute capability {g.compute_capability}")
+        speed = gpu_speed(g)
+        if speed is not None:
+            parts.append(f"~{speed.flops_per_s / 1e12:.0f} TFLOPs FP16 ({speed.source.split(', ')[-1]})")
         if g.pcie_generation:
             parts.append(
                 f"PCIe gen {g.pcie_generation} x{g.pcie_width} (max gen {g.pcie_max_generation} x{g.pcie_max_width})"
@@ -67,10 +83,31 @@ class GpuBox(QGroupBox):
 
 
 class HardwarePage(QWidget):
-    def __init__(self, controller, parent: QWidget | None = None, nvml: ModuleType | None = None):
+    def __init__(
+        self,
+        controller,
+        parent: QWidget | None = None,
+        nvml: ModuleType | None = None,
+        jobs: MeasuringJobs | None = None,
+    ):
         super().__init__(parent)
         self.controller = controller
         self._nvml = nvml
+        self.jobs = jobs
+        self.probe_cache: Path | None = None  # where the CPU probe's result is kept (None: the user cache)
+        self.probe_job: BackgroundJob | None = None
+        self.cpu_speed: DeviceSpeed | None = None
+        self._llama_build = ""
+        self.speed_label = QLabel("llama.cpp's speed on this CPU: not measured yet")
+        self.speed_label.setWordWrap(True)
+        self.measure_button = QPushButton("Measure llama.cpp's speed here")
+        self.measure_button.setToolTip(
+            "Loads a small model in an engine of its own and times llama.cpp's forward passes (a few seconds, "
+            "once per machine); `spectune predict` and the speed model use the result"
+        )
+        self.measure_button.clicked.connect(self.measure_cpu)
+        if jobs is not None:
+            jobs.register(PROBE_JOB, self._probing, "the CPU speed probe is running", "the probe's")
         self.report: HardwareReport = probe(nvml)
         self.status = QLabel()
         self.status.setWordWrap(True)
@@ -88,7 +125,10 @@ class HardwarePage(QWidget):
         col.addWidget(self.status)
         col.addLayout(self.gpu_col)
         cpu_box = QGroupBox("CPU and memory")
-        QVBoxLayout(cpu_box).addWidget(self.cpu)
+        cpu_col = QVBoxLayout(cpu_box)
+        cpu_col.addWidget(self.cpu)
+        cpu_col.addWidget(self.speed_label)
+        cpu_col.addWidget(self.measure_button)
         col.addWidget(cpu_box)
         engine_box = QGroupBox("What the engine runs on")
         QVBoxLayout(engine_box).addWidget(self.engine_label)
@@ -148,7 +188,56 @@ class HardwarePage(QWidget):
             f"{_gib(c.ram_available_bytes)} · {', '.join(c.features) or 'no AVX2/AVX-512/AMX'}"
         )
 
+    # -- the CPU speed probe ----------------------------------------------------------
+    def _probing(self) -> bool:
+        return self.probe_job is not None and self.probe_job.running
+
+    def measure_cpu(self) -> None:
+        if self._probing():
+            return
+        busy = self.jobs.not_now(PROBE_JOB) if self.jobs is not None else None
+        if busy:
+            self.speed_label.setText(busy)
+            return
+        notes = self.jobs.make_room(PROBE_JOB, threading.Event()) if self.jobs is not None else []
+        self.measure_button.setEnabled(False)
+        self.speed_label.setText("measuring… " + " ".join(f"({n})" for n in notes))
+        cache = self.probe_cache
+        self.probe_job = (
+            BackgroundJob(PROBE_JOB, lambda report: probe_cpu_speed(progress=report, cache=cache), self)
+            .on(done=self._probed, failed=self._probe_failed, progress=self._probe_progress)
+            .start()
+        )
+
+    def _probe_progress(self, message: str) -> None:
+        self.speed_label.setText(f"measuring: {message}…")
+
+    def _probed(self, speed: DeviceSpeed) -> None:
+        self.measure_button.setEnabled(True)
+        self._show_cpu_speed(speed)
+
+    def _probe_failed(self, exc: BaseException) -> None:
+        self.measure_button.setEnabled(True)
+        self.speed_label.setText(error_text("The CPU speed probe failed:") + f" {exc}")
+
+    def _show_cpu_speed(self, speed: DeviceSpeed) -> None:
+        self.cpu_speed = speed
+        self.speed_label.setText(
+            f"llama.cpp on this CPU: <b>{speed.bandwidth_bytes_per_s / 1e9:.1f} GB/s</b> memory bandwidth, "
+            f"<b>{speed.flops_per_s / 1e9:.0f} GFLOPs</b>, {speed.overhead_ms:.2f} ms fixed per pass "
+            f"<small>({speed.source})</small>"
+        )
+        self.measure_button.setText("Measure again")
+
+    def shutdown(self) -> None:
+        if self.probe_job is not None:
+            self.probe_job.stop(timeout_s=30.0)
+
     def _on_hello(self, ev: dict) -> None:
+        self._llama_build = str(ev.get("llama", ""))
+        cached = cached_cpu_speed(cpu_key(self._llama_build), self.probe_cache)
+        if cached is not None and self.cpu_speed is None:
+            self._show_cpu_speed(cached)
         devices = ", ".join(f"{d['name']} ({d['description']})" for d in ev.get("devices", []))
         warn = ""
         if self.report.gpus and not any(d["name"].startswith("CUDA") for d in ev.get("devices", [])):

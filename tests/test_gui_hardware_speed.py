@@ -1,0 +1,59 @@
+"""The Hardware page's speed figures: the GPU table beside NVML's bandwidth, and the CPU probe run from
+the page (a real engine worker timing llama.cpp), cached, and refused while a tune runs."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QSettings
+
+from app.main_window import MainWindow
+
+from .fake_nvml import FakeNVML, rtx4090
+
+WAIT = 120_000
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "t.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([rtx4090(0)]))
+    qtbot.addWidget(w)
+    w.hardware.probe_cache = tmp_path / "device-speed"
+    w.show()
+    w.show_page("Hardware")
+    with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
+        w.controller.start()
+    yield w
+    w.close()
+
+
+def test_a_gpu_shows_its_fp16_throughput_from_the_table(window):
+    assert "~165 TFLOPs FP16" in window.hardware.gpu_boxes[0].details.text()
+
+
+def test_the_cpu_probe_runs_from_the_page_and_is_remembered(window, qtbot, tmp_path):
+    page = window.hardware
+    assert "not measured yet" in page.speed_label.text()
+    said = []
+    page.measure_cpu()
+    assert not page.measure_button.isEnabled()
+    qtbot.waitUntil(lambda: not page._probing() and page.measure_button.isEnabled(), timeout=WAIT)
+    said.append(page.speed_label.text())
+    assert page.cpu_speed is not None and "GB/s" in said[-1] and "GFLOPs" in said[-1], said
+    assert page.measure_button.text() == "Measure again"
+    assert list((tmp_path / "device-speed").glob("cpu-*.json")), "the result is cached"
+    # a second window of the same machine reads the cached measurement when its engine says hello
+    other = MainWindow(settings=QSettings(str(tmp_path / "u.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(other)
+    other.hardware.probe_cache = tmp_path / "device-speed"
+    with qtbot.waitSignal(other.controller.hello, timeout=WAIT):
+        other.controller.start()
+    assert other.hardware.cpu_speed == page.cpu_speed
+    other.close()
+
+
+def test_the_probe_waits_while_another_measuring_job_runs(window):
+    page = window.hardware
+    window.jobs.register("a-test-job", lambda: True, "a tune is running", "the tune's")
+    page.measure_cpu()
+    assert page.probe_job is None and "Not now: a tune is running" in page.speed_label.text()
