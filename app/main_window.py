@@ -90,6 +90,8 @@ class MainWindow(QMainWindow):
         self.start_page.demoRequested.connect(self.run_demo)
         self.start_page.pageRequested.connect(self.go_to)
         self.start_page.downloadRequested.connect(self._download_from_start)
+        self._start_download: str | None = None  # the Models page's row of a download the Start page asked for
+        self.models.presets.downloaded.connect(self._run_downloaded)
         self.models.ranked.connect(self.start_page.set_ranking)
         self.start_page.rankingWanted.connect(self.models.start_background_work)  # one ranking for both pages
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
@@ -181,21 +183,32 @@ class MainWindow(QMainWindow):
         self.show_page(name)
         self.pages[name].setFocus(Qt.FocusReason.ShortcutFocusReason)
 
-    def run_demo(self) -> None:
-        """The Start page's first step: the demo pair into the Lab, a baseline, then a live run until Stop
-        (what `spectune gui --demo` does at start)."""
+    def run_demo(self, pair: tuple[Path, Path] | None = None) -> None:
+        """The Start page's first step: the demo pair (or ``pair``) into the Lab, a baseline, then a live run
+        until Stop (what `spectune gui --demo` does at start)."""
         from app.scripted import ScriptedSession
 
         self.show_page("Lab")
         if self.lab.mode != "idle" or self._demo is not None and not self._demo.finished:
             return  # a run (or this demo) is under way: the Lab shows it
         self.controller.start()  # no-op when it runs
-        self._demo = ScriptedSession(self, exit_when_done=False, keep_running=True)
+        self._demo = ScriptedSession(self, exit_when_done=False, keep_running=True, pair=pair)
         self._demo.begin()
 
     def _download_from_start(self, candidate) -> None:
         self.show_page("Models")  # its Downloads tab shows the progress
-        self.models.download_candidate(candidate)
+        self._start_download = self.models.download_candidate(candidate)
+
+    def _run_downloaded(self, result) -> None:
+        """A pair the Start page asked for has arrived: into the Lab, a baseline, a live run. A broken file or
+        a pair llama.cpp refuses stays on the Models page, which says why."""
+        if result.name != self._start_download:
+            return
+        self._start_download = None
+        target, draft = result.path("target"), result.path("draft")
+        refused = result.compat is not None and not result.compat["compatible"]
+        if target and draft and not refused and not any(f.gguf_error for f in result.files):
+            self.run_demo((Path(target), Path(draft)))
 
     def save_charts(self) -> None:
         path, _ = QFileDialog.getSaveFileName(

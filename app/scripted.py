@@ -23,8 +23,10 @@ class ScriptedSession:
         exit_when_done: bool = True,
         run_seconds: float = 4.0,
         keep_running: bool = False,
+        pair: tuple[Path, Path] | None = None,
     ):
-        """keep_running: the interactive demo; after the baseline the run goes on until the user stops it."""
+        """keep_running: the interactive demo; after the baseline the run goes on until the user stops it.
+        pair: run this target and draft instead of the demo pair (a pair the Start page downloaded)."""
         self.w = window
         self.lab = window.lab  # its runs: baseline, start, stop
         self.session = window.session
@@ -33,6 +35,7 @@ class ScriptedSession:
         self.run_ms = int(run_seconds * 1000)
         self.ok = False
         self.keep_running = keep_running
+        self.pair = pair
         self._step = "wait-engine"
 
     @property
@@ -43,7 +46,10 @@ class ScriptedSession:
     def begin(self) -> None:
         if self.dir:
             self.w.models.start_background_work()  # the library scanned and the catalog ranked by the pictures
-        self.w.models.use_demo_pair()
+        if self.pair is not None:
+            self.session.set_pair(*self.pair)
+        else:
+            self.w.models.use_demo_pair()
         self.w.show_page("Lab")
         self._set_spec(spec_type="draft-simple", draft_n_max=4)
         if not self.session.set_workload("code-completion") and not self.session.custom_prompt().strip():

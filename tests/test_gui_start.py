@@ -92,3 +92,30 @@ def test_the_demo_click_reaches_a_live_run(qtbot, make_window):
     assert lab.mode != "idle"
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_a_pair_downloaded_from_start_goes_into_the_lab_and_runs(qtbot, make_window, monkeypatch, pair):
+    """The download itself is test_gui_models' (a local hub); here its result arrives as the Models page
+    announces it, and the window loads the pair, measures the baseline and runs, as for the demo pair."""
+    from engine.models.downloads import DownloadResult, PullResult
+
+    w = make_window()
+    w.show()
+    monkeypatch.setattr(w.models, "download_candidate", lambda c: "recommended-pair")
+    view = rank_catalog(None, FakeNVML([FakeGpu()]), 8192)
+    w.start_page.set_ranking(view)
+    w.start_page.download_buttons()[0].click()
+    files = [
+        DownloadResult(
+            role, "org/repo", path.name, "main", None, str(path), path.stat().st_size, None, None, False, 0, 0, True
+        )
+        for role, path in (("target", pair[0]), ("draft", pair[1]))
+    ]
+    w.models.presets.downloaded.emit(PullResult("someone-elses-download", None, files))
+    assert w.session.target() != pair[0], "only the download the Start page asked for is run"
+    w.models.presets.downloaded.emit(PullResult("recommended-pair", None, files, {"compatible": True, "reasons": []}))
+    lab = w.lab
+    qtbot.waitUntil(lambda: lab.live.baseline_tps is not None and lab.live.cycles > 0, timeout=WAIT)
+    assert w.current_page() == "Lab" and w.session.target() == pair[0] and w.session.draft() == pair[1]
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)

@@ -173,8 +173,9 @@ class ModelsPage(QWidget):
         if self._rank_again:
             self.rank()
 
-    def download_candidate(self, c) -> None:
-        """A recommended pair: its preset's row when it has one, else a row of its own; then Download."""
+    def download_candidate(self, c) -> str:
+        """A recommended pair: its preset's row when it has one, else a row of its own; then Download.
+        Returns the row's name (its PullResult carries it when the download ends)."""
         if c.preset and self.presets.row(c.preset) is not None:
             name = c.preset
         else:
@@ -182,6 +183,7 @@ class ModelsPage(QWidget):
             self.presets.add_pair(name, c, f"recommended: {c.label}")
         self.tabs.setCurrentWidget(self.presets)
         self.presets.download(name)
+        return name
 
     def _hook_close(self) -> None:
         """MainWindow closes; this page hears it through an event filter and stops its threads."""
