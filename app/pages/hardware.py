@@ -97,7 +97,6 @@ class HardwarePage(QWidget):
         self.probe_cache: Path | None = None  # where the CPU probe's result is kept (None: the user cache)
         self.probe_job: BackgroundJob | None = None
         self.cpu_speed: DeviceSpeed | None = None
-        self._llama_build = ""
         self.speed_label = QLabel("llama.cpp's speed on this CPU: not measured yet")
         self.speed_label.setWordWrap(True)
         self.measure_button = QPushButton("Measure llama.cpp's speed here")
@@ -234,8 +233,7 @@ class HardwarePage(QWidget):
             self.probe_job.stop(timeout_s=30.0)
 
     def _on_hello(self, ev: dict) -> None:
-        self._llama_build = str(ev.get("llama", ""))
-        cached = cached_cpu_speed(cpu_key(self._llama_build), self.probe_cache)
+        cached = cached_cpu_speed(cpu_key(str(ev.get("llama", ""))), self.probe_cache)
         if cached is not None and self.cpu_speed is None:
             self._show_cpu_speed(cached)
         devices = ", ".join(f"{d['name']} ({d['description']})" for d in ev.get("devices", []))

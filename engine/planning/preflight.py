@@ -60,7 +60,7 @@ class Preflight:
     def too_big(self) -> str | None:
         """Why this pair will not fit in the memory there is, with what to change; None when it fits
         or nothing could be compared."""
-        return self.messages(MEMORY)[0] if self.messages(MEMORY) else None
+        return next(iter(self.messages(MEMORY)), None)
 
     @property
     def vocab_reasons(self) -> list[str]:

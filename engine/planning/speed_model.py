@@ -197,7 +197,7 @@ def predict(
         draft_ms=draft_curve.at(1) if draft_curve else None,
         speedup_by_k=speedups,
         best_k=best if best is not None and speedups[best] > 1.0 else None,
-        acceptance=[cond[min(i, len(cond) - 1)] for i in range(max(len(cond), 1))],
+        acceptance=list(cond),
         basis=basis,
         device=device if measured is None else None,
     )
