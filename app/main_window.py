@@ -90,6 +90,9 @@ class MainWindow(QMainWindow):
         self.start_page.demoRequested.connect(self.run_demo)
         self.start_page.pageRequested.connect(self.go_to)
         self.start_page.downloadRequested.connect(self._download_from_start)
+        self.start_page.measureRequested.connect(self.hardware.measure_cpu)
+        self.hardware.probeMessage.connect(self.start_page.show_probe_message)
+        self.hardware.cpuSpeedMeasured.connect(lambda speed: self.models.rank())  # measured speeds, ranked anew
         self._start_download: str | None = None  # the Models page's row of a download the Start page asked for
         self.models.presets.downloaded.connect(self._run_downloaded)
         self.models.ranked.connect(self.start_page.set_ranking)

@@ -57,3 +57,31 @@ def test_the_probe_waits_while_another_measuring_job_runs(window):
     window.jobs.register("a-test-job", lambda: True, "a tune is running", "the tune's")
     page.measure_cpu()
     assert page.probe_job is None and "Not now: a tune is running" in page.speed_label.text()
+
+
+def test_an_unmeasured_cpu_ranks_on_an_assumption_until_the_start_page_measures_it(qtbot, tmp_path, monkeypatch):
+    """Without a GPU and before any probe, the pairs are ranked for a CPU assumed from its core count, and the
+    Start page says so beside a Measure button; the probe it starts (the Hardware page's) ranks them anew
+    on what it measured."""
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "c.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([]))
+    qtbot.addWidget(w)
+    w.hardware.probe_cache = tmp_path / "device-speed"
+    try:
+        with qtbot.waitSignal(w.models.ranked, timeout=WAIT) as first:
+            w.show()
+            w.show_page("Start")
+        start = w.start_page
+        device = first.args[0].recommendation.device
+        assert device is not None and "assumed" in device.source
+        assert "not measured yet" in start.device_label.text() and start.measure_button.isVisible()
+        said = []
+        w.hardware.probeMessage.connect(said.append)
+        with qtbot.waitSignal(w.models.ranked, timeout=WAIT) as again:
+            start.measure_button.click()
+        assert said and said[0].startswith("measuring")
+        device = again.args[0].recommendation.device
+        assert device == w.hardware.cpu_speed and device.source.startswith("measured")
+        assert not start.measure_button.isVisible() and "measured" in start.device_label.text()
+    finally:
+        w.close()

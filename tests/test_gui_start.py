@@ -119,3 +119,24 @@ def test_a_pair_downloaded_from_start_goes_into_the_lab_and_runs(qtbot, make_win
     assert w.current_page() == "Lab" and w.session.target() == pair[0] and w.session.draft() == pair[1]
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_on_a_machine_too_slow_for_the_floor_the_fastest_pairs_are_shown_and_said_to_be_slow(qtbot, tmp_path):
+    """This project's 2-core VM as its probe measured it: no pair in the catalog reaches 10 tokens/s, so the
+    Start page says that and offers the fastest that fit rather than an empty list."""
+    from engine.planning.device_speed import cpu_key, save_cpu_speed
+    from engine.planning.speed_model import DeviceSpeed
+
+    slow = DeviceSpeed("CPU", bandwidth_bytes_per_s=14e9, flops_per_s=72e9, overhead_ms=0.5, source="measured: test")
+    save_cpu_speed(cpu_key("test build"), slow, tmp_path)
+    page = StartPage(lambda: probe(FakeNVML([])))
+    qtbot.addWidget(page)
+    view = rank_catalog(None, FakeNVML([]), 4096, 10.0, tmp_path)
+    if view.recommendation is None or view.recommendation.budget.usable_bytes < 4 * 2**30:
+        pytest.skip(f"too little free RAM here to plan a pair: {view.error}")
+    assert view.recommendation.device == slow and not view.recommendation.recommended
+    page.set_ranking(view)
+    assert "Nothing in the catalog is predicted to reach 10 tokens/s" in page.pairs_status.text()
+    assert page.candidates and len(page.download_buttons()) == len(page.candidates)
+    assert all(c.tokens_per_s < 10 for c in page.candidates)
+    assert "Speeds predicted for CPU" in page.device_label.text() and page.measure_button.isHidden()

@@ -19,11 +19,14 @@ from engine.models.catalog import CATALOG_DIR, CatalogError, load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.planning.cost_model import leviathan_speedup
+from engine.planning.device_speed import gpu_device
+from engine.planning.hardware import probe
 from engine.planning.memory_plan import GpuBudget, model_info_from_numbers, plan_memory
 from engine.planning.recommend import (
     ACCEPTANCE_PRIOR,
     HEADROOM_MIN,
     MIN_SPEEDUP,
+    PACE_CAP,
     Budget,
     RecommendError,
     _Models,
@@ -35,6 +38,7 @@ from engine.planning.recommend import (
     quant_quality,
     recommend,
 )
+from engine.planning.speed_model import DeviceSpeed
 
 from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
@@ -288,6 +292,64 @@ def test_a_cpu_budget_plans_everything_in_ram(catalog):
         assert c.tokens_per_s_bound is None, "no bandwidth, no tokens/s figure"
 
 
+# -- ranked by the speed the device gives ---------------------------------------------------------------
+
+# this project's 2-core VM as its CPU probe measured it; an RTX 4090 as the GPU table and NVML see it
+SLOW_CPU = DeviceSpeed("CPU", bandwidth_bytes_per_s=14e9, flops_per_s=72e9, overhead_ms=0.5, source="test")
+
+
+def test_on_a_slow_cpu_big_targets_are_near_misses_that_say_how_slow(catalog):
+    b = Budget("cpu", (), 23 * GiB, None, "test")
+    r = recommend(catalog, b, ctx=4096, device=SLOW_CPU, speed_floor=5)
+    assert r.recommended, "small targets reach 5 tokens/s on 2 cores"
+    for c in r.recommended:
+        assert c.tokens_per_s >= 5 and c.prediction.device == SLOW_CPU
+        assert c.params < 8e9
+    slow = [c for c in r.near_misses if "tokens/s here" in c.why_not]
+    assert slow and all(c.fits_memory and c.tokens_per_s < 5 for c in slow)
+    assert re.search(r"fits, but about [\d.]+ tokens/s here, under the floor of 5 tokens/s", slow[0].why_not)
+    # the old ranking (no device) put a 32B target first: it fits in 23 GiB of RAM
+    assert recommend(catalog, b, ctx=4096).recommended[0].params > 30e9
+    # no floor: everything that fits is ranked, the slowest last among equals
+    assert len(recommend(catalog, b, ctx=4096, device=SLOW_CPU, speed_floor=0, limit=50).recommended) > len(
+        r.recommended
+    )
+
+
+def test_where_verifying_costs_more_than_the_draft_saves_the_target_runs_alone(catalog):
+    """A compute-bound CPU: verifying K + 1 tokens costs nearly K + 1 times one, so no K pays. The pair is
+    still ranked by its target's plain speed, says so, and its download leaves the draft out."""
+    b = Budget("cpu", (), 23 * GiB, None, "test")
+    r = recommend(catalog, b, ctx=4096, device=SLOW_CPU, speed_floor=5)
+    alone = [c for c in r.recommended if not c.uses_draft]
+    assert alone and any(c.uses_draft for c in r.recommended), "a heavier quant still gains at K=1 on this roofline"
+    c = alone[0]
+    assert not c.uses_draft and c.prediction.best_k is None and c.speedup < 1
+    assert c.tokens_per_s == pytest.approx(c.plain_tokens_per_s)
+    assert "without the draft" in c.speed_text()
+    assert any("speculation does not pay here" in reason for reason in c.reasons())
+    d = c.to_dict()
+    assert d["uses_draft"] is False and all(c.draft.filename not in cmd for cmd in d["pull"])
+
+
+def test_on_a_gpu_speculation_pays_and_the_speed_points_stop_at_the_cap(catalog):
+    device = gpu_device(probe(FakeNVML([rtx4090(0)])))
+    r = recommend(catalog, gpu_budget(23), ctx=8192, device=device)
+    top = r.recommended[0]
+    assert top.uses_draft and top.prediction.best_k == top.draft_n_max
+    assert top.speedup > 1.3 and top.tokens_per_s == pytest.approx(top.plain_tokens_per_s * top.speedup)
+    for c in r.recommended:
+        pace = min(c.tokens_per_s, PACE_CAP * 10)
+        assert c.score_parts["speed"] == pytest.approx(10 * math.log2(pace / 10), abs=0.01)
+    # a floor above what any pair reaches leaves nothing recommended and the fastest near-misses first
+    fast = recommend(catalog, gpu_budget(23), ctx=8192, device=device, speed_floor=10_000)
+    assert not fast.recommended
+    speeds = [c.tokens_per_s for c in fast.near_misses]
+    assert speeds == sorted(speeds, reverse=True)
+    with pytest.raises(RecommendError, match="speed floor must be 0"):
+        recommend(catalog, gpu_budget(23), device=device, speed_floor=-1)
+
+
 def test_unknown_family_and_bad_context(catalog):
     with pytest.raises(CatalogError, match="no family 'qwen9'.*qwen2.5-coder"):
         recommend(catalog, gpu_budget(24), family="qwen9")
@@ -331,10 +393,14 @@ def test_cli_auto_uses_nvml(capsys):
     d = json.loads(out)
     assert d["budget"]["gpus"] == [{"name": "CUDA0", "free_bytes": 23 * GiB}]
     assert len(d["recommendations"]) == 2
-    assert all(
-        c["tokens_per_s_bound"] > 0 and c["plan"]["totals"]["by_device"]["CUDA0"] == c["needed_bytes"]
-        for c in d["recommendations"]
-    )
+    assert d["device"]["name"] == "CUDA0 (NVIDIA GeForce RTX 4090)" and d["speed_floor"] == 10
+    for c in d["recommendations"]:
+        assert c["plan"]["totals"]["by_device"]["CUDA0"] == c["needed_bytes"]
+        # the speed model's numbers for every pair, as `spectune predict --json` prints them
+        p = c["prediction"]
+        assert set(p) >= {"plain_tokens_per_s", "verify_ms_by_batch", "draft_ms", "speedup_by_k", "best_k", "basis"}
+        assert p["basis"] == "prior" and c["plain_tokens_per_s"] == pytest.approx(p["plain_tokens_per_s"], abs=0.01)
+        assert c["tokens_per_s"] >= 10 and c["tokens_per_s_bound"] is None
     rc, out, _ = run_cli(["presets", "--ctx", "4096"], capsys, FakeNVML([rtx4090(0)]))
     assert rc == 0 and "qwen2.5-coder-32b+0.5b-q4km" in out and "fits" in out
 
@@ -361,6 +427,7 @@ def test_cli_recommend_json_through_a_subprocess():
         assert set(c["score_parts"]) == {"size", "quant", "speed"} and c["reasons"]
         assert c["target"]["repo"] and c["target"]["filename"].endswith(".gguf")
         assert c["plan"]["n_ctx"] == 8192
+        assert c["prediction"]["speedup_by_k"] and c["tokens_per_s"] > 0  # --bandwidth: a GPU of that speed
     assert all("why_not" in c for c in d["near_misses"])
 
 

@@ -17,7 +17,19 @@ from engine.measure.device_probe import probe_cpu_speed
 from engine.measure.history import History, record_summary
 from engine.models.gguf_inspect import TensorInfo, inspect_gguf
 from engine.planning.cost_model import leviathan_speedup
-from engine.planning.device_speed import PROBE_BATCH, gpu_device, gpu_speed, solve_cpu_speed
+from engine.planning.device_speed import (
+    GPU_BANDWIDTH_EFFICIENCY,
+    PROBE_BATCH,
+    assumed_cpu_speed,
+    cached_cpu_speed,
+    cpu_key,
+    gpu_device,
+    gpu_speed,
+    latest_cpu_speed,
+    local_device,
+    save_cpu_speed,
+    solve_cpu_speed,
+)
 from engine.planning.hardware import probe
 from engine.planning.speed_model import DeviceSpeed, Measured, ModelCost, model_cost, predict
 
@@ -104,7 +116,9 @@ def test_gpu_figures_from_nvml_and_the_table():
     report = probe(FakeNVML([rtx4090(0), h100(1)]))
     speeds = [gpu_speed(g) for g in report.gpus]
     assert speeds[0] is not None and speeds[1] is not None
-    assert speeds[0].bandwidth_bytes_per_s == report.gpus[0].peak_memory_bandwidth_bytes_per_s
+    # llama.cpp reaches a share of the peak NVML computes from the memory clock and bus width
+    peak = report.gpus[0].peak_memory_bandwidth_bytes_per_s
+    assert speeds[0].bandwidth_bytes_per_s == pytest.approx(GPU_BANDWIDTH_EFFICIENCY * peak)
     assert speeds[0].flops_per_s == 165e12 and "table" in speeds[0].source
     assert speeds[1].flops_per_s == 756e12
     unknown = dataclasses.replace(report.gpus[0], name="NVIDIA Future GPU", compute_capability="12.0")
@@ -167,3 +181,21 @@ def test_spectune_predict_prints_the_json_and_refuses_a_bad_acceptance(pair):
     assert set(got["verify_ms_by_batch"]) >= {"1", "2", "5"} and "speculation" in got["why"]
     r = subprocess.run([*argv, "--acceptance", "2"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "--acceptance must be between 0 and 1" in r.stderr
+
+
+def test_the_planner_uses_the_gpu_then_this_cpus_last_probe_then_an_assumption(tmp_path):
+    gpu_report = probe(FakeNVML([rtx4090(0)]))
+    assert local_device(gpu_report, tmp_path) == gpu_device(gpu_report)
+    cpu_report = probe(FakeNVML([]))
+    assumed = local_device(cpu_report, tmp_path)
+    assert assumed == assumed_cpu_speed(cpu_report.cpu.logical_cores) and "assumed" in assumed.source
+    # more cores, more compute; the bandwidth stops where two memory channels do
+    assert assumed_cpu_speed(16).flops_per_s == 8 * assumed_cpu_speed(2).flops_per_s
+    assert assumed_cpu_speed(64).bandwidth_bytes_per_s == assumed_cpu_speed(32).bandwidth_bytes_per_s
+    measured = DeviceSpeed("CPU", bandwidth_bytes_per_s=13e9, flops_per_s=70e9, overhead_ms=0.4, source="measured")
+    save_cpu_speed(cpu_key("build 1"), measured, tmp_path)
+    # kept for its build, and as this processor's newest probe, which the planner reads without an engine
+    assert cached_cpu_speed(cpu_key("build 1"), tmp_path) == measured
+    assert cached_cpu_speed(cpu_key("build 2"), tmp_path) is None
+    assert latest_cpu_speed(tmp_path) == measured
+    assert local_device(cpu_report, tmp_path) == measured

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.jobs import MeasuringJobs
@@ -83,6 +83,9 @@ class GpuBox(QGroupBox):
 
 
 class HardwarePage(QWidget):
+    cpuSpeedMeasured = Signal(object)  # a DeviceSpeed, after a probe (the ranking uses it)
+    probeMessage = Signal(str)  # what the probe is doing, or why it did not run (HTML)
+
     def __init__(
         self,
         controller,
@@ -196,11 +199,11 @@ class HardwarePage(QWidget):
             return
         busy = self.jobs.not_now(PROBE_JOB) if self.jobs is not None else None
         if busy:
-            self.speed_label.setText(busy)
+            self._say(busy)
             return
         notes = self.jobs.make_room(PROBE_JOB, threading.Event()) if self.jobs is not None else []
         self.measure_button.setEnabled(False)
-        self.speed_label.setText("measuring… " + " ".join(f"({n})" for n in notes))
+        self._say("measuring… " + " ".join(f"({n})" for n in notes))
         cache = self.probe_cache
         self.probe_job = (
             BackgroundJob(PROBE_JOB, lambda report: probe_cpu_speed(progress=report, cache=cache), self)
@@ -208,16 +211,21 @@ class HardwarePage(QWidget):
             .start()
         )
 
+    def _say(self, text: str) -> None:
+        self.speed_label.setText(text)
+        self.probeMessage.emit(text)
+
     def _probe_progress(self, message: str) -> None:
-        self.speed_label.setText(f"measuring: {message}…")
+        self._say(f"measuring: {message}…")
 
     def _probed(self, speed: DeviceSpeed) -> None:
         self.measure_button.setEnabled(True)
         self._show_cpu_speed(speed)
+        self.cpuSpeedMeasured.emit(speed)
 
     def _probe_failed(self, exc: BaseException) -> None:
         self.measure_button.setEnabled(True)
-        self.speed_label.setText(error_text("The CPU speed probe failed:") + f" {exc}")
+        self._say(error_text("The CPU speed probe failed:") + f" {exc}")
 
     def _show_cpu_speed(self, speed: DeviceSpeed) -> None:
         self.cpu_speed = speed

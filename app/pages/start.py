@@ -46,6 +46,7 @@ class StartPage(QWidget):
     downloadRequested = Signal(object)  # an engine.planning.recommend.Candidate, for the Models page's downloads
     pageRequested = Signal(str)  # "Models", "Tune", "Export"
     rankingWanted = Signal()  # shown without a ranking yet: the Models page's first pass should start
+    measureRequested = Signal()  # measure this CPU's speed (the Hardware page's probe)
 
     def __init__(self, hardware_report=lambda: None, parent: QWidget | None = None):
         """hardware_report: returns the Hardware page's engine.planning.hardware.HardwareReport."""
@@ -77,12 +78,24 @@ class StartPage(QWidget):
 
         pairs_box, pairs_col = _step(
             "2 · A real pair for this machine",
-            "The best target + draft pairs that fit the free memory here, with the speed-up the engine predicts. "
-            "Download one (progress on the Models page), then run it in the Lab.",
+            "The best target + draft pairs that fit the free memory here, with the speed the engine predicts for "
+            "this machine. Download one (progress on the Models page), then run it in the Lab.",
         )
         self.pairs_status = QLabel("ranking the catalog for this machine…")
         self.pairs_status.setWordWrap(True)
         pairs_col.addWidget(self.pairs_status)
+        device_row = QHBoxLayout()
+        self.device_label = QLabel("")
+        self.device_label.setWordWrap(True)
+        self.measure_button = QPushButton("Measure this CPU")
+        self.measure_button.setToolTip(
+            "time llama.cpp on this CPU (a few seconds, once) so that the predicted speeds are measured, not assumed"
+        )
+        self.measure_button.clicked.connect(self.measureRequested)
+        self.measure_button.hide()
+        device_row.addWidget(self.device_label, 1)
+        device_row.addWidget(self.measure_button)
+        pairs_col.addLayout(device_row)
         self.pairs_grid = QGridLayout()
         pairs_col.addLayout(self.pairs_grid)
         more = QPushButton("All models and recommendations…")
@@ -126,15 +139,23 @@ class StartPage(QWidget):
         if rec is None:
             self.pairs_status.setText(f"No recommendations: {view.error or 'the budget could not be measured'}")
             return
+        self._show_device(rec.device)
         self.candidates = list(rec.recommended[:SHOWN_PAIRS])
+        head = f"For {rec.budget.describe(short=True)}:"
         if not self.candidates:
-            self.pairs_status.setText("Nothing in the catalog fits this machine's free memory with headroom.")
-            return
-        self.pairs_status.setText(f"For {rec.budget.describe()}:")
+            slow = [c for c in rec.near_misses if "tokens/s here" in c.why_not]
+            if not slow:
+                self.pairs_status.setText("Nothing in the catalog fits this machine's free memory with headroom.")
+                return
+            # a slow machine: the fastest pairs that fit, said plainly, rather than nothing
+            self.candidates = slow[:SHOWN_PAIRS]
+            head = (
+                f"Nothing in the catalog is predicted to reach {rec.speed_floor:g} tokens/s on this machine. "
+                "The fastest that fit:"
+            )
+        self.pairs_status.setText(head)
         for r, c in enumerate(self.candidates):
-            speed = f"needs {format_bytes(c.needed_bytes)} · ×{c.speedup:.2f} predicted at K={c.draft_n_max}"
-            if c.tokens_per_s_bound:
-                speed += f", ≤{c.tokens_per_s_bound:.0f} tok/s"
+            speed = f"needs {format_bytes(c.needed_bytes)} · {c.speed_text()}"
             name = QLabel(f"<b>{c.label}</b>")
             name.setToolTip(f"{c.target.repo}/{c.target.filename}\n{c.draft.repo}/{c.draft.filename}")
             button = QPushButton("Download")
@@ -144,6 +165,23 @@ class StartPage(QWidget):
             self.pairs_grid.addWidget(QLabel(speed), r, 1)
             self.pairs_grid.addWidget(button, r, 2)
         self.pairs_grid.setColumnStretch(0, 1)
+
+    def _show_device(self, device) -> None:
+        """Where the speeds come from; an unmeasured CPU gets the button that measures it."""
+        if device is None:
+            self.device_label.setText("")
+            self.measure_button.hide()
+            return
+        assumed = "assumed" in device.source
+        self.device_label.setText(
+            f"Speeds predicted for {device.name}"
+            + (" from its core count, not measured yet." if assumed else f" <small>({device.source})</small>")
+        )
+        self.measure_button.setVisible(assumed)
+
+    def show_probe_message(self, text: str) -> None:
+        """The Hardware page's probe, under way or refused."""
+        self.device_label.setText(text)
 
     def download_buttons(self) -> list[QPushButton]:
         return [

@@ -1,7 +1,13 @@
 """The ``spectune`` subcommands about the catalog: what to run, and the one-click presets.
 
-  spectune recommend [--vram 12GiB | auto] [--family F] [--ctx N] [--bandwidth GB/s] [--limit N] [--json]
+  spectune recommend [--vram 12GiB | auto] [--family F] [--ctx N] [--bandwidth GB/s] [--limit N]
+                     [--speed-floor TOK/S] [--no-probe] [--json]
   spectune presets [--vram SIZE | auto] [--ctx N] [--json]
+
+recommend ranks by the speed the pairs are predicted to reach on this machine's device: the first GPU
+NVML sizes, else the CPU as measured by a short probe (run once, cached; --no-probe uses the last
+probe or an assumption from the core count). With --vram SIZE the device is a GPU of that size; give
+--bandwidth too for predicted speeds, else the ranking uses the bandwidth-bound speedup alone.
 
 engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
 ``spectune: error: ...``, on stderr and return exit code 2.
@@ -11,13 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from types import ModuleType
 
 from engine.cli.errors import guarded
+from engine.measure.device_probe import probe_cpu_speed
 from engine.models.catalog import CatalogError, load_catalog
+from engine.planning.device_speed import TFLOPS_BY_COMPUTE_MAJOR, assumed_cpu_speed, gpu_device, latest_cpu_speed
+from engine.planning.hardware import probe
 from engine.planning.memory_plan import PlanError
 from engine.planning.recommend import (
     DEFAULT_CTX,
+    DEFAULT_SPEED_FLOOR,
+    Budget,
     RecommendError,
     budget_from_hardware,
     budget_from_size,
@@ -26,8 +38,10 @@ from engine.planning.recommend import (
     preset_fits,
     recommend,
 )
+from engine.planning.speed_model import DeviceSpeed
+from engine.runtime.client import EngineError
 
-_guarded = guarded(CatalogError, RecommendError, PlanError)
+_guarded = guarded(CatalogError, RecommendError, PlanError, EngineError)
 
 
 def _budget(a: argparse.Namespace):
@@ -43,11 +57,43 @@ def _check_ctx(ctx: int) -> None:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
 
 
+def _device(a: argparse.Namespace, budget: Budget) -> DeviceSpeed | None:
+    """Where the pairs would run, for the speed model; None when only a size was given."""
+    if budget.kind == "gpu" and budget.source.startswith("--vram"):
+        if not budget.bandwidth_bytes_per_s:
+            return None
+        tflops = TFLOPS_BY_COMPUTE_MAJOR[8]
+        return DeviceSpeed("GPU", budget.bandwidth_bytes_per_s, tflops * 1e12, 0.15, "--bandwidth; FLOPs assumed")
+    report = probe(a.nvml)
+    if budget.kind == "gpu":
+        gpu = gpu_device(report)
+        if gpu is not None and a.bandwidth:
+            gpu = DeviceSpeed(
+                gpu.name, a.bandwidth * 1e9, gpu.flops_per_s, gpu.overhead_ms, "--bandwidth; " + gpu.source
+            )
+        return gpu
+    known = latest_cpu_speed()
+    if known is not None or a.no_probe:
+        return known or assumed_cpu_speed(report.cpu.logical_cores)
+    return probe_cpu_speed(progress=lambda m: print(f"spectune: measuring this CPU: {m}", file=sys.stderr))
+
+
 def cmd_recommend(a: argparse.Namespace) -> int:
     _check_ctx(a.ctx)
     if a.limit < 1:
         raise RecommendError(f"--limit must be 1 or more, got {a.limit}")
-    result = recommend(load_catalog(a.catalog), _budget(a), ctx=a.ctx, family=a.family, limit=a.limit)
+    if a.speed_floor < 0:
+        raise RecommendError(f"--speed-floor must be 0 or more (tokens/s), got {a.speed_floor}")
+    budget = _budget(a)
+    result = recommend(
+        load_catalog(a.catalog),
+        budget,
+        ctx=a.ctx,
+        family=a.family,
+        limit=a.limit,
+        device=_device(a, budget),
+        speed_floor=a.speed_floor,
+    )
     print(json.dumps(result.to_dict()) if a.json else format_recommendation(result))
     return 0
 
@@ -88,6 +134,17 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     _common(r, nvml)
     r.add_argument("--family", help="only targets of this catalog family (e.g. qwen2.5-coder, llama-3)")
     r.add_argument("--limit", type=int, default=10, help="how many to list (default 10)")
+    r.add_argument(
+        "--speed-floor",
+        type=float,
+        default=DEFAULT_SPEED_FLOOR,
+        help=f"tokens/s a pair must reach here to be recommended (default {DEFAULT_SPEED_FLOOR:g}, interactive)",
+    )
+    r.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="never measure the CPU: use its last probe, or an assumption from its core count",
+    )
     r.set_defaults(func=_guarded(cmd_recommend))
 
     p = subparsers.add_parser("presets", help="the one-click target/draft pairs, their sizes and whether they fit")

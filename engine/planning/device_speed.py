@@ -1,14 +1,16 @@
 """What this machine's devices sustain for llama.cpp: memory bandwidth and compute, for the speed model.
 
-GPUs: the peak bandwidth NVML reports (memory clock x bus width) and dense FP16 tensor throughput from
-a table by name, with one by compute capability behind it, since NVML says nothing about FLOPs. The
-figures are peaks; llama.cpp reaches most of the bandwidth in decoding, which is what decides
-single-stream speed on a GPU.
+GPUs: the share of the peak bandwidth NVML reports (memory clock x bus width) that llama.cpp reaches
+in decoding (GPU_BANDWIDTH_EFFICIENCY), which decides single-stream speed on a GPU, and dense FP16
+tensor throughput from a table by name, with one by compute capability behind it, since NVML says
+nothing about FLOPs.
 
-The CPU: measured, not assumed. engine.measure.device_probe writes a small F16 model, loads it in an
+The CPU: measured when it can be. engine.measure.device_probe writes a small F16 model, loads it in an
 engine worker and times llama.cpp's own forward passes and a short plain generation; solve_cpu_speed
 turns those timings into bandwidth, compute and a fixed cost per pass. A few seconds, once per machine
-and llama.cpp build: the result is cached here (cpu_key, cached_cpu_speed, save_cpu_speed).
+and llama.cpp build: the result is cached here (cpu_key, cached_cpu_speed, save_cpu_speed), and the
+newest one stands for the processor (latest_cpu_speed). Until then, assumed_cpu_speed guesses from
+the core count and says so; local_device picks what the planner uses.
 """
 
 from __future__ import annotations
@@ -54,7 +56,18 @@ GPU_TFLOPS = {
 }
 # a modest card of each generation, for a name the table does not know
 TFLOPS_BY_COMPUTE_MAJOR = {7: 25.0, 8: 40.0, 9: 400.0, 10: 1000.0, 12: 60.0}
-GPU_OVERHEAD_MS = 0.15  # kernel launches per forward pass with CUDA graphs, small models
+# llama.cpp's decoding reaches about 65% of a GPU's peak bandwidth, plus a fixed cost per pass (kernel
+# launches, synchronisation). Fitted to published llama-bench tg128 figures: RTX 4090 Llama-3-8B Q6_K
+# (6.6 GB) 93 tok/s, RTX 5090 Qwen3-8B Q4_K_M (5.0 GB) 222 tok/s, RTX 4090 TinyLlama-1.1B Q4_K_M
+# (0.67 GB) 762 tok/s; the model gives 96, 217 and 758.
+GPU_BANDWIDTH_EFFICIENCY = 0.65
+GPU_OVERHEAD_MS = 0.3
+
+# an unmeasured CPU (assumed_cpu_speed)
+ASSUMED_BANDWIDTH_PER_CORE = 7e9
+ASSUMED_BANDWIDTH_CAP = 40e9
+ASSUMED_FLOPS_PER_CORE = 36e9
+ASSUMED_OVERHEAD_MS = 0.3
 
 PROBE_SHAPE = ModelShape(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816, n_ctx_train=2048)
 PROBE_BATCH = 16
@@ -74,21 +87,29 @@ def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
         tflops = TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0)
         source = f"NVML bandwidth, FLOPs guessed from compute capability {gpu.compute_capability or '?'}"
     return DeviceSpeed(
-        f"{gpu.llama_name} ({name})", gpu.peak_memory_bandwidth_bytes_per_s, tflops * 1e12, GPU_OVERHEAD_MS, source
+        f"{gpu.llama_name} ({name})",
+        GPU_BANDWIDTH_EFFICIENCY * gpu.peak_memory_bandwidth_bytes_per_s,
+        tflops * 1e12,
+        GPU_OVERHEAD_MS,
+        source + f"; {GPU_BANDWIDTH_EFFICIENCY:.0%} of the peak bandwidth, as llama.cpp reaches in decoding",
     )
 
 
-def cpu_key(build: str) -> str:
-    """What the CPU probe's result depends on: the processor, its cores and the llama.cpp build."""
-    model = ""
+def _processor() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
-        model = platform.processor()
-    return hashlib.sha256(f"{model}|{os.cpu_count()}|{build}".encode()).hexdigest()[:16]
+        pass
+    return platform.processor()
+
+
+def cpu_key(build: str | None = None) -> str:
+    """What the CPU probe's result depends on: the processor, its cores and the llama.cpp build
+    (None: any build, the key of the newest probe on this processor)."""
+    text = f"{_processor()}|{os.cpu_count()}" + (f"|{build}" if build is not None else "|latest")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def cached_cpu_speed(key: str, folder: Path | None = None) -> DeviceSpeed | None:
@@ -97,6 +118,32 @@ def cached_cpu_speed(key: str, folder: Path | None = None) -> DeviceSpeed | None
         return DeviceSpeed(**data)
     except (OSError, ValueError, TypeError):
         return None
+
+
+def latest_cpu_speed(folder: Path | None = None) -> DeviceSpeed | None:
+    """The newest probe of this processor, whatever llama.cpp build took it: what the planner can know
+    without starting an engine (a new build changes the figures little)."""
+    return cached_cpu_speed(cpu_key(None), folder)
+
+
+def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
+    """A CPU nobody has measured yet, from its core count: what llama.cpp reached on the 2-core x86-64 VM
+    this project is built on (7 GB/s and 36 GFLOPs per core), with the bandwidth capped where a desktop's
+    two memory channels end. Good for a first ranking; the probe replaces it."""
+    n = max(1, cores or 1)
+    return DeviceSpeed(
+        "CPU",
+        bandwidth_bytes_per_s=min(ASSUMED_BANDWIDTH_PER_CORE * n, ASSUMED_BANDWIDTH_CAP),
+        flops_per_s=ASSUMED_FLOPS_PER_CORE * n,
+        overhead_ms=ASSUMED_OVERHEAD_MS,
+        source=f"assumed from {n} cores, not measured: measure this CPU on the Hardware page",
+    )
+
+
+def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSpeed:
+    """The device the planner predicts for: the first GPU NVML sizes, else this CPU as last measured,
+    else as assumed from its cores."""
+    return gpu_device(report) or latest_cpu_speed(folder) or assumed_cpu_speed(report.cpu.logical_cores)
 
 
 def solve_cpu_speed(
@@ -121,9 +168,11 @@ def solve_cpu_speed(
 
 
 def save_cpu_speed(key: str, speed: DeviceSpeed, folder: Path | None = None) -> None:
-    path = _cache_file(key, folder)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(vars(speed)), encoding="utf-8")
+    """Kept under its build's key and as this processor's newest probe (latest_cpu_speed)."""
+    for k in (key, cpu_key(None)):
+        path = _cache_file(k, folder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(vars(speed)), encoding="utf-8")
 
 
 def gpu_device(report: HardwareReport) -> DeviceSpeed | None:

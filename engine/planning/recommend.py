@@ -10,22 +10,28 @@ plan     engine.planning.memory_plan on models built from the catalog's numbers
 pairs    drafts share the target's tokenizer, have at most MAX_DRAFT_SHARE of its
          parameters and come from its own family when it has any; each target
          quant is listed once, with its best draft and draft quant.
+speed    with the device's speed (engine.planning.device_speed: the GPU from NVML and a table,
+         the CPU as measured or assumed), the speed model (engine.planning.speed_model)
+         predicts each pair's plain tokens/s and its speedup by K on that device: a verify
+         of K + 1 tokens costs what the roofline says, not the same as one token. A pair
+         whose speculation is predicted slower than none is still a good target: it is
+         listed with "run it without the draft" and its plain speed.
 rank     score = size + quant + speed, in points (each part reported):
            size   10 x log2(target parameters in billions)  (twice the size: +10)
            quant  -20 x perplexity increase of the target's quant on Llama-3-8B
                   (llama.cpp's quantize table; types without a published figure
                   are interpolated by bits per weight along the K-quants, and say so)
-           speed  10 x log2(expected speedup of the pair)
-         The expected speedup is Leviathan et al.'s formula for a bandwidth-bound
-         decoder (engine.planning.cost_model.leviathan_speedup): a step reads the draft's
-         weights K times and the target's once, so the draft cost ratio is
-         c = draft bytes / target bytes read per token; the acceptance is a prior
-         (ACCEPTANCE_PRIOR, lowered for a coarse draft quant) until the
-         lab measures the real one; K is the best of 1..8.
-         tokens/s ~ bandwidth / target bytes per token x speedup, an upper bound
-         shown when the bandwidth is known.
-left out near-misses (within 25% of the budget, or fitting but not worth a
-         draft) come with the reason; models without a same-tokenizer draft in
+           speed  with a device: 10 x log2(predicted tokens/s / speed floor), counted up to
+                  PACE_CAP times the floor (past that, faster is hardly felt); pairs under
+                  the floor (default 10 tokens/s, interactive) are near-misses
+                  ("fits, but about 1.2 tokens/s here").
+                  Without one: 10 x log2(expected speedup), Leviathan et al.'s formula for
+                  a bandwidth-bound decoder (engine.planning.cost_model.leviathan_speedup)
+                  with c = draft bytes / target bytes read per token.
+         The acceptance is a prior (ACCEPTANCE_PRIOR, lowered for a coarse draft quant)
+         until the lab measures the real one; K is the best of 1..8.
+left out near-misses (within 25% of the budget, under the speed floor, or fitting but
+         not worth a draft) come with the reason; models without a same-tokenizer draft in
          the catalog, or whose trained context is shorter than asked, are named.
 """
 
@@ -49,9 +55,13 @@ from engine.planning.memory_plan import (
     parse_size,
     plan_memory,
 )
+from engine.planning.speed_model import DeviceSpeed, ModelCost, Prediction, model_cost, predict
 
 ACCEPTANCE_PRIOR = 0.70  # same-family instruct draft, temperature 0; llama.cpp issue 5877 measured 0.72 (8B + 1B)
 K_RANGE = range(1, 9)
+DEFAULT_SPEED_FLOOR = 10.0  # tokens/s: about reading speed, what "interactive" needs
+PACE_CAP = 4.0  # speed counts in the score up to this many times the floor
+N_PAST = 512  # the context a predicted decode step attends to
 MIN_SPEEDUP = 1.05  # below this a draft is not worth its memory
 NEAR_MISS_RATIO = 1.25  # plans up to 25% over the usable memory are reported as near-misses
 HEADROOM_MIN = 512 * 2**20
@@ -98,13 +108,16 @@ class Budget:
     def usable_bytes(self) -> int:
         return self.free_bytes - self.headroom_bytes
 
-    def describe(self) -> str:
+    def describe(self, short: bool = False) -> str:
+        """short: where and how much, without the source, headroom and bandwidth."""
         bw = f", peak bandwidth {self.bandwidth_bytes_per_s / 1e9:.0f} GB/s" if self.bandwidth_bytes_per_s else ""
         where = (
             ", ".join(f"{g.name} {format_bytes(g.free_bytes)} free" for g in self.gpus)
             if self.kind == "gpu"
             else f"CPU only, {format_bytes(self.ram_bytes or 0)} RAM available"
         )
+        if short:
+            return where
         return f"{where} ({self.source}); {format_bytes(self.headroom_bytes)} kept as headroom{bw}"
 
     def to_dict(self) -> dict:
@@ -172,6 +185,7 @@ class _Models:
         self.catalog = catalog
         self._cache: dict[tuple[str, str], ModelInfo] = {}
         self._alone: dict[tuple[str, str, int], dict[str, int]] = {}
+        self._costs: dict[tuple[str, str], ModelCost] = {}
 
     def info(self, model: Model, quant: str) -> ModelInfo:
         key = (model.id, quant)
@@ -194,6 +208,13 @@ class _Models:
                 name=model.id,
             )
         return self._cache[key]
+
+    def cost(self, model: Model, quant: str) -> ModelCost:
+        """Bytes and multiply-adds per token, for the speed model."""
+        key = (model.id, quant)
+        if key not in self._costs:
+            self._costs[key] = model_cost(self.info(model, quant))
+        return self._costs[key]
 
     def alone(self, budget: Budget, ctx: int, model: Model, quant: str) -> dict[str, int]:
         """Device totals of one model planned alone at ctx tokens."""
@@ -248,9 +269,15 @@ def quant_quality(catalog: Catalog, name: str) -> tuple[float, bool]:
     return known[-1][1], True
 
 
+def acceptance_prior(draft_ppl_increase: float) -> float:
+    """The acceptance expected of a same-family draft at a quant that adds this much perplexity."""
+    return max(0.05, ACCEPTANCE_PRIOR - DRAFT_QUANT_PENALTY * draft_ppl_increase)
+
+
 def expected_speedup(cost_ratio: float, draft_ppl_increase: float) -> tuple[float, int, float]:
-    """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token."""
-    alpha = max(0.05, ACCEPTANCE_PRIOR - DRAFT_QUANT_PENALTY * draft_ppl_increase)
+    """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token, on a
+    bandwidth-bound device (no device speed known)."""
+    alpha = acceptance_prior(draft_ppl_increase)
     speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in K_RANGE)
     return speedup, k, alpha
 
@@ -279,10 +306,39 @@ class Candidate:
     published: list[dict] = field(default_factory=list)
     preset: str | None = None
     why_not: str = ""  # empty when recommended
+    prediction: Prediction | None = None  # the speed model on the budget's device, when its speed is known
+    speed_floor: float | None = None
 
     @property
     def score(self) -> float:
         return round(sum(self.score_parts.values()), 2)
+
+    @property
+    def uses_draft(self) -> bool:
+        """False when speculation with this draft is predicted slower than the target alone."""
+        return self.prediction is None or self.prediction.pays
+
+    @property
+    def plain_tokens_per_s(self) -> float | None:
+        return self.prediction.plain_tokens_per_s if self.prediction else None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Predicted tokens/s of the recommended setting: with the draft when it pays, else without."""
+        if self.prediction is None:
+            return None
+        return self.prediction.plain_tokens_per_s * (self.speedup if self.uses_draft else 1.0)
+
+    def speed_text(self) -> str:
+        """ "~14 tok/s (x1.32 at K=4)" or "~14 tok/s without the draft (x0.81 with it)"; the old bound
+        when the device's speed is unknown."""
+        if self.prediction is None:
+            bound = f", ≤{self.tokens_per_s_bound:.0f} tok/s" if self.tokens_per_s_bound else ""
+            return f"x{self.speedup:.2f} at K={self.draft_n_max}{bound}"
+        tps = self.tokens_per_s or 0.0
+        if self.uses_draft:
+            return f"~{_tps(tps)} tok/s (x{self.speedup:.2f} at K={self.draft_n_max})"
+        return f"~{_tps(tps)} tok/s without the draft (x{self.speedup:.2f} with it)"
 
     @property
     def label(self) -> str:
@@ -296,15 +352,25 @@ class Candidate:
             f"{' (interpolated by bits per weight)' if self.ppl_estimated else ' (llama.cpp quantize table)'}: "
             f"{p['quant']:+.1f}"
         )
-        speed = (
-            f"the draft reads {100 * self.cost_ratio:.1f}% of the target's bytes per token; at acceptance "
-            f"{self.acceptance_prior:.2f} (prior) and K={self.draft_n_max} that is x{self.speedup:.2f}: "
-            f"{p['speed']:+.1f}"
-        )
+        if self.prediction is None:
+            speed = [
+                f"the draft reads {100 * self.cost_ratio:.1f}% of the target's bytes per token; at acceptance "
+                f"{self.acceptance_prior:.2f} (prior) and K={self.draft_n_max} that is x{self.speedup:.2f}: "
+                f"{p['speed']:+.1f}"
+            ]
+        else:
+            pr, floor = self.prediction, self.speed_floor or DEFAULT_SPEED_FLOOR
+            device = f" on {pr.device.name} ({pr.device.source})" if pr.device else ""
+            speed = [
+                f"predicted{device}: {_tps(pr.plain_tokens_per_s)} tokens/s without speculation; "
+                f"{_tps(self.tokens_per_s or 0.0)} tokens/s as recommended, against a floor of {floor:g}: "
+                f"{p['speed']:+.1f}",
+                f"at acceptance {self.acceptance_prior:.2f} (prior), {pr.why()}",
+            ]
         out = [
             f"{self.params / 1e9:.1f}B-parameter target: {p['size']:+.1f}",
             quality,
-            speed,
+            *speed,
             f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
         ]
         if self.tokens_per_s_bound:
@@ -334,9 +400,14 @@ class Candidate:
             "draft_n_max": self.draft_n_max,
             "acceptance_prior": self.acceptance_prior,
             "tokens_per_s_bound": self.tokens_per_s_bound,
+            "uses_draft": self.uses_draft,
+            "plain_tokens_per_s": _rounded(self.plain_tokens_per_s),
+            "tokens_per_s": _rounded(self.tokens_per_s),
+            "speed_floor": self.speed_floor,
+            "prediction": self.prediction.to_dict() if self.prediction else None,
             "published_speedups": self.published,
             "reasons": self.reasons(),
-            "pull": pull_commands(self.target, self.draft, self.preset),
+            "pull": pull_commands(self.target, self.draft if self.uses_draft else None, self.preset),
         }
         if self.why_not:
             d["why_not"] = self.why_not
@@ -353,10 +424,14 @@ class Recommendation:
     recommended: list[Candidate]
     near_misses: list[Candidate]
     left_out: list[str]
+    device: DeviceSpeed | None = None
+    speed_floor: float = DEFAULT_SPEED_FLOOR
 
     def to_dict(self) -> dict:
         return {
             "budget": self.budget.to_dict(),
+            "device": self.device.to_dict() if self.device else None,
+            "speed_floor": self.speed_floor,
             "ctx": self.ctx,
             "family": self.family,
             "recommendations": [c.to_dict() for c in self.recommended],
@@ -390,9 +465,15 @@ def recommend(
     family: str | None = None,
     limit: int = 10,
     near_miss_limit: int = 5,
+    device: DeviceSpeed | None = None,
+    speed_floor: float = DEFAULT_SPEED_FLOOR,
 ) -> Recommendation:
+    """device: where the pairs would run (engine.planning.device_speed.local_device), so that they are
+    ranked by what the speed model predicts there; None ranks by the bandwidth-bound speedup alone."""
     if ctx < 1:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
+    if speed_floor < 0:
+        raise RecommendError(f"the speed floor must be 0 tokens/s or more, got {speed_floor}")
     if family is not None:
         catalog.family(family)  # CatalogError names the known families
     models = _Models(catalog)
@@ -429,13 +510,20 @@ def recommend(
             for draft in drafts:
                 for dq in (q for q in DRAFT_QUANTS if q in draft.files):
                     c = _candidate(catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups)
+                    if device is not None:
+                        _predict(c, models, device, speed_floor, ctx, target, tq, draft, dq)
                     if best is None or _better(c, best):
                         best = c
             if best is not None:
                 candidates.append(best)
-    fits = [c for c in candidates if c.fits_memory and c.speedup >= MIN_SPEEDUP]
+    fits = [c for c in candidates if c.fits_memory and _fast_enough(c, speed_floor)]
     for c in candidates:
-        if c.fits_memory and c.speedup < MIN_SPEEDUP:
+        if c.fits_memory and c.prediction is not None and not _fast_enough(c, speed_floor):
+            c.why_not = (
+                f"fits, but about {_tps(c.tokens_per_s or 0.0)} tokens/s here, under the floor of "
+                f"{speed_floor:g} tokens/s"
+            )
+        elif c.fits_memory and c.speedup < MIN_SPEEDUP and c.prediction is None:
             c.why_not = (
                 f"fits, but the draft costs {100 * c.cost_ratio:.0f}% of the target per token: "
                 f"expected x{c.speedup:.2f}, not worth its memory"
@@ -450,9 +538,10 @@ def recommend(
             if shorter:
                 c.why_not += f"; fits with --ctx {shorter}"
     misses = [c for c in candidates if c.why_not and c.needed_bytes <= usable * NEAR_MISS_RATIO]
-    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the smaller plan, then the name
-    fits.sort(key=lambda c: (-c.score, c.needed_bytes, c.label))
-    misses.sort(key=lambda c: (-c.score, c.needed_bytes, c.label))
+    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the speed, the smaller plan, then the name
+    fits.sort(key=lambda c: (-c.score, -(c.tokens_per_s or 0.0), c.needed_bytes, c.label))
+    # near-misses: the fastest first when the speed is known (those under the floor are not short of memory)
+    misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
     fits, misses = fits[:limit], misses[:near_miss_limit]
     for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
         c.plan = _plan(
@@ -464,7 +553,41 @@ def recommend(
             catalog.model(c.draft.model),
             c.draft.quant,
         )
-    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)))
+    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
+
+
+def _fast_enough(c: Candidate, floor: float) -> bool:
+    if c.prediction is None:
+        return c.speedup >= MIN_SPEEDUP
+    return (c.tokens_per_s or 0.0) >= floor
+
+
+def _predict(
+    c: Candidate,
+    models: _Models,
+    device: DeviceSpeed,
+    floor: float,
+    ctx: int,
+    target: Model,
+    tq: str,
+    draft: Model,
+    dq: str,
+) -> None:
+    """The speed model's numbers for the candidate on the device; they replace its bandwidth-bound speedup
+    and its speed points."""
+    p = predict(
+        models.cost(target, tq),
+        models.cost(draft, dq),
+        device,
+        n_past=min(ctx, N_PAST),
+        acceptance=c.acceptance_prior,
+        k_max=max(K_RANGE),
+    )
+    k = p.best_k or max(p.speedup_by_k, key=lambda k: p.speedup_by_k[k])
+    c.prediction, c.speed_floor = p, floor
+    c.speedup, c.draft_n_max, c.tokens_per_s_bound = round(p.speedup_by_k[k], 3), k, None
+    pace = min(c.tokens_per_s or 0.0, PACE_CAP * floor) if floor else PACE_CAP
+    c.score_parts["speed"] = round(10 * math.log2(max(pace, 1e-3) / (floor or 1.0)), 2)
 
 
 def _fitting_ctx(catalog: Catalog, models: _Models, budget: Budget, ctx: int, c: Candidate) -> int | None:
@@ -492,10 +615,11 @@ def _drafts(catalog: Catalog, target: Model) -> list[Model]:
 
 
 def _better(a: Candidate, b: Candidate) -> bool:
-    """A fitting candidate beats a non-fitting one; then the higher score; then the smaller plan."""
+    """A fitting candidate beats a non-fitting one; then the higher score; then the faster (past the pace cap
+    the score no longer tells drafts apart); then the smaller plan."""
     if a.fits_memory != b.fits_memory:
         return a.fits_memory
-    return (a.score, -a.needed_bytes) > (b.score, -b.needed_bytes)
+    return (a.score, a.tokens_per_s or 0.0, -a.needed_bytes) > (b.score, b.tokens_per_s or 0.0, -b.needed_bytes)
 
 
 def _candidate(
@@ -602,11 +726,21 @@ def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX)
 # -- text --------------------------------------------------------------------------------------------
 
 
-def pull_commands(target: ModelFile, draft: ModelFile, preset: str | None = None) -> list[str]:
-    """How to download a pair with `spectune pull`: the preset when there is one, else each hub file."""
-    if preset:
+def pull_commands(target: ModelFile, draft: ModelFile | None, preset: str | None = None) -> list[str]:
+    """How to download a pair with `spectune pull`: the preset when there is one, else each hub file
+    (the target alone when the draft is not worth having here)."""
+    if preset and draft is not None:
         return [f"spectune pull {preset}"]
-    return [f"spectune pull {f.repo}:{f.filename}" for f in (target, draft) if not f.bundled]
+    return [f"spectune pull {f.repo}:{f.filename}" for f in (target, draft) if f is not None and not f.bundled]
+
+
+def _tps(x: float) -> str:
+    """Tokens/s to two significant figures: 1.2, 14, 140."""
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
 
 
 def _where(f: ModelFile) -> str:
@@ -618,19 +752,23 @@ def format_recommendation(r: Recommendation) -> str:
         f"budget: {r.budget.describe()}",
         f"context: {r.ctx} tokens" + (f"; family {r.family}" if r.family else ""),
     ]
+    if r.device is not None:
+        lines.append(
+            f"speed: predicted on {r.device.name} ({r.device.source}); pairs under {r.speed_floor:g} tokens/s "
+            "are near-misses"
+        )
     if not r.recommended:
         lines.append("nothing in the catalog fits with headroom" + (" in this family" if r.family else ""))
     for i, c in enumerate(r.recommended, 1):
-        tps = f", ~{c.tokens_per_s_bound:.0f} tok/s bound" if c.tokens_per_s_bound else ""
         preset = f"  [preset {c.preset}]" if c.preset else ""
         lines.append(
-            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_bytes(c.needed_bytes)}  "
-            f"x{c.speedup:.2f} at K={c.draft_n_max}{tps}{preset}"
+            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
         )
         lines.append(f"      {_where(c.target)}")
         lines.append(f"      {_where(c.draft)}")
         lines += [f"      - {reason}" for reason in c.reasons()]
-        lines += [f"      get it: {command}" for command in pull_commands(c.target, c.draft, c.preset)]
+        draft = c.draft if c.uses_draft else None
+        lines += [f"      get it: {command}" for command in pull_commands(c.target, draft, c.preset)]
     if r.near_misses:
         lines.append("near misses:")
         lines += [f"  - {c.label} (score {c.score:+.1f}): {c.why_not}" for c in r.near_misses]

@@ -15,6 +15,7 @@ page is first shown; closing the window stops them (see shutdown).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Signal
@@ -44,18 +45,22 @@ class CatalogView:
     error: str = ""  # why there is no recommendation
 
 
-def rank_catalog(catalog, nvml, ctx: int) -> CatalogView:
-    """The catalog (loaded when None), the budget NVML sees (or RAM), the ranked list and the presets' fits;
-    what `spectune recommend` and `spectune presets` print. A budget that cannot be measured still leaves
-    the presets with their sizes."""
+def rank_catalog(catalog, nvml, ctx: int, speed_floor: float = 10.0, probe_cache: Path | None = None) -> CatalogView:
+    """The catalog (loaded when None), the budget NVML sees (or RAM), the list ranked by the speed predicted
+    on this machine's device (the GPU, else the CPU as last measured or as assumed from its cores) and the
+    presets' fits; what `spectune recommend --no-probe` and `spectune presets` print. A budget that cannot
+    be measured still leaves the presets with their sizes. probe_cache: where the CPU probe is kept."""
     from engine.models.catalog import CatalogError, load_catalog
+    from engine.planning.device_speed import local_device
+    from engine.planning.hardware import probe
     from engine.planning.memory_plan import PlanError
     from engine.planning.recommend import RecommendError, budget_from_hardware, preset_fits, recommend
 
     catalog = catalog if catalog is not None else load_catalog()
     try:
         budget = budget_from_hardware(nvml)
-        rec = recommend(catalog, budget, ctx=ctx)
+        device = local_device(probe(nvml), probe_cache)
+        rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor)
     except (RecommendError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
     return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
@@ -151,9 +156,12 @@ class ModelsPage(QWidget):
         self._rank_again = False
         self._hook_close()
         catalog = self.catalog_view.catalog if self.catalog_view is not None else self._catalog
-        nvml, ctx = self.nvml, self.recommend.ctx.value()
+        nvml, ctx, floor = self.nvml, self.recommend.ctx.value(), float(self.recommend.floor.value())
+        cache = getattr(self.hardware, "probe_cache", None)
         self.recommend.set_busy()
-        self.rank_job = BackgroundJob("models-recommend", lambda report: rank_catalog(catalog, nvml, ctx), self)
+        self.rank_job = BackgroundJob(
+            "models-recommend", lambda report: rank_catalog(catalog, nvml, ctx, floor, cache), self
+        )
         self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()
 
     def _ranked(self, view: CatalogView) -> None:

@@ -1,7 +1,8 @@
 """The Models page's recommendations: engine.planning.recommend's ranked target/draft/quant choices
 for the memory this machine has (free VRAM from NVML, else available RAM for a CPU-only
-run), each with the reasons behind its score, then the near-misses with why they missed,
-then what was left out. Download hands the chosen pair to the downloads tab.
+run) and the speed its device is predicted to give them (at least the floor set here), each
+with the reasons behind its score, then the near-misses with why they missed (too big, or
+too slow here), then what was left out. Download hands the chosen pair to the downloads tab.
 """
 
 from __future__ import annotations
@@ -23,8 +24,16 @@ from PySide6.QtWidgets import (
 from app.widgets.style import ERROR, error_text
 from engine.models.downloads import format_bytes
 
-COLUMNS = ("target + draft", "score", "memory", "expected", "preset")
+COLUMNS = ("target + draft", "score", "memory", "predicted here", "preset")
 ROLE = Qt.ItemDataRole.UserRole
+
+
+def nothing_recommended(rec) -> str:
+    """Why the list is empty: nothing fits, or nothing that fits is fast enough here."""
+    family = " in this family" if rec.family else ""
+    if rec.device is not None and any("tokens/s here" in c.why_not for c in rec.near_misses):
+        return f"Nothing{family} reaches {rec.speed_floor:g} tokens/s on this machine; the fastest are below"
+    return f"Nothing in the catalog fits with headroom{family}"
 
 
 class RecommendPanel(QWidget):
@@ -44,6 +53,16 @@ class RecommendPanel(QWidget):
         self.ctx.setToolTip("the context to plan the KV caches for")
         self.ctx.setKeyboardTracking(False)
         self.ctx.valueChanged.connect(lambda value: self.refreshRequested.emit())
+        self.floor = QSpinBox()
+        self.floor.setRange(0, 10_000)
+        self.floor.setValue(10)
+        self.floor.setSuffix(" tok/s")
+        self.floor.setToolTip(
+            "pairs predicted slower than this on this machine are listed as near-misses; "
+            "10 tokens/s is about reading speed"
+        )
+        self.floor.setKeyboardTracking(False)
+        self.floor.valueChanged.connect(lambda value: self.refreshRequested.emit())
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("read the free memory again and rank anew")
         self.refresh_button.clicked.connect(self.refreshRequested)
@@ -51,6 +70,8 @@ class RecommendPanel(QWidget):
         top.addWidget(self.budget_label, 1)
         top.addWidget(QLabel("context"))
         top.addWidget(self.ctx)
+        top.addWidget(QLabel("at least"))
+        top.addWidget(self.floor)
         top.addWidget(self.refresh_button)
 
         self.tree = QTreeWidget()
@@ -94,13 +115,16 @@ class RecommendPanel(QWidget):
         """rec: an engine.planning.recommend.Recommendation."""
         self.refresh_button.setEnabled(True)
         self.result = rec
-        self.budget_label.setText(f"<b>budget:</b> {rec.budget.describe()}")
+        speed = ""
+        if rec.device is not None:
+            speed = f"<br><b>speeds predicted for:</b> {rec.device.name} <small>({rec.device.source})</small>"
+        self.budget_label.setText(f"<b>budget:</b> {rec.budget.describe()}{speed}")
         self.budget_label.setToolTip(f"usable: {format_bytes(rec.budget.usable_bytes)} at {rec.ctx} tokens")
         self.tree.clear()
 
         top = QTreeWidgetItem([f"Recommended for this machine ({len(rec.recommended)})"])
         if not rec.recommended:
-            top.setText(0, "Nothing in the catalog fits with headroom" + (" in this family" if rec.family else ""))
+            top.setText(0, nothing_recommended(rec))
         self.tree.addTopLevelItem(top)
         for i, c in enumerate(rec.recommended, 1):
             item = self._candidate(top, c, f"{i}. ")
@@ -127,15 +151,8 @@ class RecommendPanel(QWidget):
             self.tree.setCurrentItem(top.child(0))
 
     def _candidate(self, parent: QTreeWidgetItem, c, prefix: str) -> QTreeWidgetItem:
-        tps = f", ≤{c.tokens_per_s_bound:.0f} tok/s" if c.tokens_per_s_bound else ""
         item = QTreeWidgetItem(
-            [
-                f"{prefix}{c.label}",
-                f"{c.score:+.1f}",
-                format_bytes(c.needed_bytes),
-                f"x{c.speedup:.2f} at K={c.draft_n_max}{tps}",
-                c.preset or "",
-            ]
+            [f"{prefix}{c.label}", f"{c.score:+.1f}", format_bytes(c.needed_bytes), c.speed_text(), c.preset or ""]
         )
         item.setData(0, ROLE, c)
         item.setToolTip(0, f"{c.target.repo}/{c.target.filename}\n{c.draft.repo}/{c.draft.filename}")
