@@ -25,9 +25,11 @@ from app.session import LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.live_charts import LiveCharts
 from app.widgets.page_shortcuts import add_page_shortcuts
+from app.widgets.style import error_text, ok_text
 from app.widgets.token_text import TokenText
 from engine.core.settings import LoadSettings, SettingsError, to_dict
 from engine.measure.live import LiveSession
+from engine.measure.why import explain
 from engine.planning.fit import MemoryBudget
 from engine.planning.preflight import Preflight, preflight
 
@@ -82,6 +84,10 @@ class LabPage(QWidget):
         self.charts = LiveCharts()
         self.summary = QLabel("no run yet")
         self.summary.setTextFormat(Qt.TextFormat.RichText)
+        # why the current setting is as fast as it is (engine.measure.why), in a sentence
+        self.why = QLabel("")
+        self.why.setWordWrap(True)
+        self.why.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.text = TokenText()
         right = QSplitter(Qt.Orientation.Vertical)
         top = QWidget()
@@ -89,6 +95,7 @@ class LabPage(QWidget):
         top_col.setContentsMargins(0, 0, 0, 0)
         top_col.addWidget(self.banner)
         top_col.addWidget(self.summary)
+        top_col.addWidget(self.why)
         top_col.addWidget(self.charts, 1)
         right.addWidget(top)
         right.addWidget(self.text)
@@ -127,6 +134,7 @@ class LabPage(QWidget):
         controller.hello.connect(self._on_hello)
         controller.unloaded.connect(self._on_unloaded)
         c.set_running(False)
+        self._update_why()
 
         add_page_shortcuts(
             self,
@@ -442,6 +450,23 @@ class LabPage(QWidget):
             f"({s.accepted}/{s.drafted}) &nbsp; mean accepted length {length:.2f} &nbsp; "
             f"{s.tokens} tokens, {s.steps} steps"
         )
+        self._update_why()
+
+    def _update_why(self) -> None:
+        s = self.live
+        if not s.baseline_tps:
+            self.why.setText(
+                "<small>Measure the baseline (Ctrl+B) and SpecTune explains here why speculation pays on this "
+                "machine, or why not.</small>"
+            )
+            return
+        why = explain(s.snapshot(), s.current.tokens_per_s if s.current.steps else None)
+        if why is None:
+            self.why.setText("")
+            return
+        since = f" (since {s.current_since})" if s.current_since else ""
+        head = (ok_text if why.pays else error_text)(f"Why{since}:")
+        self.why.setText(f"{head} {why.sentence()}")
 
     def _flush_text(self) -> None:
         pieces = self.live.take_text()

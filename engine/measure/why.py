@@ -1,0 +1,140 @@
+"""Why a live run is as fast as it is: the measured parts of a speculative step against a plain token.
+
+A speculative step keeps 1 + (accepted) tokens and costs the draft's passes, the target's verify of
+the drafted tokens plus one, and the rest (sampling, bookkeeping). Against plain decoding (the
+measured baseline, one token per target pass):
+
+    speedup = tokens per step / (step time / plain token time)
+
+so it pays when acceptance keeps more tokens per step than the step costs in plain tokens. On a GPU
+verifying K + 1 tokens costs about what one does; on a CPU with few cores it costs several times
+as much (compute-bound), which is the usual reason speculation loses there.
+
+The parts are counted since the last knob change (engine.measure.live: the current setting), and the
+same parts answer "what would another K give": verify time against batch size is fitted to a line
+through the steps' own sizes (and the baseline's one token), draft time per token is measured, and
+the acceptance by position is the current one (engine.planning.cost_model.expected_tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.measure.live import Snapshot
+from engine.planning.cost_model import expected_tokens
+
+K_WHAT_IF = range(1, 17)
+MIN_STEPS = 8  # fewer speculative steps than this say too little to explain anything
+COMPUTE_BOUND_RATIO = 1.5  # verifying K + 1 tokens at more than this times one: compute-bound
+
+
+@dataclass(frozen=True)
+class Why:
+    k: int  # the draft length set now (steps may have drafted fewer)
+    steps: int
+    acceptance: float  # accepted / drafted
+    tokens_per_step: float  # the bonus token included
+    plain_ms: float  # one token without speculation (the baseline)
+    draft_share: float  # one drafted token, as a share of a plain token
+    verify_ratio: float  # verifying k + 1 tokens, over a plain token
+    step_ratio: float  # the whole step, over a plain token
+    explained_speedup: float  # tokens_per_step / step_ratio
+    measured_speedup: float | None  # tokens/s of the current setting over the baseline
+    best_k: int | None  # what the measured parts predict is best; None: no K pays
+    best_speedup: float
+
+    @property
+    def pays(self) -> bool:
+        return self.explained_speedup > 1.0
+
+    def sentence(self) -> str:
+        """What a user reads beside the charts."""
+        k, vr = self.k, self.verify_ratio
+        parts = (
+            f"each step keeps {self.tokens_per_step:.2f} tokens (acceptance {self.acceptance:.2f} at K={k}) and costs "
+            f"{self.step_ratio:.2f} plain tokens: verifying {k + 1} tokens costs {vr:.2f}x one"
+        )
+        if vr > COMPUTE_BOUND_RATIO:
+            parts += " (compute-bound: on a GPU this is near 1x)"
+        parts += f", drafting {k} costs {k * self.draft_share:.2f}x one"
+        measured = f", measured x{self.measured_speedup:.2f}" if self.measured_speedup else ""
+        head = "Speculation pays here" if self.pays else "Speculation does not pay here"
+        text = f"{head}: {parts}. That makes x{self.explained_speedup:.2f}{measured}."
+        if self.best_k is None:
+            text += " With these costs no K pays: run without speculation, or try an n-gram method."
+        elif self.best_k != k and self.best_speedup > self.explained_speedup * 1.02:
+            text += f" With these costs K={self.best_k} would give about x{self.best_speedup:.2f}."
+        return text
+
+
+def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Why | None:
+    """The parts of the current setting's steps, or None when there is no baseline or too few steps."""
+    if not snapshot.baseline_tps:
+        return None
+    s = snapshot.series
+    rows = np.ones(len(s["t"]), bool)
+    since = [m.t for m in snapshot.markers if m.label == snapshot.current_since]
+    if snapshot.current_since is not None and since:
+        rows &= s["t"] >= since[-1]
+    drafted, accepted = s["drafted"][rows], s["accepted"][rows]
+    spec = drafted > 0
+    if spec.sum() < MIN_STEPS:
+        return None
+    plain_ms = 1000.0 / snapshot.baseline_tps
+    draft_ms, verify_ms, other_ms = s["draft_ms"][rows], s["verify_ms"][rows], s["other_ms"][rows]
+    steps = int(rows.sum())
+    k = int(s["k"][rows][-1]) or int(drafted.max())  # the setting now; steps may draft fewer (p-min)
+    tokens_per_step = 1.0 + float(accepted.sum()) / steps
+    step_ms = float((draft_ms + verify_ms + other_ms).sum()) / steps
+    draft_token_ms = float(draft_ms.sum()) / float(drafted.sum())
+    rest_ms = float(other_ms.sum()) / steps
+    line = _verify_line(drafted + 1, verify_ms, plain_ms - rest_ms)
+    verify_k = float(np.polyval(line, k + 1))
+    explained = tokens_per_step / (step_ms / plain_ms)
+    cond = _conditional(snapshot.current_accepted_by_position, snapshot.current_drafted_by_position)
+    what_if = {
+        kk: plain_ms * expected_tokens(cond, kk) / (kk * draft_token_ms + float(np.polyval(line, kk + 1)) + rest_ms)
+        for kk in K_WHAT_IF
+    }
+    best = max(what_if, key=lambda kk: what_if[kk])
+    return Why(
+        k=k,
+        steps=steps,
+        acceptance=float(accepted.sum()) / float(drafted.sum()),
+        tokens_per_step=tokens_per_step,
+        plain_ms=plain_ms,
+        draft_share=draft_token_ms / plain_ms,
+        verify_ratio=verify_k / plain_ms,
+        step_ratio=step_ms / plain_ms,
+        explained_speedup=explained,
+        measured_speedup=current_tokens_per_s / snapshot.baseline_tps if current_tokens_per_s else None,
+        best_k=best if what_if[best] > 1.0 else None,
+        best_speedup=what_if[best],
+    )
+
+
+def _verify_line(batch: np.ndarray, verify_ms: np.ndarray, one_token_ms: float) -> np.ndarray:
+    """Verify ms against batch size, a line (slope, intercept). The baseline's one token anchors it,
+    weighted like the most common batch size, so steps that all drafted K still give a slope."""
+    sizes, counts = np.unique(batch, return_counts=True)
+    xs = np.concatenate([batch, [1.0]])
+    ys = np.concatenate([verify_ms, [max(one_token_ms, 1e-3)]])
+    weights = np.concatenate([np.ones(len(batch)), [float(counts.max())]])
+    if len(sizes) == 1 and sizes[0] == 1:
+        return np.array([0.0, float(np.average(ys, weights=weights))])
+    return np.polyfit(xs, ys, 1, w=np.sqrt(weights))
+
+
+def _conditional(accepted: np.ndarray, drafted: np.ndarray) -> list[float]:
+    """The chance position i is kept given i - 1 was, from the per-position counts: each position's
+    rate among the steps that drafted it, over the rate of the position before."""
+    out, before = [], 1.0
+    for a, d in zip(accepted, drafted):
+        if d <= 0:
+            break
+        rate = float(a) / float(d)
+        out.append(min(1.0, rate / before) if before > 0 else 0.0)
+        before = rate
+    return out

@@ -1,0 +1,101 @@
+"""engine.measure.why: the parts of a speculative step against a plain token, on hand-made cycles whose
+costs are known (so each verdict can be checked by hand), then on a real engine run."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.measure.generate import generate
+from engine.measure.live import LiveSession
+from engine.measure.why import MIN_STEPS, explain
+
+from .conftest import PROMPTS
+
+
+def feed(session: LiveSession, steps: int, k: int, accepted: int, verify_ms, draft_ms_per_token: float, other=0.2):
+    for _ in range(steps):
+        v = verify_ms(k + 1)
+        d = draft_ms_per_token * k
+        session.add_cycle(
+            {
+                "drafted": k,
+                "accepted": accepted,
+                "emitted": accepted + 1,
+                "k": k,
+                "draft_ms": d,
+                "verify_ms": v,
+                "other_ms": other,
+                "cycle_ms": d + v + other,
+                "wall_ms": d + v + other,
+            }
+        )
+
+
+def test_a_compute_bound_verify_is_named_as_the_reason_and_no_k_pays():
+    """A 2-core CPU: verifying B tokens costs B times one (10 ms), a draft token 1 ms, acceptance 0.5."""
+    s = LiveSession()
+    s.baseline_tps = 1000.0 / 10.2  # a plain token: one 10 ms pass and the 0.2 ms rest
+    feed(s, 40, k=4, accepted=2, verify_ms=lambda b: 10.0 * b, draft_ms_per_token=1.0)
+    why = explain(s.snapshot())
+    assert why is not None and not why.pays and why.k == 4 and why.steps == 40
+    assert why.acceptance == pytest.approx(0.5) and why.tokens_per_step == pytest.approx(3.0)
+    assert why.verify_ratio == pytest.approx(50 / 10.2, rel=0.05)
+    assert why.explained_speedup == pytest.approx(3.0 / ((4 + 50 + 0.2) / 10.2), rel=1e-6)
+    assert why.best_k is None
+    text = why.sentence()
+    assert text.startswith("Speculation does not pay here") and "compute-bound" in text
+    assert "verifying 5 tokens costs 4.90x one" in text and "no K pays" in text
+
+
+def test_a_flat_verify_pays_and_the_best_k_follows_from_the_measured_parts():
+    """A GPU: verifying any batch costs what one token does; every drafted token is kept."""
+    s = LiveSession()
+    s.baseline_tps = 1000.0 / 10.2
+    feed(s, 40, k=2, accepted=2, verify_ms=lambda b: 10.0, draft_ms_per_token=0.5)
+    why = explain(s.snapshot(), current_tokens_per_s=3 * 1000.0 / 11.2)
+    assert why is not None and why.pays
+    assert why.explained_speedup == pytest.approx(3.0 / (11.2 / 10.2))
+    assert why.measured_speedup == pytest.approx(why.explained_speedup)
+    assert "compute-bound" not in why.sentence() and why.sentence().startswith("Speculation pays here")
+    # with every token kept and a flat verify, longer drafts keep paying: the longest K tried is best
+    assert why.best_k == 16 and why.best_speedup > why.explained_speedup
+    assert "K=16 would give" in why.sentence()
+
+
+def test_only_the_current_setting_counts_and_too_few_steps_say_nothing():
+    s = LiveSession()
+    assert explain(s.snapshot()) is None  # no baseline
+    s.baseline_tps = 100.0
+    feed(s, 40, k=4, accepted=0, verify_ms=lambda b: 10.0 * b, draft_ms_per_token=1.0)
+    s.mark("K=2")
+    feed(s, MIN_STEPS - 1, k=2, accepted=2, verify_ms=lambda b: 10.0, draft_ms_per_token=0.5)
+    assert explain(s.snapshot()) is None
+    feed(s, 1, k=2, accepted=2, verify_ms=lambda b: 10.0, draft_ms_per_token=0.5)
+    why = explain(s.snapshot())
+    assert why is not None and why.k == 2 and why.steps == MIN_STEPS and why.acceptance == 1.0
+
+
+def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
+    """The synthetic pair in a worker: the baseline, then draft-simple K=4; the parts, multiplied out,
+    give the speedup the run's own tokens/s shows (the same cycles, so within a few percent)."""
+    target, draft = pair
+    client.load(LoadSettings(target, draft, ctx=2048))
+    sampling = SamplingSettings()
+    plain = [generate(client, p, 48, SpecSettings("none"), sampling, baseline=True) for p in PROMPTS]
+    s = LiveSession()
+    s.baseline_tps = sum(x["tokens_per_s"] for x in plain) / len(plain)
+    for p in PROMPTS:
+        generate(
+            client,
+            p,
+            48,
+            SpecSettings("draft-simple", draft_n_max=4),
+            sampling,
+            on_event=lambda ev: ev["event"] == "cycle" and s.add_cycle(ev),
+        )
+    why = explain(s.snapshot(), s.current.tokens_per_s)
+    assert why is not None and why.k == 4 and why.steps >= MIN_STEPS
+    assert 0.0 < why.acceptance <= 1.0 and why.verify_ratio > 0 and why.draft_share > 0
+    assert why.explained_speedup == pytest.approx(why.measured_speedup, rel=0.15)
+    assert ("pays here" in why.sentence()) == (why.explained_speedup > 1.0)
