@@ -212,11 +212,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
         f"{out['best']['measured_tps']:.1f} tok/s, {out['speedup']:.3f}x, found in {out['elapsed_s']:.0f} s "
         f"({out['runs']} runs)"
     )
+    print(out["verdict_text"])
     if not out["beats_baseline"]:
-        print(
-            "no speculative setting beat the baseline on these prompts: run this pair without speculation "
-            "(leave out --spec-type and the draft model)"
-        )
+        print("(leave out --spec-type and the draft model)")
     return 0
 
 

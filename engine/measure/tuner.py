@@ -10,9 +10,13 @@
    tokens/s goes on to twice as many prompts, until two are left, the budget is
    spent, or the leader is ahead by a clear margin. Two still within that margin
    run every prompt again, head to head, alternating.
+4. The verdict: the best and no speculation run the same prompts in pairs, one right
+   after the other and the order alternating (engine.core.paired), and the median of
+   the paired ratios gets an interval. Only an interval above 1 says "beats no
+   speculation"; one that holds 1 says no setting beats it here.
 The result is a table (predicted, measured, error) and the best setting with its
-measured speedup over the baseline on the prompts the best ran. Seeded: the prompt
-order and the tie-breaks are reproducible.
+measured speedup over the baseline on the prompts the best ran, and the verdict.
+Seeded: the prompt order and the tie-breaks are reproducible.
 
 Stopping early: ``should_stop`` (a callable) is asked before every engine
 request; once it says yes the tuner raises ``TuneCancelled``. A caller that
@@ -28,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.core.paired import PairedRatio, median_interval, order_in_pair
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
 from engine.measure.generate import generate
@@ -37,6 +42,7 @@ from engine.runtime.client import EngineClient, EngineError
 VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 PROBE_K = 8
 CLEAR_MARGIN = 1.15  # stop early when the leader beats the runner-up by this factor
+VERDICT_PROMPTS = 8  # paired prompts for the verdict (all of them when the set is smaller)
 
 
 class TuneCancelled(Exception):
@@ -77,11 +83,29 @@ class TuneResult:
     runs: int
     # the cost model's draft-simple prediction for every K from 1 to k_max (the candidates keep only the top few)
     predicted_by_k: dict[int, float] = field(default_factory=dict)
+    # the best against no speculation, paired prompt by prompt (None: not checked)
+    verdict: PairedRatio | None = None
 
     @property
     def beats_baseline(self) -> bool:
-        """False when no speculative setting was faster than none: then the advice is to run without."""
+        """Whether the best is shown faster than no speculation: the paired interval lies above 1 (without
+        a verdict, the rounds' totals). False: run the pair without speculation."""
+        if self.verdict is not None:
+            return self.verdict.above_one
         return self.best.measured_tps > self.baseline_tps
+
+    def verdict_text(self) -> str:
+        """The claim the tune makes, with its interval."""
+        v = self.verdict
+        if v is None:
+            return f"{self.best.label}: not checked against no speculation"
+        if v.above_one:
+            return f"{self.best.label} beats no speculation here: {v.describe()}"
+        how = "is slower" if v.below_one else "is not shown faster (the interval holds x1.00)"
+        return (
+            f"no setting beats no speculation here: the best, {self.best.label}, {how}: {v.describe()}. "
+            "Run this pair without speculation."
+        )
 
     def to_dict(self) -> dict:
         rows = [
@@ -100,6 +124,8 @@ class TuneResult:
             "best": rows[self.candidates.index(self.best)],
             "speedup": round(self.best.measured_tps / self.baseline_tps, 4) if self.baseline_tps else None,
             "beats_baseline": self.beats_baseline,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "verdict_text": self.verdict_text(),
             "acceptance_by_position": [round(a, 4) for a in self.acceptance_by_position],
             "verify_ms": dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])),
             "draft_ms": (
@@ -194,6 +220,24 @@ class Tuner:
                 self._evaluate(cand, [prompt])
         self.close_call = True
 
+    def _verdict(self, best: Candidate) -> PairedRatio:
+        """The best and no speculation on the same prompts, one right after the other, the order
+        alternating from prompt to prompt: the median of the paired ratios and its interval."""
+        prompts = self.prompts[: max(1, min(VERDICT_PROMPTS, len(self.prompts)))]
+        self.progress(
+            f"verdict: {best.label} against no speculation on {len(prompts)} prompt(s), in pairs, alternating ..."
+        )
+        ratios = []
+        for i, prompt in enumerate(prompts):
+            tps = {}
+            for arm in order_in_pair(i):
+                s = self._run(best.spec, prompt) if arm == 0 else self._run(SpecSettings("none"), prompt, baseline=True)
+                tps[arm] = s["tokens_per_s"]
+            ratios.append(tps[0] / tps[1] if tps[1] else 0.0)
+        verdict = median_interval(ratios)
+        self.progress(f"  {best.label} over no speculation: {verdict.describe()}")
+        return verdict
+
     def measure_costs(self) -> PairCosts:
         self._check_stop()
         self.progress("measuring the target's verify time by batch size ...")
@@ -268,4 +312,7 @@ class Tuner:
         if missing:
             self.progress(f"baseline on {missing} more prompt(s), the ones the best setting ran ...")
         baseline_tps = self._baseline_on(best.prompts_run)
-        return TuneResult(baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs, predicted_by_k)
+        verdict = self._verdict(best)
+        return TuneResult(
+            baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs, predicted_by_k, verdict
+        )

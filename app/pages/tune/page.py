@@ -44,6 +44,7 @@ from app.widgets.banner import Banner
 from app.widgets.forms import spin_box
 from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
+from app.widgets.style import error_text, ok_text
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
 from engine.core.settings import SettingsError
@@ -412,12 +413,9 @@ class TunePage(QWidget):
             f"Best: <b>{best.label}</b> at <b>{best.measured_tps:.1f}</b> tokens/s"
             + (f", <b>{speedup:.2f}×</b> the baseline" if speedup else "")
             + f" (baseline {result.baseline_tps:.1f} tokens/s without speculation, same prompts). "
-            f"Found in {result.elapsed_s:.0f} s with {result.runs} runs."
-            + (
-                ""
-                if result.beats_baseline
-                else " <b>No speculative setting beat the baseline here: run this pair without speculation.</b>"
-            )
+            f"Found in {result.elapsed_s:.0f} s with {result.runs} runs.<br>"
+            + (ok_text if result.beats_baseline else error_text)("Verdict:")
+            + f" {result.verdict_text()}"
         )
         self._log(
             f"best: {best.label} at {best.measured_tps:.1f} tokens/s"
