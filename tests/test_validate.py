@@ -138,15 +138,13 @@ def test_only_a_pair_outside_the_gpu_with_room_in_ram_runs_side_by_side():
     assert _offloads(with_gpu, LoadSettings("t.gguf", "d.gguf", ngl=0, ngl_draft=-1))
 
 
-def test_validate_above_temperature_0_does_not_claim_agreement(pair):
+def test_validate_above_temperature_0_compares_only_with_a_fixed_seed(pair):
     target, draft = pair
-    report = validate(
-        LoadSettings(target, draft, ctx=1024),
-        SpecSettings("draft-simple", draft_n_max=3),
-        SamplingSettings(temp=0.9, seed=3),
-        [PROMPTS[0]],
-        24,
-    )
+    load, spec = LoadSettings(target, draft, ctx=1024), SpecSettings("draft-simple", draft_n_max=3)
+    fixed = validate(load, spec, SamplingSettings(temp=0.9, seed=3), [PROMPTS[0], PROMPTS[1]], 24)
+    assert fixed["agree"] is True and all(p["same_text"] for p in fixed["per_prompt"])
+    assert "agree: yes" in format_report(fixed)
+    report = validate(load, spec, SamplingSettings(temp=0.9), [PROMPTS[0]], 24)  # a random seed
     assert report["agree"] is None
     assert report["server"]["tokens_generated"] == 24 and report["lab"]["tokens_generated"] == 24
     assert "not compared" in format_report(report)

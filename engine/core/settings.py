@@ -25,6 +25,7 @@ SPEC_TYPES = (
 )
 DRAFT_MODEL_TYPES = {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"}
 MAX_DRAFT_N = 64
+RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a fresh random seed for every request
 
 
 class SettingsError(ValueError):
@@ -137,7 +138,13 @@ class SamplingSettings:
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
-    seed: int = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: random
+    seed: int = RANDOM_SEED
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether two runs draw the same tokens: greedy sampling, or a fixed seed (llama-server seeds
+        each request's sampler with it, specrt each generation's)."""
+        return self.temp == 0 or self.seed != RANDOM_SEED
 
     def validate(self) -> SamplingSettings:
         if not 0.0 <= self.temp <= 100.0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from engine.core.settings import DRAFT_MODEL_TYPES, LoadSettings, SamplingSettings, SpecSettings
+from engine.core.settings import DRAFT_MODEL_TYPES, RANDOM_SEED, LoadSettings, SamplingSettings, SpecSettings
 from engine.llama.dialect import (
     CURRENT,
     CURRENT_NGRAM_PREFIX,
@@ -30,7 +30,6 @@ from engine.planning.memory_plan import GpuBudget, format_bytes
 from engine.planning.preflight import FILE, NO_PLAN, Preflight, preflight
 
 _SPEC_DEFAULTS = SpecSettings()  # the pinned llama.cpp's defaults
-RANDOM_SEED = SamplingSettings().seed
 N_PARALLEL = 1
 
 

@@ -160,19 +160,24 @@ class LlamaServer:
         prompt: str,
         n_predict: int,
         *,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         seed: int | None = None,
         extra: dict | None = None,
         timeout: float = 600.0,
     ) -> dict:
-        """POST /completion without prompt caching; returns the response (with ``timings``)."""
+        """POST /completion without prompt caching; returns the response (with ``timings``).
+
+        Sampling follows the server's own flags (--temp, --seed, ...) unless ``temperature`` or
+        ``seed`` is given: a request's field overrides the flag for that request, so sending a
+        default temperature would quietly make every request greedy."""
         body: dict[str, Any] = {
             "prompt": prompt,
             "n_predict": n_predict,
-            "temperature": temperature,
             "cache_prompt": False,
             "stream": False,
         }
+        if temperature is not None:
+            body["temperature"] = temperature
         if seed is not None:
             body["seed"] = seed
         body.update(extra or {})

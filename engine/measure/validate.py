@@ -16,8 +16,11 @@ How the two take turns depends on where the pair lives:
 - **one after the other** (a pair on the GPU, or RAM too short): llama-server
   on every prompt, stopped, then the lab; a pair that fits once need not fit twice.
 
-At temperature 0 both sample greedily with llama.cpp's own code, so the drafted
-and accepted counts must be identical prompt by prompt: ``agree``. Speeds are
+Both sample with llama.cpp's own code, greedily at temperature 0, and above it with
+a sampler seeded per request (llama-server) or per generation (the lab) from the
+same --seed; so at temperature 0, or with a fixed seed, the drafted and accepted
+counts must be identical prompt by prompt: ``agree``. A random seed (the default)
+draws differently on each side, and then nothing is compared. Speeds are
 each engine's own measure (the lab: tokens after the first over the cycles'
 wall time; llama-server: predicted_n over predicted_ms), and ``ratio`` is
 server / lab: with several passes, the median of the passes' ratios.
@@ -412,7 +415,8 @@ def validate(
 
     With ``passes`` > 1 everything is repeated; each side's speed is its median over the passes
     and ``ratio`` the median of the passes' server / lab ratios. Counts and texts shown come
-    from the first pass; at temperature 0 server and lab must agree prompt by prompt in every pass.
+    from the first pass; at temperature 0 or with a fixed seed, server and lab must agree prompt by
+    prompt in every pass.
 
     ``progress(runs done, runs in all, what now)`` is called before each step. ``stop.set()``
     (from any thread) ends validation with ValidateCancelled, at once: the run under way is
@@ -524,11 +528,11 @@ def _validate(
         }
         for prompt, r, s in zip(prompts, lab_runs, server_runs)
     ]
-    # only greedy sampling makes the two runs the same computation, in every pass; a pass may
-    # differ from the one before (an n-gram pool that outlives a request learns from it on both sides)
+    # greedy sampling or a fixed seed makes the two runs the same computation, in every pass; a pass
+    # may differ from the one before (an n-gram pool that outlives a request learns from it on both sides)
     agree = (
         all(_counts(lr) == _counts(sr) for d in done["passes"] for lr, sr in zip(d["lab_runs"], d["server_runs"]))
-        if sampling.temp == 0
+        if sampling.repeatable
         else None
     )
     metrics_agree = None
@@ -591,7 +595,10 @@ def format_report(report: dict) -> str:
     lines += [f"{name:<12}{a!s:>12}{b!s:>14}" for name, a, b in rows]
     agree = report["agree"]
     if agree is None:
-        lines.append(f"agree: not compared (temperature {report['temperature']:g}: sampling differs run to run)")
+        lines.append(
+            f"agree: not compared (temperature {report['temperature']:g} with a random seed: sampling differs "
+            "run to run; give a seed to compare)"
+        )
     else:
         lines.append(
             "agree: "

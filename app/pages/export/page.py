@@ -7,7 +7,7 @@ the knobs as they move. vLLM / SGLang commands are on the CLI (spectune export
 **Validate** checks the command against a real server, as ``spectune validate``
 does: the bundled llama-server runs the exported argv on the Lab's prompts, the
 lab runs them too, and the two are shown side by side (drafted and accepted
-counts must agree at temperature 0; speeds within about 10 %). It runs on a
+counts must agree at temperature 0 or with a fixed seed; speeds within about 10 %). It runs on a
 QThread (app.pages.export.runner) with progress and Cancel (Esc), and the
 result goes to the history as kind "validate". Like a tune it measures with an
 engine of its own, so it asks the coordinator of measuring jobs (app.jobs)
@@ -257,7 +257,7 @@ class ExportPage(QWidget):
             if report["agree"]
             else "COUNTS DIFFER"
             if report["agree"] is False
-            else "counts not compared above temperature 0"
+            else "counts not compared (a random seed above temperature 0)"
         )
         ratio = f", llama-server at {report['ratio']:.2f}x the lab's speed" if report.get("ratio") else ""
         saved = self._record(report)
