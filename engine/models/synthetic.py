@@ -51,13 +51,17 @@ class PairSpec:
     seed: int = 1234
     dtype: str = "f32"  # f32 | f16 | q8_0
     name: str = "spectune-synthetic"
+    # pad the vocabulary with unused tokens to this size (0: only the pieces), so that the embeddings and
+    # the output layer weigh what a real model's do (32000 for Llama 2 and Mistral)
+    n_vocab: int = 0
 
 
-def build_vocab(variant: int = 0) -> tuple[list[str], list[float], list[int]]:
+def build_vocab(variant: int = 0, n_vocab: int = 0) -> tuple[list[str], list[float], list[int]]:
     """Tokens, scores and token types (gguf.TokenType values).
 
     A nonzero ``variant`` swaps the text of two word pieces: a vocabulary of the
-    same size and type that llama.cpp's draft/target rule rejects.
+    same size and type that llama.cpp's draft/target rule rejects. ``n_vocab`` pads
+    with unused tokens up to that size.
     """
     import gguf
 
@@ -85,6 +89,10 @@ def build_vocab(variant: int = 0) -> tuple[list[str], list[float], list[int]]:
     if variant:
         i, j = len(tokens) - 1 - variant, len(tokens) - 2 - variant
         tokens[i], tokens[j] = tokens[j], tokens[i]
+    for n in range(len(tokens), n_vocab):
+        tokens.append(f"<unused{n}>")
+        types.append(gguf.TokenType.UNUSED)
+        scores.append(0.0)
     return tokens, scores, [int(t) for t in types]
 
 
@@ -121,7 +129,7 @@ def _write(
 ) -> None:
     import gguf
 
-    vocab, scores, types = build_vocab(vocab_variant)
+    vocab, scores, types = build_vocab(vocab_variant, spec.n_vocab)
     shape = spec.shape
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(f"{spec.name}-{role}")
@@ -183,13 +191,14 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(spec.seed)
-    vocab, _, _ = build_vocab()
-    n_vocab, d = len(vocab), spec.shape.n_embd
+    pieces = len(build_vocab()[0])
+    n_vocab, d = max(pieces, spec.n_vocab), spec.shape.n_embd
     embd = rng.standard_normal((n_vocab, d)).astype(np.float32)
     output = (rng.standard_normal((n_vocab, d)) * 2.0).astype(np.float32)
-    # control and byte tokens get logit 0, far below the winners: random text
+    # control, byte and unused tokens get logit 0, far below the winners: random text
     # then reads as word pieces and rarely ends early
     output[: 3 + 256] = 0.0
+    output[pieces:] = 0.0
     blocks = [
         _block_tensors(rng, spec.shape, 1.0 if i < spec.draft_layers else spec.divergence)
         for i in range(spec.shape.n_layer)

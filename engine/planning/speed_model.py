@@ -19,6 +19,7 @@ A tune of the pair (kept in the history) replaces both with what it measured; ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.models.gguf_inspect import ModelInfo
@@ -154,13 +155,13 @@ def predict(
     device: DeviceSpeed | None,
     *,
     n_past: int = 512,
-    acceptance: float | None = None,
+    acceptance: float | Sequence[float] | None = None,
     measured: Measured | None = None,
     k_max: int = 12,
 ) -> Prediction:
     """Plain tokens/s and the speedup of draft-simple at each K. ``measured`` (this pair on this machine)
-    replaces the device's roofline and the acceptance prior; ``acceptance`` replaces either, so the cost
-    side can be checked on its own."""
+    replaces the device's roofline and the acceptance prior; ``acceptance`` (one chance for every position,
+    or one per position) replaces either, so the cost side can be checked on its own."""
     if measured is None and device is None:
         raise ValueError("a prediction needs the device's speed or a measurement of the pair")
     if measured is not None:
@@ -181,7 +182,9 @@ def predict(
             CostCurve(sizes, tuple(device.forward_ms(draft, b, n_past) for b in sizes)) if draft is not None else None
         )
         basis = "prior"
-    if acceptance is not None:
+    if isinstance(acceptance, Sequence):
+        cond = [float(a) for a in acceptance] or [ACCEPTANCE_PRIOR]
+    elif acceptance is not None:
         cond = [acceptance]
     elif measured is not None and measured.acceptance_by_position:
         cond = list(measured.acceptance_by_position)

@@ -1,0 +1,251 @@
+"""How far the speed model's predictions are from what llama.cpp then does, here.
+
+    .venv/bin/python bench/prediction_error.py [--cases all|small] [--rounds 2] [--tokens 48] [--save]
+
+Six target/draft pairs with real models' proportions (engine.models.synthetic, with a 32000-token
+vocabulary, so the embeddings and the output layer weigh what Llama 2's or Mistral's do), written
+as F16 once and quantized to Q8_0 and Q4_K_M by llama.cpp's own quantizer (llama-cpp-python's
+llama_model_quantize); the draft is the target's first layers, as the synthetic pairs are built.
+Kept in the user cache, so a second run starts at once.
+
+For each pair, in one engine worker:
+  measured   plain decoding and draft-simple at K=2 and K=4 on the same prompts, the three arms
+             taking turns in A B C / C B A order over the rounds (bench/paired.py); tokens/s
+             after each prompt's first token. A speedup is K's tokens/s over plain's from the
+             same round; the median over rounds is reported.
+  prior      engine.planning.speed_model.predict on the GGUF's byte and FLOP counts and this CPU
+             as engine.measure.device_probe measured it (its cached result, taken before any
+             pair is loaded): nothing of the pair itself.
+  calibrated the same after one calibration run of the pair, as a tune does it: the worker's
+             forward times by batch size (measure) and one plain generation on a prompt the
+             evaluation does not use, which scales the verify curve (engine.measure.tuner).
+  Both predictions take the acceptance by position that each K's own runs measured (as
+  `spectune predict --acceptance` does): this checks the cost side, which the device decides;
+  acceptance is a property of the pair and the text, measured live. p-min is 0 so that every
+  step drafts K tokens, as the model assumes.
+
+Goals (issue 14), on the median absolute error over the pairs (speedups: pairs x K):
+  prior       plain tokens/s <= 15%, speedup <= 0.10
+  calibrated  plain tokens/s <= 5%,  speedup <= 0.05
+The table gives each error's median and quartiles; a goal is missed when the median is over it,
+and the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.paired import abba, median_and_quartiles  # noqa: E402
+from engine.core.paths import cache_dir  # noqa: E402
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
+from engine.core.stats import RunStats  # noqa: E402
+from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
+from engine.measure.generate import generate  # noqa: E402
+from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
+from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
+from engine.planning.cost_model import conditional_acceptance  # noqa: E402
+from engine.planning.speed_model import Measured, ModelCost, model_cost, predict  # noqa: E402
+from engine.runtime.client import EngineClient  # noqa: E402
+
+N_VOCAB = 32000
+KS = (2, 4)
+PROMPTS = (
+    "def the value of the data is",
+    "the model and the draft are in the cache of the target model and the draft",
+)
+CALIBRATION_PROMPT = "import self return None for value in list"
+VERIFY_SIZES = [1, 2, 3, 4, 5, 6, 8]
+DRAFT_SIZES = [1, 2, 4, 8]
+GOALS = {"prior": (0.15, 0.10), "calibrated": (0.05, 0.05)}
+
+# Shapes after real models: ~0.1B (GPT-2 small's width, 12 layers), ~0.35B (a 1024-wide, 24-layer
+# decoder) and ~1.4B (Qwen2.5-1.5B's layers: 1536 wide, 28 layers, 12 heads over 2 KV heads, 8960 FFN)
+SHAPES = {
+    "0.1B": (ModelShape(n_embd=768, n_layer=12, n_head=12, n_head_kv=4, n_ff=2048, n_ctx_train=4096), 1),
+    "0.35B": (ModelShape(n_embd=1024, n_layer=24, n_head=16, n_head_kv=4, n_ff=2816, n_ctx_train=4096), 2),
+    "1.4B": (ModelShape(n_embd=1536, n_layer=28, n_head=12, n_head_kv=2, n_ff=8960, n_ctx_train=4096), 2),
+}
+CASES = {
+    "all": [
+        ("0.1B", "F16"),
+        ("0.1B", "Q4_K_M"),
+        ("0.35B", "Q8_0"),
+        ("0.35B", "Q4_K_M"),
+        ("1.4B", "Q8_0"),
+        ("1.4B", "Q4_K_M"),
+    ],
+    "small": [("0.1B", "F16"), ("0.1B", "Q4_K_M"), ("0.35B", "Q8_0")],
+}
+
+
+def quantize(src: Path, dst: Path, quant: str) -> None:
+    """llama.cpp's own quantizer, as llama-quantize runs it."""
+    import llama_cpp
+
+    ftype = {"Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}[quant]
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    tmp = dst.with_suffix(".part")
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), params)
+    if rc != 0:
+        raise RuntimeError(f"llama_model_quantize {src} -> {quant} failed ({rc})")
+    tmp.replace(dst)
+
+
+def pair_files(size: str, quant: str, log) -> tuple[Path, Path]:
+    """The pair for a case, written (and quantized) once into the user cache."""
+    shape, draft_layers = SHAPES[size]
+    base = cache_dir() / "bench-models" / size
+    f16 = (base / "F16" / "target.gguf", base / "F16" / "draft.gguf")
+    if not all(p.is_file() for p in f16):
+        log(f"# writing the {size} F16 pair (once) ...")
+        write_pair(base / "F16", PairSpec(shape=shape, draft_layers=draft_layers, dtype="f16", n_vocab=N_VOCAB))
+    if quant == "F16":
+        return f16
+    out = (base / quant / "target.gguf", base / quant / "draft.gguf")
+    out[0].parent.mkdir(parents=True, exist_ok=True)
+    for src, dst in zip(f16, out):
+        if not dst.is_file():
+            log(f"# quantizing {size} {dst.stem} to {quant} (once) ...")
+            quantize(src, dst, quant)
+    return out
+
+
+@dataclass
+class CaseResult:
+    name: str
+    params: float
+    plain_measured: float
+    speedup_measured: dict[int, float]
+    plain_predicted: dict[str, float]  # basis -> tokens/s
+    speedup_predicted: dict[str, dict[int, float]]  # basis -> K -> speedup
+    acceptance: dict[int, float]
+
+
+def tokens_per_s(summaries: list[dict]) -> float:
+    return RunStats.of_summaries(summaries).tokens_per_s
+
+
+def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: int, log) -> CaseResult:
+    target, draft = pair_files(size, quant, log)
+    t_cost, d_cost = model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft))
+    params = sum(t.n_elements for t in inspect_gguf(target).tensors)
+    sampling = SamplingSettings(temp=0.0)
+    arms = ["plain", *[f"K{k}" for k in KS]]
+    specs = {"plain": SpecSettings("none"), **{f"K{k}": SpecSettings("draft-simple", draft_n_max=k) for k in KS}}
+    n_past = 16 + tokens // 2  # the prompts' tokens and half the generation, on average
+    with EngineClient() as client:
+        client.start()
+        client.load(LoadSettings(target, draft, ctx=2048, threads=threads, threads_batch=threads))
+        # warm-up: the first generation pages the weights in
+        generate(client, PROMPTS[0], 8, specs["plain"], sampling, baseline=True)
+        # the calibration run, as a tune takes it: forward times by batch size, one plain generation
+        verify = client.measure("target", VERIFY_SIZES, n_past=n_past)
+        draft_ms = client.measure("draft", DRAFT_SIZES, n_past=n_past)
+        calib = generate(client, CALIBRATION_PROMPT, tokens, specs["plain"], sampling, baseline=True)
+        # the evaluation: the arms take turns, the order reversed every other round
+        per_round: list[dict[str, list[dict]]] = []
+        for r in range(rounds):
+            got: dict[str, list[dict]] = {}
+            for arm in abba(arms, r):
+                got[arm] = [generate(client, p, tokens, specs[arm], sampling, baseline=arm == "plain") for p in PROMPTS]
+            per_round.append(got)
+    plain = statistics.median(tokens_per_s(g["plain"]) for g in per_round)
+    speedup = {k: statistics.median(tokens_per_s(g[f"K{k}"]) / tokens_per_s(g["plain"]) for g in per_round) for k in KS}
+    cond: dict[int, list[float]] = {}
+    acceptance: dict[int, float] = {}
+    for k in KS:
+        total = RunStats.of_summaries([s for g in per_round for s in g[f"K{k}"]])
+        cond[k] = conditional_acceptance(total.accepted_by_position[:k], total.steps)
+        acceptance[k] = total.acceptance_rate
+    scale = (1000.0 / calib["tokens_per_s"]) / verify[1] if calib["tokens_per_s"] else 1.0
+    measured = Measured({b: ms * scale for b, ms in verify.items()}, draft_ms, source="calibration run")
+    plain_pred, speed_pred = {}, {}
+    for basis in ("prior", "calibrated"):
+        speed_pred[basis] = {}
+        for k in KS:
+            p = _predict(basis, t_cost, d_cost, device, measured, n_past, cond[k])
+            speed_pred[basis][k] = p.speedup_by_k[k]
+            plain_pred[basis] = p.plain_tokens_per_s
+    return CaseResult(f"{size} {quant}", params, plain, speedup, plain_pred, speed_pred, acceptance)
+
+
+def _predict(basis: str, t_cost: ModelCost, d_cost: ModelCost, device, measured: Measured, n_past: int, cond):
+    if basis == "prior":
+        return predict(t_cost, d_cost, device, n_past=n_past, acceptance=cond, k_max=max(KS))
+    return predict(t_cost, d_cost, None, measured=measured, acceptance=cond, k_max=max(KS))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", choices=sorted(CASES), default="all")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
+    ap.add_argument("--save", action="store_true", help="also write bench/results/prediction_error-cpu.txt")
+    a = ap.parse_args()
+    lines: list[str] = []
+
+    def out(s: str = "") -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    out(f"# prediction_error  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  {platform.processor()}")
+    device = probe_cpu_speed(progress=lambda m: print(f"# probe: {m}", flush=True))
+    out(
+        f"# device: {device.name}, {device.bandwidth_bytes_per_s / 1e9:.2f} GB/s, "
+        f"{device.flops_per_s / 1e9:.1f} GFLOPs, {device.overhead_ms:.3f} ms per pass ({device.source})"
+    )
+    out(f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens per arm; greedy; p-min 0")
+    results = [run_case(s, q, device, a.rounds, a.tokens, a.threads, out) for s, q in CASES[a.cases]]
+
+    out()
+    head = f"{'pair':<14} {'params':>7} {'plain':>8} {'prior':>8} {'err':>7} {'calib':>8} {'err':>7}"
+    head += "".join(f"   K={k}: acc  meas prior calib" for k in KS)
+    out(head)
+    errors: dict[str, dict[str, list[float]]] = {b: {"plain": [], "speedup": []} for b in GOALS}
+    for r in results:
+        row = f"{r.name:<14} {r.params / 1e9:>6.2f}B {r.plain_measured:>8.1f}"
+        for basis in GOALS:
+            pred = r.plain_predicted[basis]
+            err = pred / r.plain_measured - 1
+            errors[basis]["plain"].append(abs(err))
+            row += f" {pred:>8.1f} {100 * err:>+6.1f}%"
+        for k in KS:
+            row += f"   {r.acceptance[k]:>7.2f} {r.speedup_measured[k]:>5.2f}"
+            for basis in GOALS:
+                pred = r.speedup_predicted[basis][k]
+                errors[basis]["speedup"].append(abs(pred - r.speedup_measured[k]))
+                row += f" {pred:>5.2f}"
+        out(row)
+
+    out()
+    missed = False
+    for basis, (plain_goal, speed_goal) in GOALS.items():
+        for what, goal in (("plain", plain_goal), ("speedup", speed_goal)):
+            med, q1, q3 = median_and_quartiles(errors[basis][what])
+            unit = (lambda x: f"{100 * x:.1f}%") if what == "plain" else (lambda x: f"{x:.3f}")
+            verdict = "ok" if med <= goal else "MISSED"
+            missed |= med > goal
+            out(
+                f"{basis:<10} {what:<8} median |error| {unit(med)} (quartiles {unit(q1)} to {unit(q3)}), "
+                f"goal <= {unit(goal)}: {verdict}"
+            )
+    if a.save:
+        path = Path(__file__).resolve().parent / "results" / "prediction_error-cpu.txt"
+        with path.open("a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n\n")
+        print(f"# appended to {path}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
