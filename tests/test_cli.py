@@ -248,3 +248,23 @@ def test_load_progress_is_one_rewritten_line_on_a_terminal_and_nothing_otherwise
     plain = io.StringIO()
     LoadProgressLine(plain)({"event": "load_progress", "stage": "target", "progress": 0.5})
     assert plain.getvalue() == ""
+
+
+def test_run_and_tune_carry_on_without_repacking_after_an_illegal_instruction(pair, capsys):
+    """The CLI's load step (spectune run and tune), in this process so the test's client can deliver the
+    SIGILL: the user is warned, and what is run, recorded and exported uses the settings that loaded."""
+    from dataclasses import replace
+
+    from engine.cli.run import _load
+    from engine.core.settings import LoadSettings
+
+    from .test_worker_client import SigillOnFirstLoad
+
+    asked = LoadSettings(pair[0], pair[1], ctx=1024, repack=True)
+    with SigillOnFirstLoad() as client:
+        client.start()
+        used = _load(client, asked)
+        assert client.sigill_sent_to is not None and client.loaded["settings"]["repack"] is False
+    assert used == replace(asked, repack=False)
+    err = capsys.readouterr().err
+    assert err.startswith("spectune: warning: ") and "repacking off" in err and "-nr" in err

@@ -191,7 +191,8 @@ def cpu_has_amx() -> bool:
 # Seen on the machine these models were made on (a CPU with AMX): the pinned llama.cpp build,
 # compiled with -march=native, repacks Q8_0 weights for ggml's AMX kernels (ggml-cpu/amx) and the
 # engine dies with SIGILL while loading, for any Q8_0 model. EngineClient.load then loads again with
-# repacking off, so every case here must pass on every machine.
+# repacking off, so every case here must pass on every machine. That fallback is exercised on every
+# machine, with a SIGILL the test delivers, in test_worker_client.py, test_cli.py and test_gui.py.
 @pytest.mark.parametrize("quant, repack", [("f16", True), ("f16", False), ("q8_0", False), ("q8_0", True)])
 def test_each_quantization_runs_as_a_pair(quant, repack):
     """Loaded by the worker, as the CLI and the app load it, so a crash fails this test only."""
@@ -248,8 +249,8 @@ def test_the_cli_runs_the_q8_0_pair_on_this_machine(tmp_path):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["tokens_generated"] == 24 and summary["drafted"] > 0
     assert summary["target"].endswith("spectune-demo-target-q8_0.gguf")
-    if "repacking off" in r.stderr:
-        assert cpu_has_amx()
+    # the fallback is for CPUs with AMX; elsewhere it must not be taken
+    assert cpu_has_amx() or "repacking off" not in r.stderr, r.stderr
 
 
 # -- what the family must show (resources/models/README.md reports the full numbers) --------------

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtCore import QSettings, QTimer  # noqa: E402
 
-from app.engine_controller import CRASHED, READY  # noqa: E402
+from app.engine_controller import CRASHED, LOADING, READY  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
 
 from .conftest import PROMPTS  # noqa: E402
@@ -248,24 +248,34 @@ def test_models_page_checks_the_pair_before_loading(qtbot, tmp_path, monkeypatch
     assert w.lab.load() is False and "vocabulary" in w.lab.banner.label.text()
 
 
-def test_illegal_instruction_while_loading_retries_without_repacking(qtbot, window, tmp_path):
-    """q8_0 weights are repacked for AMX on CPUs that report it; in some VMs that dies of SIGILL."""
-    from engine.models.synthetic import PairSpec, write_pair
+def test_illegal_instruction_while_loading_retries_without_repacking(qtbot, window, pair):
+    """On a CPU that reports AMX the system does not enable, the pinned llama.cpp dies of SIGILL while it
+    repacks weights. Here the test delivers that signal: the worker is stopped as the Lab's load begins and
+    gets SIGILL once the request is written (the next turn of the event loop), so it dies mid-load."""
+    set_pair(window, pair, max_tokens=16)
+    lab, controller = window.lab, window.controller
+    assert lab.controls.repack.isChecked()
+    first_pid = controller.pid
+    seen: dict = {}
 
-    target, draft = write_pair(tmp_path / "q8", PairSpec(dtype="q8_0"))
-    set_pair(window, (target, draft), max_tokens=16)
-    lab = window.lab
-    lab.start()  # loads first; if this CPU's repacking crashes, the Lab retries on its own
-    qtbot.waitUntil(
-        lambda: (
-            lab.live.cycles >= 1
-            or lab.mode == "idle"
-            and lab.banner.isVisible()
-            and "illegal" not in lab.banner.label.text()
-        ),
-        timeout=WAIT,
-    )
-    assert lab.live.cycles >= 1, lab.banner.label.text()
+    def on_state(state, message):
+        if state == LOADING and "stopped" not in seen:
+            seen["stopped"] = first_pid
+            os.kill(first_pid, signal.SIGSTOP)
+            QTimer.singleShot(0, lambda: (os.kill(first_pid, signal.SIGILL), os.kill(first_pid, signal.SIGCONT)))
+        elif state == CRASHED:  # the Lab has handled it by now (it connected first)
+            seen["crash"] = (message, lab.banner.isVisible(), lab.banner.label.text(), lab.controls.repack.isChecked())
+
+    controller.stateChanged.connect(on_state)
+    lab.start()  # loads first, then runs
+    qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
+    message, banner_shown, banner, repack_ticked = seen["crash"]
+    assert "SIGILL" in message
+    assert banner_shown and "illegal instruction" in banner and "repacking off" in banner
+    assert not repack_ticked and not lab.controls.repack.isChecked()
+    # a fresh worker loaded the pair with repacking off, and the run is on it
+    assert controller.pid != first_pid and controller.loaded_info["settings"]["repack"] is False
+    assert controller.load_settings.repack is False
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
 from engine.core.settings import LoadSettings
@@ -65,6 +69,34 @@ def big_vocab(tmp_path_factory):
     )
 
 
+def llama_quantize(source: Path, out: Path, ftype: str) -> Path:
+    """The pinned build's llama-quantize, so a quant mix (Q4_K_M's Q6_K layers, its fallbacks for rows
+    that are no whole number of 256-blocks) is exactly the one llama.cpp users download."""
+    from engine.llama.install import find_install, server_path
+
+    tool = server_path().parent / "llama-quantize"
+    r = subprocess.run(
+        [str(tool), str(source), str(out), ftype],
+        capture_output=True,
+        text=True,
+        env=find_install().loader_env(),
+        timeout=300,
+    )
+    assert r.returncode == 0, f"llama-quantize {ftype} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def quantized_qwen_pairs(tmp_path_factory):
+    """Qwen2.5-0.5B's layer shape with 2 layers (the draft 1): Q8_0 as the synthetic writer makes it, and
+    Q4_K_M quantized by llama.cpp from the F16 pair. 33 MB and 22 MB targets, written in a few seconds."""
+    shape = ModelShape(n_embd=896, n_layer=2, n_head=14, n_head_kv=2, n_ff=4864, n_ctx_train=32768)
+    pairs = {"q8_0": write_pair(tmp_path_factory.mktemp("qwen_q8_0"), PairSpec(shape=shape, dtype="q8_0"))}
+    f16 = write_pair(tmp_path_factory.mktemp("qwen_f16_small"), PairSpec(shape=shape, dtype="f16"))
+    pairs["q4_k_m"] = tuple(llama_quantize(p, p.with_name(f"{p.stem}-q4_k_m.gguf"), "Q4_K_M") for p in f16)
+    return pairs
+
+
 def compare(plan, breakdown) -> list[tuple[str, str, str, int, int, float]]:
     """(model, kind, buffer type, llama.cpp bytes, planned bytes, relative error) for every reported item."""
     rows = []
@@ -89,8 +121,8 @@ def compare(plan, breakdown) -> list[tuple[str, str, str, int, int, float]]:
     return rows
 
 
-def check_against_llama_cpp(plan, target, draft, ctx: int) -> None:
-    with Engine(LoadSettings(target, draft, ctx=ctx)) as engine:
+def check_against_llama_cpp(plan, target, draft, ctx: int, repack: bool = True) -> list:
+    with Engine(LoadSettings(target, draft, ctx=ctx, repack=repack)) as engine:
         breakdown = engine.memory()
     rows = compare(plan, breakdown)
     for model, kind, buffer_type, actual, planned, error in rows:
@@ -106,6 +138,7 @@ def check_against_llama_cpp(plan, target, draft, ctx: int) -> None:
         f"error {(planned_total - actual_total) / actual_total:+.3%}"
     )
     assert abs(planned_total - actual_total) <= TOLERANCE * actual_total
+    return rows
 
 
 @pytest.mark.parametrize("ctx", [300, 2048])
@@ -116,6 +149,36 @@ def test_qwen_shape_pair_matches_llama_cpp(qwen_pair, ctx):
     # the draft keeps its own cache, sized to the target's (padded) context
     assert plan.n_ctx == (512 if ctx == 300 else ctx)
     assert plan.total(model="draft", kind="kv_cache") == plan.n_ctx * 1 * (2 * 128 + 2 * 128)
+
+
+@pytest.mark.parametrize("ctx", [300, 2048])
+@pytest.mark.parametrize("quant", ["q8_0", "q4_k_m"])
+def test_quantized_qwen_shape_pair_matches_llama_cpp(quantized_qwen_pairs, quant, ctx):
+    target, draft = quantized_qwen_pairs[quant]
+    info, draft_info = inspect_gguf(target), inspect_gguf(draft)
+    types = Counter(t.type_name for t in info.tensors)
+    # what the files hold: Q8_0 matmuls; Q4_K_M's mix at n_embd 896, where only ffn_down has rows of 256-blocks
+    assert set(types) == ({"Q8_0", "F32"} if quant == "q8_0" else {"Q4_K", "Q6_K", "Q5_0", "Q8_0", "F32"}), types
+    features = cpu_features()
+    plan = plan_memory(info, ctx, draft=draft_info, cpu_features=features)
+    rows = check_against_llama_cpp(plan, target, draft, ctx)
+    # weights and caches are byte arithmetic, not a fit: to the byte, every buffer
+    for model, kind, buffer_type, actual, planned, _ in rows:
+        assert kind == "compute" or planned == actual, f"{quant} {model} {kind} {buffer_type}: {planned - actual:+d} B"
+    weights = {(r[0], r[2]) for r in rows if r[1] == "weights"}
+    if quant == "q4_k_m" and "avx2" in features and "amx" not in features:
+        assert ("target", "CPU_REPACK") in weights  # the Q4_K rows, repacked for AVX2
+    if "amx" not in features:
+        assert quant == "q4_k_m" or not any(b in ("AMX", "CPU_REPACK") for _, b in weights)
+
+
+def test_q4_k_m_pair_without_repacking_matches_llama_cpp(quantized_qwen_pairs):
+    """--no-repack: llama.cpp uses no CPU extra buffer, as a plan made without CPU features."""
+    target, draft = quantized_qwen_pairs["q4_k_m"]
+    plan = plan_memory(inspect_gguf(target), 1024, draft=inspect_gguf(draft), cpu_features=())
+    rows = check_against_llama_cpp(plan, target, draft, 1024, repack=False)
+    assert {r[2] for r in rows if r[1] == "weights"} == {"CPU_Mapped"}
+    assert all(r[1] == "compute" or r[3] == r[4] for r in rows), rows
 
 
 @pytest.mark.parametrize("ctx", [512, 4096])

@@ -322,20 +322,37 @@ def test_a_stop_interrupts_the_run_under_way(pair):
     assert not _children_named("llama-server")
 
 
-def test_a_server_stopped_before_or_while_starting_gives_up(pair):
+def test_a_server_stopped_before_or_while_starting_gives_up(tmp_path):
     from engine.llama.install import server_path
     from engine.llama.server import LlamaServer, ServerError
 
-    argv = [str(server_path()), "-m", str(pair[0]), "-c", "512", "-np", "1"]
+    # the model is a FIFO: llama-server blocks opening it, so it stays "starting" (503 Loading model)
+    # until the stop, however fast this machine is
+    model = tmp_path / "model.gguf"
+    os.mkfifo(model)
+    argv = [str(server_path()), "-m", str(model), "-c", "512", "-np", "1"]
     srv = LlamaServer(argv)
     srv.terminate()  # a stop that came first: nothing is started
     with pytest.raises(ServerError, match="stopped before it started"):
         srv.start()
-    srv = LlamaServer(argv)
-    threading.Timer(0.05, srv.terminate).start()
-    try:
-        with srv:
-            pass  # the server won the race: it stops at the end of the block
-    except ServerError as exc:
-        assert "stopped while starting" in str(exc) or "while starting" in str(exc)
     assert not _children_named("llama-server")
+
+    srv = LlamaServer(argv)
+    writer: list[int] = []
+
+    def stop_once_it_opens_its_model() -> None:
+        writer.append(os.open(model, os.O_WRONLY))  # returns once llama-server has opened the other end
+        srv.terminate()
+
+    stopper = threading.Thread(target=stop_once_it_opens_its_model, daemon=True)
+    stopper.start()
+    try:
+        with pytest.raises(ServerError) as exc:
+            srv.start()
+    finally:
+        os.close(os.open(model, os.O_RDONLY | os.O_NONBLOCK))  # frees the stopper if the server never opened it
+        stopper.join(30)
+        for fd in writer:
+            os.close(fd)
+    assert "stopped while starting" in str(exc.value), str(exc.value)  # not a crash, not a timeout
+    assert exc.value.exit_code is None and not _children_named("llama-server")

@@ -190,6 +190,56 @@ def test_worker_abort_inside_llama_cpp_is_reported(client):
     assert client.state == C.CRASHED
 
 
+class SigillOnFirstLoad(EngineClient):
+    """The real client, whose first load request meets a worker that dies of SIGILL, as the pinned
+    llama.cpp does while it repacks weights on a CPU whose AMX the system does not enable.
+
+    The worker is stopped before the request is written and gets SIGILL after: it dies with the
+    request in its pipe, unanswered, however fast it would have loaded."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.sigill_sent_to: int | None = None
+
+    def send(self, cmd: str, **fields) -> int:
+        if cmd != "load" or self.sigill_sent_to is not None:
+            return super().send(cmd, **fields)
+        pid = self.sigill_sent_to = self.pid
+        os.kill(pid, signal.SIGSTOP)
+        req = super().send(cmd, **fields)
+        os.kill(pid, signal.SIGILL)  # pending while it is stopped; delivered when it runs again
+        os.kill(pid, signal.SIGCONT)
+        return req
+
+
+def test_illegal_instruction_while_loading_reloads_without_repacking(pair):
+    events: list[dict] = []
+    with SigillOnFirstLoad(on_event=events.append) as client:
+        client.start()
+        first_pid = client.pid
+        ev = load(client, pair, repack=True)
+        assert client.sigill_sent_to == first_pid and client.pid != first_pid, "a fresh worker loaded the pair"
+        crashed = [e for e in events if e["event"] == "crashed"]
+        assert [e["exit_code"] for e in crashed] == [-signal.SIGILL]
+        assert "SIGILL while loading" in crashed[0]["message"] and "--no-repack" in crashed[0]["message"]
+        # the caller is told, and the worker really loaded with repacking off
+        assert ev["event"] == "loaded" and ev["repack"] is False and ev["settings"]["repack"] is False
+        assert "SIGILL" in ev["notice"] and "-nr" in ev["notice"]
+        assert client.state == C.READY and client.loaded is not None
+        assert list(client.generate(PROMPTS[0], 8, spec={"spec_type": "draft-simple"}))[-1]["event"] == "done"
+
+
+@pytest.mark.parametrize("repack, fallback", [(False, True), (True, False)], ids=["repacking-off", "no-fallback"])
+def test_illegal_instruction_is_not_retried_when_repacking_is_not_the_cause(pair, repack, fallback):
+    """Only a load with repacking on is retried, once, and only when the caller allows it."""
+    with SigillOnFirstLoad() as client:
+        client.start()
+        first_pid = client.pid
+        with pytest.raises(EngineCrashed, match="SIGILL"):
+            client.load(LoadSettings(*pair, ctx=1024, repack=repack), repack_fallback=fallback)
+        assert client.state == C.CRASHED and client.pid == first_pid and client.loaded is None
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
