@@ -38,6 +38,7 @@ def check_gguf(path: str | Path, role: str = "model") -> None:
         raise GGUFError(
             f"{role} file {path.name} has an implausible header ({n_tensors} tensors, {n_kv} keys): the file is damaged"
         )
+    _check_length(path, role, size)
     import gguf
 
     try:
@@ -54,3 +55,20 @@ def check_gguf(path: str | Path, role: str = "model") -> None:
         )
     if not reader.tensors:
         raise GGUFError(f"{role} file {path.name} holds no tensors (a vocab-only file cannot generate)")
+
+
+def _check_length(path: Path, role: str, size: int) -> None:
+    """A file cut inside its tensor data, said as such: the header alone (engine.models.gguf_inspect reads
+    nothing else) gives where the last tensor ends. gguf.GGUFReader would fail first on such a file, with
+    a numpy reshape error that says nothing of the truncation."""
+    from engine.models.gguf_inspect import GGUFInspectError, GGUFTruncatedError, inspect_gguf
+
+    try:
+        inspect_gguf(path)
+    except GGUFTruncatedError as cut:
+        raise GGUFError(
+            f"{role} file {path.name} is truncated: its tensors need {cut.needed} bytes but the file has "
+            f"{size} ({100.0 * size / cut.needed:.1f}% present); download it again"
+        ) from None
+    except GGUFInspectError:
+        return  # a damaged header: the reader below says what it can

@@ -503,6 +503,14 @@ def _read_tensor_info(s: _Stream, index: int, alignment_check: int) -> tuple[str
     return name, shape, type_id, offset, n_bytes
 
 
+class GGUFTruncatedError(GGUFInspectError):
+    """The header is whole but the tensor data stops short: ``needed`` bytes, ``size`` present."""
+
+    def __init__(self, message: str, needed: int, size: int):
+        super().__init__(message)
+        self.needed, self.size = needed, size
+
+
 def inspect_gguf(path: str | Path) -> ModelInfo:
     """Read a GGUF file's header and tensor index. Raises GGUFInspectError for anything unreadable."""
     path = Path(path)
@@ -546,12 +554,15 @@ def _parse(s: _Stream, path: str) -> ModelInfo:
 
     data_offset = s.pos + (-s.pos) % alignment
     tensors = []
+    end = max((data_offset + offset + n_bytes for _, _, _, offset, n_bytes in raw_tensors), default=0)
     for name, shape, type_id, offset, n_bytes in raw_tensors:
         start = data_offset + offset
         if start + n_bytes > s.size:
-            raise GGUFInspectError(
+            raise GGUFTruncatedError(
                 f"{s.name}: truncated: tensor {name!r} needs bytes {start}..{start + n_bytes} "
-                f"but the file ends at {s.size} (at byte offset {min(start, s.size)})"
+                f"but the file ends at {s.size} (at byte offset {min(start, s.size)})",
+                needed=end,
+                size=s.size,
             )
         tensors.append(TensorInfo(name, shape, GGML_TYPES[type_id][0], type_id, start, _product(shape), n_bytes))
     vocab = vocab_info(metadata)
