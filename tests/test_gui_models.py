@@ -21,6 +21,7 @@ from app.main_window import MainWindow  # noqa: E402
 from app.pages.hardware import HardwarePage  # noqa: E402
 from app.pages.lab.page import LabPage  # noqa: E402
 from app.pages.models.page import ModelsPage  # noqa: E402
+from engine.core.paths import cache_dir  # noqa: E402
 from engine.models.catalog import CATALOG_DIR, load_catalog  # noqa: E402
 from engine.models.synthetic import PairSpec, write_pair  # noqa: E402
 
@@ -32,6 +33,7 @@ REPO = "org/Tiny-GGUF"
 TARGET = "tiny-target-F32.gguf"
 DRAFT = "tiny-draft-F32.gguf"
 COMMIT = "a" * 40
+USER_CACHE = cache_dir()  # read before the fixtures move HOME
 
 
 @pytest.fixture(scope="module")
@@ -422,3 +424,39 @@ def test_an_empty_library_leads_somewhere(qtbot, make_page, places):
     library.empty.buttons["Use the demo pair"].click()
     target, draft = page.session.target(), page.session.draft()
     assert target is not None and target.is_file() and draft is not None and draft.is_file()
+
+
+def test_start_page_one_click_downloads_a_recommended_pair_and_runs_it_live(
+    qtbot, places, hub, models, tiny_catalog, monkeypatch
+):
+    """A new user's path end to end, nothing stubbed: the Start page shows the ranking of a catalog whose
+    pair lives on the stand-in hub; one Download click fetches both files with progress on the Models
+    page (sha256-checked), and the pair goes into the Lab, which measures its baseline and runs live."""
+    from app.main_window import MainWindow
+
+    monkeypatch.setenv("SPECTUNE_CACHE_DIR", str(USER_CACHE))  # the engine built there, before HOME moved
+    hub.add(REPO, TARGET, models["T"].read_bytes())
+    hub.add(REPO, DRAFT, models["D"].read_bytes())
+    w = MainWindow(
+        settings=QSettings(str(places["home"] / "s.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([FakeGpu()])
+    )
+    qtbot.addWidget(w)
+    w.models._catalog = tiny_catalog  # the shipped catalog's files live on the real hub
+    try:
+        with qtbot.waitSignal(w.models.ranked, timeout=WAIT):
+            w.show()
+            w.show_page("Start")
+        start = w.start_page
+        assert [c.label for c in start.candidates] == ["tiny-target F16 + tiny-draft F16"]
+        start.download_buttons()[0].click()
+        assert w.current_page() == "Models" and w.models.tabs.currentWidget() is w.models.presets
+        lab = w.lab
+        qtbot.waitUntil(lambda: lab.live.baseline_tps is not None and lab.live.cycles > 0, timeout=WAIT)
+        assert w.current_page() == "Lab"
+        assert w.session.target().name == TARGET and w.session.draft().name == DRAFT
+        assert w.session.target().read_bytes() == models["T"].read_bytes()
+        assert str(places["hf"]) in str(w.session.target()), "downloaded into the Hugging Face cache"
+        lab.stop()
+        qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    finally:
+        w.close()
