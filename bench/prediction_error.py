@@ -4,8 +4,8 @@
 
 Six target/draft pairs with real models' proportions (engine.models.synthetic, with a 32000-token
 vocabulary, so the embeddings and the output layer weigh what Llama 2's or Mistral's do), written
-as F16 once and quantized to Q8_0 and Q4_K_M by llama.cpp's own quantizer (llama-cpp-python's
-llama_model_quantize); the draft is the target's first layers, as the synthetic pairs are built.
+as F16 once and quantized to Q8_0 and Q4_K_M by llama.cpp's own quantizer (the bundled
+llama-quantize); the draft is the target's first layers, as the synthetic pairs are built.
 Kept in the user cache, so a second run starts at once.
 
 For each pair, in one engine worker:
@@ -47,6 +47,7 @@ from bench.paired import abba, median_and_quartiles  # noqa: E402
 from engine.core.paths import cache_dir  # noqa: E402
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
 from engine.core.stats import RunStats  # noqa: E402
+from engine.llama.quantize import quantize  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
 from engine.measure.generate import generate  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
@@ -86,20 +87,6 @@ CASES = {
 }
 
 
-def quantize(src: Path, dst: Path, quant: str) -> None:
-    """llama.cpp's own quantizer, as llama-quantize runs it."""
-    import llama_cpp
-
-    ftype = {"Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}[quant]
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = ftype
-    tmp = dst.with_suffix(".part")
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), params)
-    if rc != 0:
-        raise RuntimeError(f"llama_model_quantize {src} -> {quant} failed ({rc})")
-    tmp.replace(dst)
-
-
 def pair_files(size: str, quant: str, log) -> tuple[Path, Path]:
     """The pair for a case, written (and quantized) once into the user cache."""
     shape, draft_layers = SHAPES[size]
@@ -115,7 +102,7 @@ def pair_files(size: str, quant: str, log) -> tuple[Path, Path]:
     for src, dst in zip(f16, out):
         if not dst.is_file():
             log(f"# quantizing {size} {dst.stem} to {quant} (once) ...")
-            quantize(src, dst, quant)
+            quantize(src, dst, quant)  # the bundled llama-quantize
     return out
 
 

@@ -31,7 +31,7 @@ from engine.planning.device_speed import (
     solve_cpu_speed,
 )
 from engine.planning.hardware import probe
-from engine.planning.speed_model import DeviceSpeed, Measured, ModelCost, model_cost, predict
+from engine.planning.speed_model import DeviceSpeed, Measured, ModelCost, model_cost, predict, weight_class
 
 from .fake_nvml import FakeNVML, h100, rtx4090
 
@@ -47,6 +47,7 @@ def test_a_dense_models_cost_counts_every_matrix_but_the_embedding_lookup(pair):
         assert cost.weight_bytes == info.tensor_bytes
     matrices = sum(t.n_elements for t in info.tensors if len(t.shape) >= 2)
     assert cost.weight_macs == matrices - (embd.n_elements if "output.weight" in names else 0)
+    assert sum(m for _, _, m in cost.by_class) == cost.weight_macs  # every product, in its weight class
     layers, kv, dim = info.block_count, info.n_head_kv, info.head_dim_k
     assert cost.kv_bytes_per_position == layers * kv * 2 * dim * 2  # K and V, f16
     assert cost.bytes_read(100) == cost.weight_bytes + 100 * cost.kv_bytes_per_position
@@ -165,6 +166,10 @@ def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
     assert speed.name == "CPU" and speed.bandwidth_bytes_per_s > 0 and speed.flops_per_s > 0
     assert speed.overhead_ms >= 0 and speed.source.startswith("measured")
     assert any("timing forward passes" in s for s in said)
+    # llama-quantize made the Q8_0 and Q4_K_M variants, and each was timed: its own figures, cached too
+    assert set(speed.class_rates) == {"F16", "Q8_0", "Q4_K"}
+    assert all(bw > 0 and fl > 0 for bw, fl in speed.class_rates.values())
+    assert any("Q4_K_M" in s for s in said)
     again: list[str] = []
     assert probe_cpu_speed(progress=again.append, cache=tmp_path) == speed and again == []
 
@@ -199,3 +204,34 @@ def test_the_planner_uses_the_gpu_then_this_cpus_last_probe_then_an_assumption(t
     assert cached_cpu_speed(cpu_key("build 2"), tmp_path) is None
     assert latest_cpu_speed(tmp_path) == measured
     assert local_device(cpu_report, tmp_path) == measured
+
+
+def test_each_weight_class_runs_at_its_own_measured_rates():
+    """A Q4_K matrix unpacked block by block and a Q8_0 one on int8 dot products: a device with rates per
+    class charges each class's products at its own, and anything else at the plain figures."""
+    assert [weight_class(t) for t in ("F16", "bf16", "F32", "Q8_0", "Q4_0", "Q5_1", "Q4_K", "Q6_K", "IQ4_XS")] == [
+        "F16",
+        "F16",
+        "F16",
+        "Q8_0",
+        "Q8_0",
+        "Q8_0",
+        "Q4_K",
+        "Q4_K",
+        "Q4_K",
+    ]
+    cost = ModelCost(
+        weight_bytes=3_000_000,
+        weight_macs=4_000_000,
+        kv_bytes_per_position=1000,
+        attention_macs_per_position=0,
+        by_class=(("Q4_K", 1_000_000, 2_000_000), ("Q8_0", 2_000_000, 2_000_000)),
+    )
+    plain = DeviceSpeed("CPU", bandwidth_bytes_per_s=1e9, flops_per_s=1e9, overhead_ms=0.5)
+    # without class rates: one roofline over everything
+    assert plain.forward_ms(cost, 1, 0) == pytest.approx(0.5 + 1000 * max(3e6 / 1e9, 8e6 / 1e9))
+    rated = dataclasses.replace(plain, class_rates={"Q4_K": (2e9, 4e9), "Q8_0": (1e9, 8e9)})
+    # Q4_K: max(1 ms memory, 1 ms compute); Q8_0: max(2 ms, 0.5 ms); the KV cache (100 positions) at 1 GB/s
+    assert rated.forward_ms(cost, 1, 100) == pytest.approx(0.5 + 1.0 + 2.0 + 0.1)
+    # a batch of 8: Q4_K compute-bound at 8 ms, Q8_0 at 4 ms
+    assert rated.forward_ms(cost, 8, 0) == pytest.approx(0.5 + 8.0 + 4.0)

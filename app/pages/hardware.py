@@ -231,8 +231,13 @@ class HardwarePage(QWidget):
         self.cpu_speed = speed
         self.speed_label.setText(
             f"llama.cpp on this CPU: <b>{speed.bandwidth_bytes_per_s / 1e9:.1f} GB/s</b> memory bandwidth, "
-            f"<b>{speed.flops_per_s / 1e9:.0f} GFLOPs</b>, {speed.overhead_ms:.2f} ms fixed per pass "
-            f"<small>({speed.source})</small>"
+            f"<b>{speed.flops_per_s / 1e9:.0f} GFLOPs</b>, {speed.overhead_ms:.2f} ms fixed per pass"
+            + "".join(
+                f"; {cls} weights {bw / 1e9:.1f} GB/s, {fl / 1e9:.0f} GFLOPs"
+                for cls, (bw, fl) in speed.class_rates.items()
+                if cls != "F16"
+            )
+            + f" <small>({speed.source})</small>"
         )
         self.measure_button.setText("Measure again")
 

@@ -2,26 +2,32 @@
 
 A small F16 model and its one-layer draft (engine.models.synthetic) are loaded in an engine worker;
 the worker times forward passes of 1 and PROBE_BATCH tokens, and a short plain generation times a
-whole step. engine.planning.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which
-is cached per processor, core count and llama.cpp build.
+whole step. The same pair quantized by llama-quantize to Q8_0 and to Q4_K_M is timed the same way,
+since llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones.
+engine.planning.device_speed.solve_cpu_speed and solve_class_rates turn the timings into a
+DeviceSpeed, which is cached per processor, core count and llama.cpp build.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 from engine.core.paths import cache_dir
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.llama.quantize import quantize
 from engine.measure.generate import generate
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import PairSpec, write_pair
 from engine.planning.device_speed import (
     PROBE_BATCH,
+    PROBE_QUANTS,
     PROBE_SHAPE,
     cached_cpu_speed,
     cpu_key,
     save_cpu_speed,
+    solve_class_rates,
     solve_cpu_speed,
 )
 from engine.planning.speed_model import DeviceSpeed, model_cost
@@ -56,5 +62,29 @@ def probe_cpu_speed(
         plain = generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)
     ms_per_token = 1000.0 / plain["tokens_per_s"] if plain["tokens_per_s"] else ms[1]
     speed = solve_cpu_speed(cost, small, ms[1], ms_small, ms[PROBE_BATCH], ms_per_token)
+    rates = {"F16": (speed.bandwidth_bytes_per_s, speed.flops_per_s)}
+    for cls, ftype in PROBE_QUANTS.items():
+        progress(f"timing {ftype} weights, whose kernels differ from F16's")
+        rates[cls] = _time_class(folder, target, draft, ftype, speed.overhead_ms, reps)
+    speed = dataclasses.replace(speed, class_rates=rates, source=speed.source + "; Q8_0 and Q4_K_M timed apart")
     save_cpu_speed(key, speed, cache)
     return speed
+
+
+def _time_class(
+    folder: Path, target: Path, draft: Path, ftype: str, overhead_ms: float, reps: int
+) -> tuple[float, float]:
+    """The probe pair quantized to ftype (once, kept beside it), loaded and timed like the F16 one."""
+    files = []
+    for src in (target, draft):
+        out = folder / f"{src.stem}-{ftype}.gguf"
+        if not out.is_file():
+            quantize(src, out, ftype)
+        files.append(out)
+    cost, small = model_cost(inspect_gguf(files[0])), model_cost(inspect_gguf(files[1]))
+    with EngineClient() as client:
+        client.start()
+        client.load(LoadSettings(files[0], files[1], ctx=2048))
+        ms = client.measure("target", [1, PROBE_BATCH], n_past=16, reps=reps)
+        ms_small = client.measure("draft", [1], n_past=16, reps=reps)[1]
+    return solve_class_rates(cost, small, ms[1], ms_small, ms[PROBE_BATCH], overhead_ms)

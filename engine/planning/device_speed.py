@@ -15,6 +15,7 @@ the core count and says so; local_device picks what the planner uses.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -71,6 +72,8 @@ ASSUMED_OVERHEAD_MS = 0.3
 
 PROBE_SHAPE = ModelShape(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816, n_ctx_train=2048)
 PROBE_BATCH = 16
+# the weight classes the probe times besides F16, and the llama-quantize type it makes for each
+PROBE_QUANTS = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M"}
 
 
 def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
@@ -115,6 +118,7 @@ def cpu_key(build: str | None = None) -> str:
 def cached_cpu_speed(key: str, folder: Path | None = None) -> DeviceSpeed | None:
     try:
         data = json.loads(_cache_file(key, folder).read_text(encoding="utf-8"))
+        data["class_rates"] = {c: (float(bw), float(fl)) for c, (bw, fl) in data.get("class_rates", {}).items()}
         return DeviceSpeed(**data)
     except (OSError, ValueError, TypeError):
         return None
@@ -167,12 +171,23 @@ def solve_cpu_speed(
     )
 
 
+def solve_class_rates(
+    cost: ModelCost, small: ModelCost, ms_one: float, ms_small: float, ms_batch: float, overhead_ms: float
+) -> tuple[float, float]:
+    """(bandwidth, FLOPs) of one weight class: the probe pair quantized to it, timed as solve_cpu_speed
+    times the F16 one, with the fixed cost per pass already known."""
+    extra_bytes = cost.bytes_read(16) - small.bytes_read(16)
+    bandwidth = extra_bytes / max((ms_one - ms_small) / 1000.0, 1e-9)
+    flops = cost.flops(PROBE_BATCH, 16) / max((ms_batch - overhead_ms) / 1000.0, 1e-9)
+    return bandwidth, flops
+
+
 def save_cpu_speed(key: str, speed: DeviceSpeed, folder: Path | None = None) -> None:
     """Kept under its build's key and as this processor's newest probe (latest_cpu_speed)."""
     for k in (key, cpu_key(None)):
         path = _cache_file(k, folder)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(vars(speed)), encoding="utf-8")
+        path.write_text(json.dumps(dataclasses.asdict(speed)), encoding="utf-8")
 
 
 def gpu_device(report: HardwareReport) -> DeviceSpeed | None:

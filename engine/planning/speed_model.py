@@ -31,6 +31,23 @@ ACCEPTANCE_PRIOR = 0.6
 BATCH_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 
 
+# On a CPU the kernels differ by weight type: a K-quant is unpacked block by block, Q8_0 and the other
+# legacy types take llama.cpp's int8 dot products, F16 its float ones. The probe times one of each
+# class; a device that has no figure for a class uses its F16 (plain) figures.
+WEIGHT_CLASSES = ("F16", "Q8_0", "Q4_K")
+
+
+def weight_class(type_name: str) -> str:
+    """The kernel class a tensor type runs with: F16 (float types), Q8_0 (legacy block quants), Q4_K (the
+    K-quants and the importance-matrix types)."""
+    t = type_name.upper()
+    if t in ("F16", "BF16", "F32", "F64"):
+        return "F16"
+    if t in ("Q8_0", "Q8_1", "Q5_0", "Q5_1", "Q4_0", "Q4_1"):
+        return "Q8_0"
+    return "Q4_K"
+
+
 @dataclass(frozen=True)
 class ModelCost:
     """What one token costs a model, from its GGUF header."""
@@ -39,6 +56,9 @@ class ModelCost:
     weight_macs: int  # multiply-adds per token in the matrix products
     kv_bytes_per_position: int  # K and V of one context position, all layers
     attention_macs_per_position: int  # per token, for each position it attends to
+    # the matrix products' (bytes, multiply-adds) by weight class (weight_class); the rest of
+    # weight_bytes (norms, an untied embedding's row) is small and counted at the plain figures
+    by_class: tuple[tuple[str, int, int], ...] = ()
 
     def bytes_read(self, n_past: int) -> float:
         return self.weight_bytes + self.kv_bytes_per_position * n_past
@@ -53,6 +73,7 @@ def model_cost(info: ModelInfo) -> ModelCost:
     n_expert_used = info._arch_int("expert_used_count") or n_expert
     tied = not any(t.name == "output.weight" for t in info.tensors)
     weight_bytes = weight_macs = 0
+    classes: dict[str, list[int]] = {}
     for t in info.tensors:
         share = 1.0
         if "_exps" in t.name and n_expert:
@@ -62,6 +83,9 @@ def model_cost(info: ModelInfo) -> ModelCost:
         weight_bytes += int(t.n_bytes * share)
         if len(t.shape) >= 2:
             weight_macs += int(t.n_elements * share)
+            c = classes.setdefault(weight_class(t.type_name), [0, 0])
+            c[0] += int(t.n_bytes * share)
+            c[1] += int(t.n_elements * share)
     layers = info.block_count or 0
     n_head, n_head_kv = info.n_head or 0, info.n_head_kv or 0
     dim_k, dim_v = info.head_dim_k or 0, info.head_dim_v or 0
@@ -70,6 +94,7 @@ def model_cost(info: ModelInfo) -> ModelCost:
         weight_macs=weight_macs,
         kv_bytes_per_position=layers * n_head_kv * (dim_k + dim_v) * KV_BYTES,
         attention_macs_per_position=layers * n_head * (dim_k + dim_v),
+        by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
     )
 
 
@@ -82,11 +107,26 @@ class DeviceSpeed:
     flops_per_s: float
     overhead_ms: float = 0.0
     source: str = ""  # where the figures come from: "NVML + table", "measured probe", ...
+    # (bandwidth, FLOPs) by weight class where they were measured apart (the CPU probe); the plain
+    # figures above stand for F16 and for any class not here
+    class_rates: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
-        memory_s = cost.bytes_read(n_past) / self.bandwidth_bytes_per_s
-        compute_s = cost.flops(batch, n_past) / self.flops_per_s
-        return self.overhead_ms + 1000.0 * max(memory_s, compute_s)
+        if not self.class_rates or not cost.by_class:
+            memory_s = cost.bytes_read(n_past) / self.bandwidth_bytes_per_s
+            compute_s = cost.flops(batch, n_past) / self.flops_per_s
+            return self.overhead_ms + 1000.0 * max(memory_s, compute_s)
+        # each class's products run one after another, each bound by its own memory or compute
+        seconds = 0.0
+        matrix_bytes = 0
+        for cls, n_bytes, macs in cost.by_class:
+            bandwidth, flops = self.class_rates.get(cls, (self.bandwidth_bytes_per_s, self.flops_per_s))
+            seconds += max(n_bytes / bandwidth, 2.0 * batch * macs / flops)
+            matrix_bytes += n_bytes
+        rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
+        attention = 2.0 * batch * cost.attention_macs_per_position * n_past
+        seconds += max(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s)
+        return self.overhead_ms + 1000.0 * seconds
 
     def to_dict(self) -> dict:
         return {
@@ -95,6 +135,10 @@ class DeviceSpeed:
             "tflops": round(self.flops_per_s / 1e12, 3),
             "overhead_ms": round(self.overhead_ms, 3),
             "source": self.source,
+            "by_class": {
+                c: {"bandwidth_gb_s": round(bw / 1e9, 2), "gflops": round(fl / 1e9, 1)}
+                for c, (bw, fl) in self.class_rates.items()
+            },
         }
 
 
