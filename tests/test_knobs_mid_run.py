@@ -1,0 +1,466 @@
+"""Every knob, mid-run, through the worker (issue 18, item 5).
+
+A knob sent while a generation runs is applied by the worker between two cycles; its ``updated``
+event names ``from_cycle``, the first cycle that uses it. For each knob these tests check, from the
+cycle events, that the cycles from ``from_cycle`` on follow the new value and the cycles before it the
+old one. What each value must show is derived from how the pinned llama.cpp drafts and samples
+(common/speculative.cpp, common/ngram-map.cpp, common/sampling.cpp):
+
+- draft-simple with p-min 0 drafts exactly K tokens every cycle (it stops early only on a token the
+  draft model is less sure of than p-min, and the token budget here is far away); none drafts nothing.
+- p-min: a draft stops at the first token below it, so a high p-min gives drafts shorter than K.
+- n-min: a draft shorter than n-min is dropped whole, so no draft has 1..n-min-1 tokens.
+- ngram-simple is a pure function of the tokens so far: the last size-n tokens (with the last one
+  sampled) are looked up earlier in the history and the size-m tokens after the match are the draft.
+  It is recomputed here for every cycle, with the old sizes before from_cycle and the new after.
+- ngram min hits (ngram-map-k4v only): a key drafts once it was seen that many times since the
+  speculators were built; they are rebuilt when a knob changes, so 1000 is never reached in a short run.
+- ngram-mod: drafts are at most n-max long, dropped when shorter than n-min, and need a history of
+  n-match tokens; with a context of 1024, n-match 1024 can never match.
+- sampling: the worker rebuilds the sampler at from_cycle, so the tokens from there on are the ones a
+  fresh run with the new settings samples when its prompt is the run's context at that cycle; and a
+  greedy setting (temperature 0, top-k 1, a tiny top-p, min-p 1) makes an identical draft accept all.
+
+Values the worker refuses leave the run going with the old settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from engine.core.settings import LoadSettings
+from engine.runtime.client import EngineClient
+
+from .conftest import PROMPTS
+
+K = 4
+MAX_TOKENS = 1_000_000  # runs end by cancel, so no draft is ever shortened by the token budget
+GREEDY = {"temp": 0.0}
+
+Phase = list[dict]
+
+
+def load(client: EngineClient, pair, ctx: int = 2048) -> dict:
+    return client.load(LoadSettings(pair[0], pair[1], ctx=ctx, threads=1))
+
+
+def tokenize(client: EngineClient, text: str) -> list[int]:
+    return client.wait_for(("tokens",), client.send("tokenize", text=text, add_special=True), 60)["tokens"]
+
+
+# -- driving one run through its knob changes ---------------------------------------------------
+# A condition sees the cycles since the last change took effect (the phase) and all the run's cycles so far.
+Condition = Callable[[Phase, list[dict]], bool]
+
+
+def cycles(n: int) -> Condition:
+    return lambda phase, run: len(phase) >= n
+
+
+def seen(test: Callable[[dict], bool], at_least: int = 10) -> Condition:
+    """At least ``at_least`` cycles, one of which passes ``test``."""
+    return lambda phase, run: len(phase) >= at_least and any(test(c) for c in phase)
+
+
+@dataclass
+class Step:
+    """A knob change, sent once the phase before it satisfies ``ready``."""
+
+    spec: dict = field(default_factory=dict)
+    sampling: dict = field(default_factory=dict)
+    ready: Condition = field(default=cycles(10))
+
+
+@dataclass
+class Run:
+    cycles: list[dict]
+    applied: list[dict]  # the 'updated' events, in order
+
+    def phases(self) -> list[Phase]:
+        """The speculative cycles under each setting: before the first change, then from each from_cycle."""
+        bounds = [1] + [u["from_cycle"] for u in self.applied] + [len(self.cycles)]
+        return [self.cycles[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def drive(
+    client: EngineClient,
+    prompt: str,
+    spec: dict,
+    sampling: dict,
+    steps: list[Step],
+    until: Condition | None = None,
+    n_ctx: int = 2048,
+    limit: int = 400,
+) -> Run:
+    """One generation: each step is sent once the cycles since the previous change satisfy its ``ready``
+    (and the worker has said where that change took effect); after the last, the run goes on until ``until``
+    holds for the cycles since it, then is cancelled. It waits only on events: ``limit`` cycles, or a context
+    nearly full, end a run whose phase never shows what it waits for, and the checks here say which."""
+    until = until or cycles(12)
+    got: list[dict] = []
+    applied: list[dict] = []
+    errors: list[dict] = []
+    sent, waiting, cancelled = 0, False, False
+    ev: dict = {}
+    for ev in client.generate(prompt, MAX_TOKENS, spec=spec, sampling=sampling):
+        kind = ev["event"]
+        if kind == "cycle":
+            got.append(ev)
+            if cancelled or waiting:
+                continue
+            phase = got[applied[-1]["from_cycle"] if applied else 1 :]
+            if len(got) > limit or ev["n_past"] > n_ctx - 160:
+                client.cancel()
+                cancelled = True
+            elif sent < len(steps):
+                if steps[sent].ready(phase, got):
+                    client.update(spec=steps[sent].spec, sampling=steps[sent].sampling)
+                    sent, waiting = sent + 1, True
+            elif until(phase, got):
+                client.cancel()
+                cancelled = True
+        elif kind == "updated":
+            # the worker sends the cycles it ran before an update ahead of the 'updated' event
+            assert ev["from_cycle"] == len(got), (ev["from_cycle"], len(got))
+            applied.append(ev)
+            waiting = False
+        elif kind == "error":
+            errors.append(ev)
+            waiting = False
+    run = Run(got, applied)
+    assert ev["event"] == "cancelled", f"the run ended with {ev['event']}, not by cancel"
+    assert not errors, errors
+    assert [c["i"] for c in got] == list(range(len(got)))
+    assert len(applied) == len(steps), f"the phase before step {len(applied) + 1} never showed what it waited for"
+    assert until(run.phases()[-1], got), "the last phase never showed what it waited for"
+    # each change starts a new settings epoch at exactly its from_cycle
+    for phase in run.phases():
+        assert len({c["epoch"] for c in phase}) == 1
+    for a, b in zip(run.phases(), run.phases()[1:]):
+        assert b[0]["epoch"] == a[-1]["epoch"] + 1
+    return run
+
+
+class Context:
+    """The target's cache and the last token sampled (not in the cache yet) when each cycle began, rebuilt
+    from the cycle events: the prompt's tokens, then every token emitted so far."""
+
+    def __init__(self, prompt_tokens: list[int]):
+        self.prompt = prompt_tokens
+        self.emitted: list[int] = []
+        self.at: list[tuple[list[int], int]] = []  # at[i]: cycle i
+
+    def follow(self, cycles: list[dict]) -> Context:
+        for c in cycles[len(self.at) :]:
+            self.at.append((self.prompt + self.emitted[:-1], self.emitted[-1]) if self.emitted else ([], -1))
+            self.emitted += c["tokens"]
+            assert c["n_past"] == len(self.prompt) + len(self.emitted) - 1, "the rebuilt cache matches the engine's"
+        return self
+
+
+def ngram_simple_draft(tokens: list[int], sampled: int, n: int, m: int) -> int:
+    """How many tokens llama.cpp's common_ngram_simple_draft proposes (common/ngram-map.cpp): the last n
+    tokens (the sampled one last) are looked for earlier in the history, latest first; the m tokens after
+    the match are the draft, none when fewer than n of them exist."""
+    cur = len(tokens)
+    if cur <= n + m + 1:
+        return 0
+    pattern = tokens[cur - n + 1 :] + [sampled]
+    for j in range(cur - n - 1, 0, -1):
+        if tokens[j : j + n] == pattern:
+            copy = min(m, cur - (j + n))
+            return copy if copy >= n else 0
+    return 0
+
+
+def ngram_simple_oracle(client: EngineClient, prompt: str, n_ctx: int):
+    """predicted(cycle, (n, m), run_cycles): what ngram-simple with sizes n, m drafts at that cycle."""
+    ctx = Context(tokenize(client, prompt))
+
+    def predicted(c: dict, sizes: tuple[int, int], run: list[dict]) -> int:
+        tokens, sampled = ctx.follow(run).at[c["i"]]
+        room = n_ctx - len(tokens) - 2  # llama-server's get_n_draft_max; the token budget is far away
+        return min(ngram_simple_draft(tokens, sampled, *sizes), room)
+
+    return predicted
+
+
+def drafts(c: dict) -> bool:
+    return c["drafted"] > 0
+
+
+# -- the method -------------------------------------------------------------------------------------
+def test_method_change_mid_run(client, pair):
+    """draft-simple -> ngram-simple -> none -> draft-simple: K tokens every cycle, then exactly what
+    ngram-simple finds in the history, then nothing, then K again (the draft model catches up first)."""
+    n_ctx = load(client, pair)["n_ctx"]
+    run = drive(
+        client,
+        PROMPTS[1],
+        {"spec_type": "draft-simple", "draft_n_max": K, "draft_p_min": 0.0, "ngram_size_n": 1, "ngram_size_m": 3},
+        GREEDY,
+        [
+            Step({"spec_type": "ngram-simple"}),
+            Step({"spec_type": "none"}, ready=seen(drafts)),
+            Step({"spec_type": "draft-simple"}),
+        ],
+        n_ctx=n_ctx,
+    )
+    simple, ngram, none, back = run.phases()
+    assert [u["spec"]["spec_type"] for u in run.applied] == ["ngram-simple", "none", "draft-simple"]
+    assert all(c["drafted"] == K for c in simple + back)
+    predicted = ngram_simple_oracle(client, PROMPTS[1], n_ctx)
+    assert [c["drafted"] for c in ngram] == [predicted(c, (1, 3), run.cycles) for c in ngram]
+    assert all(c["drafted"] == 0 and c["accepted"] == 0 and c["emitted"] == 1 for c in none)
+
+
+# -- draft-simple's p-min and n-min -------------------------------------------------------------------
+def test_p_min_mid_run(client, pair):
+    """p-min 0 -> 0.9 -> 0: every draft K long, then drafts cut short where the draft model is unsure,
+    then K long again, each from the very cycle the worker names."""
+    n_ctx = load(client, pair)["n_ctx"]
+    run = drive(
+        client,
+        PROMPTS[1],
+        {"spec_type": "draft-simple", "draft_n_max": K, "draft_p_min": 0.0},
+        GREEDY,
+        [Step({"draft_p_min": 0.9}), Step({"draft_p_min": 0.0}, ready=seen(lambda c: c["drafted"] < K))],
+        n_ctx=n_ctx,
+    )
+    before, high, after = run.phases()
+    assert all(c["drafted"] == K for c in before + after)
+    assert all(c["drafted"] <= K for c in high) and any(c["drafted"] < K for c in high)
+
+
+def test_n_min_mid_run(client, pair):
+    """With p-min 0.9 drafts come in every length; n-min 0 -> 3 drops those of 1 or 2 tokens whole."""
+    n_ctx = load(client, pair)["n_ctx"]
+
+    def short(c: dict) -> bool:
+        return 0 < c["drafted"] < 3
+
+    run = drive(
+        client,
+        PROMPTS[1],
+        {"spec_type": "draft-simple", "draft_n_max": K, "draft_p_min": 0.9, "draft_n_min": 0},
+        GREEDY,
+        [Step({"draft_n_min": 3}, ready=seen(short))],
+        until=lambda phase, run: len(phase) >= 20 and sum(c["drafted"] >= 3 for c in phase) >= 3,
+        n_ctx=n_ctx,
+    )
+    before, after = run.phases()
+    assert any(short(c) for c in before)
+    assert all(c["drafted"] in (0, 3, 4) for c in after), [c["drafted"] for c in after]
+
+
+# -- the n-gram sizes -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("start", "change"),
+    [
+        ({"ngram_size_n": 1, "ngram_size_m": 4}, {"ngram_size_n": 2}),
+        ({"ngram_size_n": 1, "ngram_size_m": 2}, {"ngram_size_m": 5}),
+    ],
+    ids=["size_n", "size_m"],
+)
+def test_ngram_size_mid_run(client, pair, start, change):
+    """ngram-simple drafts exactly what its sizes find in the history: the old sizes up to from_cycle, the
+    new ones from it on; the run goes on until a cycle where the two sizes would have drafted differently."""
+    n_ctx = load(client, pair)["n_ctx"]
+    predicted = ngram_simple_oracle(client, PROMPTS[2], n_ctx)
+    old = (start["ngram_size_n"], start["ngram_size_m"])
+    new = (change.get("ngram_size_n", old[0]), change.get("ngram_size_m", old[1]))
+
+    def differs(phase: Phase, run: list[dict]) -> bool:
+        return len(phase) >= 10 and any(predicted(c, old, run) != predicted(c, new, run) for c in phase)
+
+    run = drive(
+        client,
+        PROMPTS[2],
+        {"spec_type": "ngram-simple", **start},
+        GREEDY,
+        [Step(change, ready=seen(drafts))],
+        until=differs,
+        n_ctx=n_ctx,
+    )
+    before, after = run.phases()
+    assert [c["drafted"] for c in before] == [predicted(c, old, run.cycles) for c in before]
+    assert [c["drafted"] for c in after] == [predicted(c, new, run.cycles) for c in after]
+
+
+def test_ngram_min_hits_mid_run(client, pair):
+    """ngram-map-k4v min hits 1 -> 1000 -> 1: a key drafts once seen that often since the speculators were
+    built, and a changed knob rebuilds them, so 1000 cannot be reached in a phase this short: no drafts."""
+    n_ctx = load(client, pair)["n_ctx"]
+    run = drive(
+        client,
+        PROMPTS[1],
+        {"spec_type": "ngram-map-k4v", "ngram_size_n": 1, "ngram_size_m": 4, "ngram_min_hits": 1},
+        GREEDY,
+        [Step({"ngram_min_hits": 1000}, ready=seen(drafts)), Step({"ngram_min_hits": 1}, ready=cycles(40))],
+        until=seen(drafts),
+        n_ctx=n_ctx,
+    )
+    before, never, again = run.phases()
+    assert len(never) < 1000 and all(c["drafted"] == 0 for c in never)
+    assert any(drafts(c) for c in before) and any(drafts(c) for c in again)
+
+
+# -- ngram-mod ------------------------------------------------------------------------------------------
+MOD = {"spec_type": "ngram-mod", "ngram_mod_n_match": 2, "ngram_mod_n_min": 0, "ngram_mod_n_max": 64}
+# sampled text repeats itself less than greedy text, so ngram-mod's chains break early more often
+SAMPLED = {"temp": 1.5, "seed": 5}
+
+
+@pytest.mark.parametrize(
+    ("start", "sampling", "change", "ready", "after_ok", "until", "ctx"),
+    [
+        # n-max 64 -> 3: no draft longer than 3 from from_cycle on
+        (MOD, GREEDY, {"ngram_mod_n_max": 3}, lambda c: c["drafted"] > 3, lambda d: d <= 3, seen(drafts, 15), 4096),
+        # n-min 0 -> 64 (= n-max): a chain that breaks before 64 tokens is dropped whole; the run goes on
+        # until 10 drafts, so that drafts of other lengths, seen before the change, would have shown up
+        (
+            {**MOD, "ngram_mod_n_match": 3},
+            SAMPLED,
+            {"ngram_mod_n_min": 64},
+            lambda c: 0 < c["drafted"] < 64,
+            lambda d: d in (0, 64),
+            lambda phase, run: sum(map(drafts, phase)) >= 10,
+            4096,
+        ),
+        # n-match 2 -> 1024: the history (under a context of 1024) is never that long, so nothing matches
+        (MOD, GREEDY, {"ngram_mod_n_match": 1024}, drafts, lambda d: d == 0, cycles(30), 1024),
+    ],
+    ids=["n_max", "n_min", "n_match"],
+)
+def test_ngram_mod_sizes_mid_run(client, pair, start, sampling, change, ready, after_ok, until, ctx):
+    n_ctx = load(client, pair, ctx=ctx)["n_ctx"]
+    run = drive(client, PROMPTS[1], start, sampling, [Step(change, ready=seen(ready))], until=until, n_ctx=n_ctx)
+    before, after = run.phases()
+    assert any(ready(c) for c in before)
+    assert all(after_ok(c["drafted"]) for c in after), [c["drafted"] for c in after]
+
+
+# -- sampling -------------------------------------------------------------------------------------------
+N_AFTER = 40  # tokens compared after a sampling change
+PROMPT = PROMPTS[3]  # its greedy continuation reads back as the same tokens (1500 tokens checked)
+
+
+def generated(client: EngineClient, prompt: str, n: int, sampling: dict, spec: dict | None = None) -> list[int]:
+    events = list(client.generate(prompt, n, spec=spec or {"spec_type": "none"}, sampling=sampling))
+    assert events[-1]["event"] == "done"
+    return [t for e in events if e["event"] == "cycle" for t in e["tokens"]]
+
+
+@pytest.mark.parametrize(
+    ("start", "change", "old"),
+    [
+        ({"temp": 0.0}, {"temp": 3.0}, {}),
+        ({"top_k": 1}, {"top_k": 5}, {}),
+        ({"top_p": 1e-6}, {"top_p": 1.0}, {}),
+        ({"min_p": 1.0}, {"min_p": 0.0}, {}),
+        # the seed with top-k: a seed alone changes nothing while sampling is greedy
+        ({"top_k": 1}, {"top_k": 5, "seed": 99}, {"top_k": 5}),
+    ],
+    ids=["temp", "top_k", "top_p", "min_p", "seed"],
+)
+def test_sampling_change_mid_run_samples_like_a_fresh_run(client, pair, start, change, old):
+    """Each run starts greedy (so its text reads back as the same tokens), then a sampling knob changes.
+    The worker rebuilds the sampler at from_cycle with the new settings: the tokens from there on are those
+    a fresh run samples from the same context (the prompt plus the text so far) with the new settings, and
+    not those the old setting samples there."""
+    load(client, pair)
+    # hot sampling among the 5 likeliest tokens: unlike greedy, and with few boundaries between them for
+    # the last bits of the logits (a batched prompt and a cycle at a time round differently) to move a draw over
+    base = {"temp": 3.0, "top_k": 5, "top_p": 1.0, "min_p": 0.0, "seed": 11, **start}
+    run = drive(client, PROMPT, {"spec_type": "none"}, base, [Step(sampling=change)], until=cycles(N_AFTER))
+    f = run.applied[0]["from_cycle"]
+    assert run.applied[0]["sampling"] == {**run.applied[0]["sampling"], **change}
+    before = [t for c in run.cycles[:f] for t in c["tokens"]]
+    after = [t for c in run.cycles[f:] for t in c["tokens"]][:N_AFTER]
+    context = PROMPT + "".join(c["text"] for c in run.cycles[:f])
+    assert tokenize(client, context) == tokenize(client, PROMPT) + before, "the context reads back the same"
+    assert after == generated(client, context, N_AFTER, {**base, **change})
+    assert after != generated(client, context, N_AFTER, {**base, **old})
+
+
+@pytest.mark.parametrize(
+    "change", [{"temp": 0.0}, {"top_k": 1}, {"top_p": 1e-6}, {"min_p": 1.0}], ids=["temp", "top_k", "top_p", "min_p"]
+)
+def test_greedy_sampling_mid_run_accepts_every_draft_of_an_identical_draft(client, identical_pair, change):
+    """The draft of the identical pair proposes the target's most likely tokens. Sampled at temperature 1.5
+    the target rejects some; from the cycle where sampling turns greedy on, it accepts every one."""
+    load(client, identical_pair)
+
+    def rejected(c: dict) -> bool:
+        return c["accepted"] < c["drafted"]
+
+    run = drive(
+        client,
+        PROMPTS[1],
+        {"spec_type": "draft-simple", "draft_n_max": K},
+        {"temp": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 5},
+        [Step(sampling=change, ready=seen(rejected))],
+        until=cycles(20),
+    )
+    before, after = run.phases()
+    assert any(rejected(c) for c in before)
+    assert all(c["drafted"] == K and c["accepted"] == K for c in after)
+
+
+# -- refused values --------------------------------------------------------------------
+def refuse(client: EngineClient, pair, bad: list[tuple[dict, str]]) -> None:
+    """Send each bad update in turn during one run: each is refused, by name, and the run goes on with its
+    settings untouched (K drafted every cycle, one settings epoch) until cancelled."""
+    load(client, pair)
+    got: list[dict] = []
+    errors: list[dict] = []
+    sent: list[int] = []
+    last_refused_at: int | None = None  # cycles read when the last refusal came
+    ev: dict = {}
+    for ev in client.generate(PROMPTS[1], MAX_TOKENS, spec={"spec_type": "draft-simple", "draft_n_max": K}):
+        if ev["event"] == "cycle":
+            got.append(ev)
+            if len(errors) == len(sent) < len(bad) and len(got) >= 3:
+                sent.append(client.update(**bad[len(sent)][0]))
+            elif last_refused_at is not None and len(got) == last_refused_at + 10:
+                client.cancel()
+        elif ev["event"] == "error":
+            errors.append(ev)
+            if len(errors) == len(bad):
+                last_refused_at = len(got)
+        assert ev["event"] != "updated", ev
+    assert ev["event"] == "cancelled"
+    assert [e["id"] for e in errors] == sent
+    for e, (update, words) in zip(errors, bad):
+        assert e["kind"] == "invalid_settings" and words in e["message"], (update, e["message"])
+    assert len({c["epoch"] for c in got}) == 1 and all(c["drafted"] == K for c in got[1:])
+
+
+def test_values_out_of_range_are_refused_and_the_run_goes_on(client, pair):
+    refuse(
+        client,
+        pair,
+        [
+            ({"spec": {"spec_type": "draft-nonsense"}}, "unknown speculative type"),
+            ({"spec": {"spec_type": "none,draft-simple"}}, "cannot be combined"),
+            ({"spec": {"draft_n_max": 65}}, "draft_n_max"),
+            ({"spec": {"draft_n_min": K + 1}}, "draft_n_min"),
+            ({"spec": {"draft_p_min": 1.5}}, "draft_p_min"),
+            ({"spec": {"ngram_size_n": 0}}, "ngram_size_n"),
+            ({"spec": {"ngram_size_m": 65}}, "ngram_size_m"),
+            ({"spec": {"ngram_min_hits": 0}}, "ngram_min_hits"),
+            ({"spec": {"ngram_mod_n_match": 0}}, "ngram_mod_n_match"),
+            ({"spec": {"ngram_mod_n_min": 65}}, "ngram_mod_n_min"),
+            ({"spec": {"ngram_mod_n_max": 0}}, "ngram_mod_n_max"),
+            ({"spec": {"draft_n_maxx": 3}}, "draft_n_maxx"),
+            ({"sampling": {"temp": -0.5}}, "temp"),
+            ({"sampling": {"top_k": -1}}, "top_k"),
+            ({"sampling": {"top_p": 0.0}}, "top_p"),
+            ({"sampling": {"min_p": 1.5}}, "min_p"),
+            ({"sampling": {"seed": -1}}, "seed"),
+            ({"sampling": {"seed": 2**32}}, "seed"),
+        ],
+    )
