@@ -20,8 +20,10 @@ old one. What each value must show is derived from how the pinned llama.cpp draf
 - sampling: the worker rebuilds the sampler at from_cycle, so the tokens from there on are the ones a
   fresh run with the new settings samples when its prompt is the run's context at that cycle; and a
   greedy setting (temperature 0, top-k 1, a tiny top-p, min-p 1) makes an identical draft accept all.
+  A change of the speculation knobs alone keeps the sampler, so at a fixed seed the text stays as it was.
 
-Values the worker refuses leave the run going with the old settings.
+Two changes in quick succession add up; values the worker refuses (out of range, or of the wrong type)
+leave the run going with the old settings.
 """
 
 from __future__ import annotations
@@ -410,7 +412,38 @@ def test_greedy_sampling_mid_run_accepts_every_draft_of_an_identical_draft(clien
     assert all(c["drafted"] == K and c["accepted"] == K for c in after)
 
 
-# -- refused values --------------------------------------------------------------------
+def test_a_spec_change_keeps_the_random_state_of_a_fixed_seed(client, pair):
+    """At temperature 0.8 with a fixed seed, speculation does not change the text, whatever K is; so a K
+    change mid-run must not either: only a sampling change rebuilds (and so reseeds) the sampler."""
+    load(client, pair)
+    sampling = {"temp": 0.8, "seed": 3}
+    spec = {"spec_type": "draft-simple", "draft_n_max": K}
+    run = drive(client, PROMPTS[1], spec, sampling, [Step({"draft_n_max": 2}, ready=cycles(5))], until=cycles(30))
+    tokens = [t for c in run.cycles for t in c["tokens"]]
+    assert tokens == generated(client, PROMPTS[1], len(tokens), sampling, spec)
+
+
+# -- two changes, refused values --------------------------------------------------------------------
+def test_two_changes_sent_together_both_take_effect(client, pair):
+    """A change made while the previous one waits for the next cycle adds to it; it does not undo it."""
+    load(client, pair)
+    got, applied = [], []
+    ev: dict = {}
+    for ev in client.generate(PROMPTS[1], MAX_TOKENS, spec={"spec_type": "draft-simple", "draft_n_max": K}):
+        if ev["event"] == "cycle":
+            got.append(ev)
+            if len(got) == 4:
+                client.update(spec={"draft_n_max": 2})
+                client.update(spec={"draft_p_min": 0.9})
+            if len(applied) == 2 and len(got) == applied[-1]["from_cycle"] + 10:
+                client.cancel()
+        elif ev["event"] == "updated":
+            applied.append(ev)
+    assert ev["event"] == "cancelled" and len(applied) == 2
+    assert [(u["spec"]["draft_n_max"], u["spec"]["draft_p_min"]) for u in applied] == [(2, 0.0), (2, 0.9)]
+    assert all(c["k"] == 2 and c["drafted"] <= 2 for c in got[applied[0]["from_cycle"] :])
+
+
 def refuse(client: EngineClient, pair, bad: list[tuple[dict, str]]) -> None:
     """Send each bad update in turn during one run: each is refused, by name, and the run goes on with its
     settings untouched (K drafted every cycle, one settings epoch) until cancelled."""
@@ -462,5 +495,23 @@ def test_values_out_of_range_are_refused_and_the_run_goes_on(client, pair):
             ({"sampling": {"min_p": 1.5}}, "min_p"),
             ({"sampling": {"seed": -1}}, "seed"),
             ({"sampling": {"seed": 2**32}}, "seed"),
+        ],
+    )
+
+
+def test_values_of_the_wrong_type_are_refused_and_the_run_goes_on(client, pair):
+    """A string or None where a number belongs used to reach a comparison in the worker's main thread and
+    end the worker; a float where an integer belongs reached ctypes and ended the run."""
+    refuse(
+        client,
+        pair,
+        [
+            ({"spec": {"draft_p_min": "high"}}, "draft_p_min"),
+            ({"spec": {"draft_n_max": 2.5}}, "draft_n_max"),
+            ({"spec": {"spec_type": 5}}, "spec_type"),
+            ({"spec": {"ngram_size_n": None}}, "ngram_size_n"),
+            ({"sampling": {"seed": None}}, "seed"),
+            ({"sampling": {"top_k": True}}, "top_k"),
+            ({"sampling": {"temp": "0.5"}}, "temp"),
         ],
     )
