@@ -322,14 +322,14 @@ SAMPLED = {"temp": 1.5, "seed": 5}
         # n-max 64 -> 3: no draft longer than 3 from from_cycle on
         (MOD, GREEDY, {"ngram_mod_n_max": 3}, lambda c: c["drafted"] > 3, lambda d: d <= 3, seen(drafts, 15), 4096),
         # n-min 0 -> 64 (= n-max): a chain that breaks before 64 tokens is dropped whole; the run goes on
-        # until 10 drafts, so that drafts of other lengths, seen before the change, would have shown up
+        # until 20 drafts, so that drafts of other lengths (a third of them after a rebuild) would have shown up
         (
             {**MOD, "ngram_mod_n_match": 3},
             SAMPLED,
             {"ngram_mod_n_min": 64},
             lambda c: 0 < c["drafted"] < 64,
             lambda d: d in (0, 64),
-            lambda phase, run: sum(map(drafts, phase)) >= 10,
+            lambda phase, run: sum(map(drafts, phase)) >= 20,
             4096,
         ),
         # n-match 2 -> 1024: the history (under a context of 1024) is never that long, so nothing matches
