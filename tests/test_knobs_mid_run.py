@@ -15,8 +15,8 @@ old one. What each value must show is derived from how the pinned llama.cpp draf
   It is recomputed here for every cycle, with the old sizes before from_cycle and the new after.
 - ngram min hits (ngram-map-k4v only): a key drafts once it was seen that many times since the
   speculators were built; they are rebuilt when a knob changes, so 1000 is never reached in a short run.
-- ngram-mod: drafts are at most n-max long, dropped when shorter than n-min, and need a history of
-  n-match tokens; with a context of 1024, n-match 1024 can never match.
+- ngram-mod is replayed here as well (its pool of n-match-grams, learnt in chunks of 32 tokens, emptied
+  after five poor drafts): every draft is at most n-max long, dropped when shorter than n-min.
 - sampling: the worker rebuilds the sampler at from_cycle, so the tokens from there on are the ones a
   fresh run with the new settings samples when its prompt is the run's context at that cycle; and a
   greedy setting (temperature 0, top-k 1, a tiny top-p, min-p 1) makes an identical draft accept all.
@@ -54,17 +54,18 @@ def tokenize(client: EngineClient, text: str) -> list[int]:
 
 
 # -- driving one run through its knob changes ---------------------------------------------------
-# A condition sees the cycles since the last change took effect (the phase) and all the run's cycles so far.
-Condition = Callable[[Phase, list[dict]], bool]
+# A condition sees the cycles since the last change took effect (the phase), all the run's cycles so far
+# and the worker's 'updated' events so far.
+Condition = Callable[[Phase, list[dict], list[dict]], bool]
 
 
 def cycles(n: int) -> Condition:
-    return lambda phase, run: len(phase) >= n
+    return lambda phase, run, applied: len(phase) >= n
 
 
 def seen(test: Callable[[dict], bool], at_least: int = 10) -> Condition:
     """At least ``at_least`` cycles, one of which passes ``test``."""
-    return lambda phase, run: len(phase) >= at_least and any(test(c) for c in phase)
+    return lambda phase, run, applied: len(phase) >= at_least and any(test(c) for c in phase)
 
 
 @dataclass
@@ -95,12 +96,12 @@ def drive(
     steps: list[Step],
     until: Condition | None = None,
     n_ctx: int = 2048,
-    limit: int = 400,
+    limit: int = 1000,
 ) -> Run:
     """One generation: each step is sent once the cycles since the previous change satisfy its ``ready``
     (and the worker has said where that change took effect); after the last, the run goes on until ``until``
-    holds for the cycles since it, then is cancelled. It waits only on events: ``limit`` cycles, or a context
-    nearly full, end a run whose phase never shows what it waits for, and the checks here say which."""
+    holds for the cycles since it, then is cancelled. It waits only on events: ``limit`` cycles in a phase, or a
+    context nearly full, end a run whose phase never shows what it waits for, and the checks here say which."""
     until = until or cycles(12)
     got: list[dict] = []
     applied: list[dict] = []
@@ -114,14 +115,14 @@ def drive(
             if cancelled or waiting:
                 continue
             phase = got[applied[-1]["from_cycle"] if applied else 1 :]
-            if len(got) > limit or ev["n_past"] > n_ctx - 160:
+            if len(phase) > limit or ev["n_past"] > n_ctx - 160:
                 client.cancel()
                 cancelled = True
             elif sent < len(steps):
-                if steps[sent].ready(phase, got):
+                if steps[sent].ready(phase, got, applied):
                     client.update(spec=steps[sent].spec, sampling=steps[sent].sampling)
                     sent, waiting = sent + 1, True
-            elif until(phase, got):
+            elif until(phase, got, applied):
                 client.cancel()
                 cancelled = True
         elif kind == "updated":
@@ -137,7 +138,7 @@ def drive(
     assert not errors, errors
     assert [c["i"] for c in got] == list(range(len(got)))
     assert len(applied) == len(steps), f"the phase before step {len(applied) + 1} never showed what it waited for"
-    assert until(run.phases()[-1], got), "the last phase never showed what it waited for"
+    assert until(run.phases()[-1], got, applied), "the last phase never showed what it waited for"
     # each change starts a new settings epoch at exactly its from_cycle
     for phase in run.phases():
         assert len({c["epoch"] for c in phase}) == 1
@@ -192,6 +193,122 @@ def ngram_simple_oracle(client: EngineClient, prompt: str, n_ctx: int):
 
 def drafts(c: dict) -> bool:
     return c["drafted"] > 0
+
+
+MASK64 = (1 << 64) - 1
+
+
+class NgramModReplay:
+    """llama.cpp's ngram-mod speculator (common/speculative.cpp, common/ngram-mod.cpp) replayed on a run's
+    own tokens: how many tokens it drafts at each cycle. Its pool maps the hash of each n-match tokens to
+    the token that followed them last; new n-grams join it in chunks of 32 tokens; a draft follows the pool
+    from the last n-match tokens for up to n-max tokens, and is dropped when it ends before n-min; five
+    drafts in a row with less than a quarter accepted empty the pool. A knob change rebuilds the speculator,
+    which then learns the whole history at once (common_speculative_begin). (Its reset when the pool is a
+    quarter full needs a million n-grams, far more than these runs make.)"""
+
+    SIZE = 4 * 1024 * 1024
+    EMPTY = -1
+
+    def __init__(self, ctx: Context, settings: list[tuple[int, dict]], n_ctx: int):
+        self.ctx, self.settings, self.n_ctx = ctx, settings, n_ctx  # settings: (from cycle, ngram_mod knobs)
+        self.predicted: list[int] = [0]  # index i: cycle i; the prompt cycle drafts nothing
+
+    # -- the speculator ------------------------------------------------------------------------------
+    def _idx(self, tokens: list[int], i: int) -> int:
+        res = 0
+        for k in range(self.n):
+            res = (res * 6364136223846793005 + tokens[i + k]) & MASK64
+        return res % self.SIZE
+
+    def _add(self, tokens: list[int], i: int) -> None:
+        self.pool[self._idx(tokens, i)] = tokens[i + self.n]
+
+    def _build(self, knobs: dict, tokens: list[int]) -> None:
+        self.n, self.n_min, self.n_max = knobs["ngram_mod_n_match"], knobs["ngram_mod_n_min"], knobs["ngram_mod_n_max"]
+        self.pool: dict[int, int] = {}
+        self.i_last = self.n_draft_last = self.n_low = 0
+        if len(tokens) >= self.n:
+            for i in range(len(tokens) - self.n):
+                self._add(tokens, i)
+            self.i_last = len(tokens) - self.n
+
+    def _draft(self, tokens: list[int], sampled: int) -> int:
+        self.n_draft_last = 0
+        cur, n = len(tokens), self.n
+        if cur < n:
+            return 0
+        if self.i_last + 32 < cur:
+            for i in range(self.i_last, cur - n):
+                self._add(tokens, i)
+            self.i_last = cur - n
+        chain = tokens[cur - n + 1 :] + [sampled]
+        for i in range(self.n_max):
+            token = self.pool.get(self._idx(chain, i), self.EMPTY)
+            if token == self.EMPTY:
+                if i < self.n_min:
+                    return 0
+                break
+            chain.append(token)
+        self.n_draft_last = len(chain) - n
+        return self.n_draft_last
+
+    def _accept(self, n_accepted: int) -> None:
+        if self.n_draft_last > 0:
+            if n_accepted / self.n_draft_last < 0.25:
+                self.n_low += 1
+                if self.n_low >= 5:
+                    self.pool.clear()
+                    self.n_low = self.i_last = 0
+            else:
+                self.n_low = 0
+
+    # -- replaying a run -----------------------------------------------------------------------------
+    def follow(self, cycles: list[dict]) -> list[int]:
+        """The drafts predicted for ``cycles`` so far (the run's cycle events, from cycle 0)."""
+        self.ctx.follow(cycles)
+        starts = dict(self.settings)
+        for c in cycles[len(self.predicted) :]:
+            i = c["i"]
+            tokens, sampled = self.ctx.at[i]
+            if i in starts or i == 1:
+                self._build(starts.get(i, starts.get(1)), tokens)
+            drafted = min(self._draft(tokens, sampled), self.n_ctx - len(tokens) - 2)
+            self.predicted.append(drafted)
+            if c["drafted"] > 0:
+                self._accept(c["accepted"])
+        return self.predicted
+
+
+def mod_knobs(spec: dict) -> dict:
+    return {k: v for k, v in spec.items() if k.startswith("ngram_mod_")}
+
+
+class NgramModOracle:
+    """What ngram-mod drafts at each cycle of a run, under the settings the worker's 'updated' events name
+    from their from_cycle on; or, with ``last_ignored``, had the last change kept the knobs before it."""
+
+    def __init__(self, prompt_tokens: list[int], start: dict, n_ctx: int):
+        self.ctx, self.start, self.n_ctx = Context(prompt_tokens), mod_knobs(start), n_ctx
+        self.replays: dict[tuple, NgramModReplay] = {}
+
+    def __call__(self, run: list[dict], applied: list[dict], last_ignored: bool = False) -> list[int]:
+        settings = [(1, self.start)] + [(u["from_cycle"], mod_knobs(u["spec"])) for u in applied]
+        if last_ignored:
+            settings[-1] = (settings[-1][0], settings[-2][1])
+        key = tuple((f, tuple(sorted(k.items()))) for f, k in settings)
+        if key not in self.replays:
+            self.replays[key] = NgramModReplay(self.ctx, settings, self.n_ctx)
+        return self.replays[key].follow(run)
+
+    def differs(self, at_least: int = 10) -> Condition:
+        """The phase since the last change has a cycle where the old knobs would have drafted otherwise."""
+
+        def condition(phase: Phase, run: list[dict], applied: list[dict]) -> bool:
+            new, old = self(run, applied), self(run, applied, last_ignored=True)
+            return len(phase) >= at_least and any(new[c["i"]] != old[c["i"]] for c in phase)
+
+        return condition
 
 
 # -- the method -------------------------------------------------------------------------------------
@@ -250,7 +367,7 @@ def test_n_min_mid_run(client, pair):
         {"spec_type": "draft-simple", "draft_n_max": K, "draft_p_min": 0.9, "draft_n_min": 0},
         GREEDY,
         [Step({"draft_n_min": 3}, ready=seen(short))],
-        until=lambda phase, run: len(phase) >= 20 and sum(c["drafted"] >= 3 for c in phase) >= 3,
+        until=lambda phase, run, applied: len(phase) >= 20 and sum(c["drafted"] >= 3 for c in phase) >= 3,
         n_ctx=n_ctx,
     )
     before, after = run.phases()
@@ -275,7 +392,7 @@ def test_ngram_size_mid_run(client, pair, start, change):
     old = (start["ngram_size_n"], start["ngram_size_m"])
     new = (change.get("ngram_size_n", old[0]), change.get("ngram_size_m", old[1]))
 
-    def differs(phase: Phase, run: list[dict]) -> bool:
+    def differs(phase: Phase, run: list[dict], applied: list[dict]) -> bool:
         return len(phase) >= 10 and any(predicted(c, old, run) != predicted(c, new, run) for c in phase)
 
     run = drive(
@@ -312,37 +429,36 @@ def test_ngram_min_hits_mid_run(client, pair):
 
 # -- ngram-mod ------------------------------------------------------------------------------------------
 MOD = {"spec_type": "ngram-mod", "ngram_mod_n_match": 2, "ngram_mod_n_min": 0, "ngram_mod_n_max": 64}
-# sampled text repeats itself less than greedy text, so ngram-mod's chains break early more often
-SAMPLED = {"temp": 1.5, "seed": 5}
+MOD_PROMPT = PROMPTS[2]  # its greedy text breaks ngram-mod's chains early every few dozen cycles
 
 
 @pytest.mark.parametrize(
-    ("start", "sampling", "change", "ready", "after_ok", "until", "ctx"),
+    ("start", "change"),
     [
-        # n-max 64 -> 3: no draft longer than 3 from from_cycle on
-        (MOD, GREEDY, {"ngram_mod_n_max": 3}, lambda c: c["drafted"] > 3, lambda d: d <= 3, seen(drafts, 15), 4096),
-        # n-min 0 -> 64 (= n-max): a chain that breaks before 64 tokens is dropped whole; the run goes on
-        # until 20 drafts, so that drafts of other lengths (a third of them after a rebuild) would have shown up
-        (
-            {**MOD, "ngram_mod_n_match": 3},
-            SAMPLED,
-            {"ngram_mod_n_min": 64},
-            lambda c: 0 < c["drafted"] < 64,
-            lambda d: d in (0, 64),
-            lambda phase, run: sum(map(drafts, phase)) >= 20,
-            4096,
-        ),
-        # n-match 2 -> 1024: the history (under a context of 1024) is never that long, so nothing matches
-        (MOD, GREEDY, {"ngram_mod_n_match": 1024}, drafts, lambda d: d == 0, cycles(30), 1024),
+        (MOD, {"ngram_mod_n_max": 3}),
+        ({**MOD, "ngram_mod_n_match": 4}, {"ngram_mod_n_min": 64}),
+        (MOD, {"ngram_mod_n_match": 1024}),
+        ({**MOD, "ngram_mod_n_match": 4}, {"ngram_mod_n_match": 2}),
     ],
-    ids=["n_max", "n_min", "n_match"],
+    ids=["n_max", "n_min", "n_match_up", "n_match_down"],
 )
-def test_ngram_mod_sizes_mid_run(client, pair, start, sampling, change, ready, after_ok, until, ctx):
-    n_ctx = load(client, pair, ctx=ctx)["n_ctx"]
-    run = drive(client, PROMPTS[1], start, sampling, [Step(change, ready=seen(ready))], until=until, n_ctx=n_ctx)
-    before, after = run.phases()
-    assert any(ready(c) for c in before)
-    assert all(after_ok(c["drafted"]) for c in after), [c["drafted"] for c in after]
+def test_ngram_mod_sizes_mid_run(client, pair, start, change):
+    """ngram-mod drafts exactly what llama.cpp's speculator, replayed here on the run's tokens, drafts: with
+    the old knobs up to from_cycle, rebuilt with the new ones there; the run goes on until a cycle where the
+    old knobs would have drafted otherwise. (n-max bounds a draft, n-min drops one that ends before it,
+    n-match is how many tokens must match.)"""
+    n_ctx = load(client, pair, ctx=4096)["n_ctx"]
+    oracle = NgramModOracle(tokenize(client, MOD_PROMPT), start, n_ctx)
+    run = drive(
+        client,
+        MOD_PROMPT,
+        start,
+        GREEDY,
+        [Step(change, ready=seen(drafts))],
+        until=oracle.differs(),
+        n_ctx=n_ctx,
+    )
+    assert [c["drafted"] for c in run.cycles] == oracle(run.cycles, run.applied)
 
 
 # -- sampling -------------------------------------------------------------------------------------------
