@@ -7,8 +7,8 @@ prints goes to stderr, which the client keeps as the crash report.
 
 Threads: the main thread reads requests; one job thread runs the long ones
 (load, generate). Knob updates that arrive during a generation are queued and
-applied by the job thread between two cycles, so the cycle right after the
-``updated`` event is the first to use them.
+applied by the job thread between two cycles, as changes to the settings then in
+use, so the cycle right after the ``updated`` event is the first to use them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+import typing
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from engine.core.settings import (
@@ -43,6 +44,27 @@ if TYPE_CHECKING:
 
 # a command's answer: the event's name and its fields
 Reply = tuple[str, dict]
+
+# what a request may send for a field of each type (a bool is not a number here, though Python's bool is an int)
+_ACCEPTS: dict[Any, tuple[tuple[type, ...], str]] = {
+    str: ((str,), "a string"),
+    int: ((int,), "an integer"),
+    float: ((int, float), "a number"),
+}
+
+
+def _changed(current: Any, changes: Any) -> Any:
+    """``current`` (SpecSettings or SamplingSettings) with a request's ``changes``, each value checked for
+    its field's type first: a string where a number belongs would otherwise pass into the validation's
+    comparisons, or into ctypes, and fail there (taking the worker, or the run, down)."""
+    if not isinstance(changes, dict):
+        raise SettingsError(f"settings must be an object of name: value, got {type(changes).__name__}")
+    hints = typing.get_type_hints(type(current))
+    for name, value in changes.items():
+        accepts = _ACCEPTS.get(hints.get(name))
+        if accepts is not None and (isinstance(value, bool) or not isinstance(value, accepts[0])):
+            raise SettingsError(f"{name} must be {accepts[1]}, got {value!r}")
+    return updated(current, changes)
 
 
 def _cycle_event(cycle, wall_ms: float) -> dict:
@@ -218,24 +240,30 @@ class Worker:
             },
         )
 
-    def _apply(self, spec: SpecSettings, sampling: SamplingSettings) -> None:
+    def _apply(self, spec: SpecSettings, sampling: SamplingSettings, mid_run: bool = False) -> None:
+        """Validate and hand the settings to the engine. mid_run: only what differs from the settings in
+        use, so a spec change keeps the sampler (its random state, with a fixed seed) and a sampling change
+        keeps the speculators (their n-gram pools)."""
         engine = self._need_engine()
         spec.validate(has_draft=engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
         sampling.validate()
-        engine.set_spec(spec)
-        engine.set_sampling(sampling)
+        if not mid_run or spec != self._spec:
+            engine.set_spec(spec)
+        if not mid_run or sampling != self._sampling:
+            engine.set_sampling(sampling)
         self._spec, self._sampling = spec, sampling
 
     def _do_configure(self, req_id: Any, msg: dict) -> Reply:
-        spec = updated(self._spec, msg.get("spec") or {})
-        sampling = updated(self._sampling, msg.get("sampling") or {})
+        spec = _changed(self._spec, msg.get("spec") or {})
+        sampling = _changed(self._sampling, msg.get("sampling") or {})
         self._apply(spec, sampling)
         return ("configured", {"id": req_id, "spec": to_dict(spec), "sampling": to_dict(sampling)})
 
     def _on_update(self, req_id: Any, msg: dict) -> None:
+        spec_changes, sampling_changes = msg.get("spec") or {}, msg.get("sampling") or {}
         try:
-            spec = updated(self._spec, msg.get("spec") or {})
-            sampling = updated(self._sampling, msg.get("sampling") or {})
+            spec = _changed(self._spec, spec_changes)
+            sampling = _changed(self._sampling, sampling_changes)
             if self._engine is not None:
                 spec.validate(has_draft=self._engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
             sampling.validate()
@@ -243,7 +271,10 @@ class Worker:
             self.error(req_id, "invalid_settings", str(exc))
             return
         if self.busy() and self._job_name() == "generate":
-            self._updates.put((req_id, spec, sampling))  # applied between two cycles by the job thread
+            # the changes, not the settings they make: the job thread adds them to the settings in use
+            # when it applies them, so a change that arrives while an earlier one still waits for the next
+            # cycle adds to it rather than undoing it
+            self._updates.put((req_id, spec_changes, sampling_changes))
         else:
 
             def apply(i: Any, m: dict) -> tuple[str, dict]:
@@ -259,8 +290,8 @@ class Worker:
         from engine.runtime.binding import SpecrtError
 
         engine = self._need_engine()
-        spec = updated(self._spec, msg.get("spec") or {})
-        sampling = updated(self._sampling, msg.get("sampling") or {})
+        spec = _changed(self._spec, msg.get("spec") or {})
+        sampling = _changed(self._sampling, msg.get("sampling") or {})
         self._apply(spec, sampling)
         prompt = msg.get("prompt")
         if not isinstance(prompt, str) or not prompt:
@@ -288,10 +319,11 @@ class Worker:
         try:
             while True:
                 while not self._updates.empty():
-                    up_id, up_spec, up_sampling = self._updates.get_nowait()
+                    up_id, spec_changes, sampling_changes = self._updates.get_nowait()
                     flush()
                     try:
-                        self._apply(up_spec, up_sampling)
+                        up_spec, up_sampling = _changed(spec, spec_changes), _changed(sampling, sampling_changes)
+                        self._apply(up_spec, up_sampling, mid_run=True)
                         spec, sampling = up_spec, up_sampling
                         self.send(
                             "updated",
@@ -335,7 +367,14 @@ class Worker:
             flush()
             # knobs that arrived after the last cycle still count for the next run
             while not self._updates.empty():
-                up_id, up_spec, up_sampling = self._updates.get_nowait()
+                up_id, spec_changes, sampling_changes = self._updates.get_nowait()
+                try:
+                    up_spec = _changed(self._spec, spec_changes)
+                    up_spec.validate(has_draft=engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
+                    up_sampling = _changed(self._sampling, sampling_changes).validate()
+                except SettingsError as exc:
+                    self.error(up_id, "invalid_settings", str(exc))
+                    continue
                 self._spec, self._sampling = up_spec, up_sampling
                 self.send(
                     "updated", id=up_id, run=run, spec=to_dict(up_spec), sampling=to_dict(up_sampling), from_cycle=None
