@@ -20,6 +20,7 @@ from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import (
     GPU_BANDWIDTH_EFFICIENCY,
     PROBE_BATCH,
+    ProbeTimes,
     assumed_cpu_speed,
     cached_cpu_speed,
     cpu_key,
@@ -136,13 +137,23 @@ def test_the_cpu_solve_recovers_the_figures_its_timings_came_from():
     small = ModelCost(
         weight_bytes=30 * 2**20, weight_macs=15 * 2**20, kv_bytes_per_position=0, attention_macs_per_position=0
     )
-    truth = DeviceSpeed("CPU", bandwidth_bytes_per_s=10e9, flops_per_s=100e9, overhead_ms=0.5)
-    one, little, batch = (truth.forward_ms(c, b, 16) for c, b in ((cost, 1), (small, 1), (cost, PROBE_BATCH)))
-    got = solve_cpu_speed(cost, small, one, little, batch, ms_per_token=one + 0.5)
-    assert got.bandwidth_bytes_per_s == pytest.approx(10e9) and got.overhead_ms == pytest.approx(0.5)
-    assert got.flops_per_s == pytest.approx(100e9)
+    # a CPU as llama.cpp's kernels behave: memory and compute add up, a multi-token pass reads 40% again
+    truth = DeviceSpeed(
+        "CPU", bandwidth_bytes_per_s=10e9, flops_per_s=100e9, overhead_ms=0.5, overlap=False, reread=0.4
+    )
+    times = ProbeTimes(
+        *(truth.forward_ms(c, b, 16) for c, b in ((cost, 1), (cost, 2), (cost, PROBE_BATCH), (small, 1)))
+    )
+    got = solve_cpu_speed({"F16": (cost, small, times)}, ms_per_token=times.one)
+    assert got.bandwidth_bytes_per_s == pytest.approx(10e9) and got.flops_per_s == pytest.approx(100e9)
+    assert got.reread == pytest.approx(0.4) and got.overhead_ms == pytest.approx(0.5) and not got.overlap
+    # the solved device predicts the timings it was solved from, and the passes between
+    for b in (1, 2, 5, PROBE_BATCH):
+        assert got.forward_ms(cost, b, 16) == pytest.approx(truth.forward_ms(cost, b, 16))
     # a plain generation slower than its forward pass: the difference is a cost every pass pays
-    assert solve_cpu_speed(cost, small, one, little, batch, ms_per_token=one + 2.0).overhead_ms == pytest.approx(2.0)
+    assert solve_cpu_speed({"F16": (cost, small, times)}, ms_per_token=times.one + 1.5).overhead_ms == pytest.approx(
+        2.0
+    )
 
 
 def test_a_tune_in_the_history_is_this_pairs_measurement(pair, tmp_path):
@@ -167,8 +178,8 @@ def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
     assert speed.overhead_ms >= 0 and speed.source.startswith("measured")
     assert any("timing forward passes" in s for s in said)
     # llama-quantize made the Q8_0 and Q4_K_M variants, and each was timed: its own figures, cached too
-    assert set(speed.class_rates) == {"F16", "Q8_0", "Q4_K"}
-    assert all(bw > 0 and fl > 0 for bw, fl in speed.class_rates.values())
+    assert set(speed.class_rates) == {"F16", "Q8_0", "Q4_K"} and not speed.overlap
+    assert all(bw > 0 and fl > 0 and r >= 0 for bw, fl, r in speed.class_rates.values())
     assert any("Q4_K_M" in s for s in said)
     again: list[str] = []
     assert probe_cpu_speed(progress=again.append, cache=tmp_path) == speed and again == []
@@ -228,10 +239,10 @@ def test_each_weight_class_runs_at_its_own_measured_rates():
         by_class=(("Q4_K", 1_000_000, 2_000_000), ("Q8_0", 2_000_000, 2_000_000)),
     )
     plain = DeviceSpeed("CPU", bandwidth_bytes_per_s=1e9, flops_per_s=1e9, overhead_ms=0.5)
-    # without class rates: one roofline over everything
+    # a roofline over everything (a GPU's way: reading and computing overlap)
     assert plain.forward_ms(cost, 1, 0) == pytest.approx(0.5 + 1000 * max(3e6 / 1e9, 8e6 / 1e9))
-    rated = dataclasses.replace(plain, class_rates={"Q4_K": (2e9, 4e9), "Q8_0": (1e9, 8e9)})
-    # Q4_K: max(1 ms memory, 1 ms compute); Q8_0: max(2 ms, 0.5 ms); the KV cache (100 positions) at 1 GB/s
-    assert rated.forward_ms(cost, 1, 100) == pytest.approx(0.5 + 1.0 + 2.0 + 0.1)
-    # a batch of 8: Q4_K compute-bound at 8 ms, Q8_0 at 4 ms
-    assert rated.forward_ms(cost, 8, 0) == pytest.approx(0.5 + 8.0 + 4.0)
+    rated = dataclasses.replace(plain, class_rates={"Q4_K": (2e9, 4e9, 0.5), "Q8_0": (1e9, 8e9, 0.25)}, overlap=False)
+    # one token: Q4_K 0.5 ms memory + 1 ms compute; Q8_0 2 + 0.5; the KV cache (100 positions) at 1 GB/s
+    assert rated.forward_ms(cost, 1, 100) == pytest.approx(0.5 + 1.5 + 2.5 + 0.1)
+    # eight: Q4_K 0.5 x 1.5 + 8; Q8_0 2 x 1.25 + 4 (the weights partly read again)
+    assert rated.forward_ms(cost, 8, 0) == pytest.approx(0.5 + 8.75 + 6.5)

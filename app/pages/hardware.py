@@ -234,7 +234,7 @@ class HardwarePage(QWidget):
             f"<b>{speed.flops_per_s / 1e9:.0f} GFLOPs</b>, {speed.overhead_ms:.2f} ms fixed per pass"
             + "".join(
                 f"; {cls} weights {bw / 1e9:.1f} GB/s, {fl / 1e9:.0f} GFLOPs"
-                for cls, (bw, fl) in speed.class_rates.items()
+                for cls, (bw, fl, _) in speed.class_rates.items()
                 if cls != "F16"
             )
             + f" <small>({speed.source})</small>"

@@ -10,7 +10,6 @@ DeviceSpeed, which is cached per processor, core count and llama.cpp build.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,13 +23,13 @@ from engine.planning.device_speed import (
     PROBE_BATCH,
     PROBE_QUANTS,
     PROBE_SHAPE,
+    ProbeTimes,
     cached_cpu_speed,
     cpu_key,
     save_cpu_speed,
-    solve_class_rates,
     solve_cpu_speed,
 )
-from engine.planning.speed_model import DeviceSpeed, model_cost
+from engine.planning.speed_model import DeviceSpeed, ModelCost, model_cost
 from engine.runtime.client import EngineClient
 
 PROBE_PROMPT = "the value of the data is"
@@ -58,8 +57,8 @@ def probe_cpu_speed(
         cost, small = model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft))
         progress("loading it")
         client.load(LoadSettings(target, draft, ctx=2048))
-        progress("timing forward passes of 1 and 16 tokens")
-        ms, ms_small = _fastest_passes(client, reps)
+        progress("timing forward passes of 1, 2 and 16 tokens")
+        timed = {"F16": (cost, small, _fastest_passes(client, reps))}
         progress("timing a short plain generation")
         tps = max(
             generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)[
@@ -67,41 +66,37 @@ def probe_cpu_speed(
             ]
             for _ in range(REPEATS)
         )
-    ms_per_token = 1000.0 / tps if tps else ms[1]
-    speed = solve_cpu_speed(cost, small, ms[1], ms_small, ms[PROBE_BATCH], ms_per_token)
-    rates = {"F16": (speed.bandwidth_bytes_per_s, speed.flops_per_s)}
     for cls, ftype in PROBE_QUANTS.items():
         progress(f"timing {ftype} weights, whose kernels differ from F16's")
-        rates[cls] = _time_class(folder, target, draft, ftype, speed.overhead_ms, reps)
-    speed = dataclasses.replace(speed, class_rates=rates, source=speed.source + "; Q8_0 and Q4_K_M timed apart")
+        timed[cls] = _time_class(folder, target, draft, ftype, reps)
+    speed = solve_cpu_speed(timed, 1000.0 / tps if tps else timed["F16"][2].one)
     save_cpu_speed(key, speed, cache)
     return speed
 
 
 def _time_class(
-    folder: Path, target: Path, draft: Path, ftype: str, overhead_ms: float, reps: int
-) -> tuple[float, float]:
-    """The probe pair quantized to ftype (once, kept beside it), loaded and timed like the F16 one."""
+    folder: Path, target: Path, draft: Path, ftype: str, reps: int
+) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+    """The probe pair quantized to ftype (once, kept beside it), its costs, loaded and timed like the F16 one."""
     files = []
     for src in (target, draft):
         out = folder / f"{src.stem}-{ftype}.gguf"
         if not out.is_file():
             quantize(src, out, ftype)
         files.append(out)
-    cost, small = model_cost(inspect_gguf(files[0])), model_cost(inspect_gguf(files[1]))
     with EngineClient() as client:
         client.start()
         client.load(LoadSettings(files[0], files[1], ctx=2048))
-        ms, ms_small = _fastest_passes(client, reps)
-    return solve_class_rates(cost, small, ms[1], ms_small, ms[PROBE_BATCH], overhead_ms)
+        times = _fastest_passes(client, reps)
+    return model_cost(inspect_gguf(files[0])), model_cost(inspect_gguf(files[1])), times
 
 
-def _fastest_passes(client: EngineClient, reps: int) -> tuple[dict[int, float], float]:
-    """The target's passes of 1 and PROBE_BATCH tokens and the draft's of 1, each the fastest of REPEATS."""
+def _fastest_passes(client: EngineClient, reps: int) -> ProbeTimes:
+    """The target's passes of 1, 2 and PROBE_BATCH tokens and the draft's of 1, each the fastest of REPEATS."""
     ms: dict[int, float] = {}
     ms_small = float("inf")
     for _ in range(REPEATS):
-        for n, t in client.measure("target", [1, PROBE_BATCH], n_past=16, reps=reps).items():
+        for n, t in client.measure("target", [1, 2, PROBE_BATCH], n_past=16, reps=reps).items():
             ms[n] = min(ms.get(n, float("inf")), t)
         ms_small = min(ms_small, client.measure("draft", [1], n_past=16, reps=reps)[1])
-    return ms, ms_small
+    return ProbeTimes(ms[1], ms[2], ms[PROBE_BATCH], ms_small)

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.paths import cache_dir
@@ -69,6 +70,7 @@ ASSUMED_BANDWIDTH_PER_CORE = 7e9
 ASSUMED_BANDWIDTH_CAP = 40e9
 ASSUMED_FLOPS_PER_CORE = 36e9
 ASSUMED_OVERHEAD_MS = 0.3
+ASSUMED_REREAD = 0.45  # measured 0.4 to 0.55 on that VM for F16, Q8_0 and Q4_K_M
 
 PROBE_SHAPE = ModelShape(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816, n_ctx_train=2048)
 PROBE_BATCH = 16
@@ -118,7 +120,9 @@ def cpu_key(build: str | None = None) -> str:
 def cached_cpu_speed(key: str, folder: Path | None = None) -> DeviceSpeed | None:
     try:
         data = json.loads(_cache_file(key, folder).read_text(encoding="utf-8"))
-        data["class_rates"] = {c: (float(bw), float(fl)) for c, (bw, fl) in data.get("class_rates", {}).items()}
+        data["class_rates"] = {c: tuple(float(x) for x in v) for c, v in data.get("class_rates", {}).items()}
+        if any(len(v) != 3 for v in data["class_rates"].values()):
+            return None  # an older probe's figures: measure again
         return DeviceSpeed(**data)
     except (OSError, ValueError, TypeError):
         return None
@@ -141,6 +145,8 @@ def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
         flops_per_s=ASSUMED_FLOPS_PER_CORE * n,
         overhead_ms=ASSUMED_OVERHEAD_MS,
         source=f"assumed from {n} cores, not measured: measure this CPU on the Hardware page",
+        overlap=False,
+        reread=ASSUMED_REREAD,
     )
 
 
@@ -150,36 +156,54 @@ def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSp
     return gpu_device(report) or latest_cpu_speed(folder) or assumed_cpu_speed(report.cpu.logical_cores)
 
 
-def solve_cpu_speed(
-    cost: ModelCost, small: ModelCost, ms_one: float, ms_small: float, ms_batch: float, ms_per_token: float
-) -> DeviceSpeed:
-    """Bandwidth, compute and the fixed cost of a pass from the probe's timings: one token through the
-    8-layer model and through its 1-layer draft (both read their weights once: t = bytes / bandwidth + a
-    fixed part, two equations), PROBE_BATCH tokens through the 8-layer one (compute-bound), and a token of
-    plain generation, whose time beyond the forward pass (sampling, the loop, thread hand-offs) is the
-    fixed cost every pass pays."""
-    extra_bytes = cost.bytes_read(16) - small.bytes_read(16)
-    bandwidth = extra_bytes / max((ms_one - ms_small) / 1000.0, 1e-9)
-    overhead_ms = max(ms_small - 1000.0 * small.bytes_read(16) / bandwidth, ms_per_token - ms_one, 0.0)
-    flops = cost.flops(PROBE_BATCH, 16) / max((ms_batch - overhead_ms) / 1000.0, 1e-9)
+@dataclass(frozen=True)
+class ProbeTimes:
+    """The probe's timings of one weight class, in ms: the 8-layer target's passes of 1, 2 and PROBE_BATCH
+    tokens, and the 1-layer draft's of one."""
+
+    one: float
+    two: float
+    batch: float
+    small: float
+
+
+def solve_rates(cost: ModelCost, small: ModelCost, t: ProbeTimes) -> tuple[float, float, float, float]:
+    """(bandwidth, FLOPs, reread, fixed ms) of one weight class, for a CPU (DeviceSpeed.overlap False):
+      a pass of B tokens = fixed + bytes / bandwidth x (1 + reread if B > 1) + B x flops / FLOPs
+    The step from 2 to PROBE_BATCH tokens is compute alone; the target's and the draft's one-token
+    passes differ by their bytes (and their compute, now known); the step from 1 to 2 tokens beyond a
+    token's compute is the weights read again."""
+    compute_ms = (t.batch - t.two) / (PROBE_BATCH - 2)  # one token's compute through the target
+    flops = cost.flops(1, 16) / max(compute_ms / 1000.0, 1e-12)
+    small_compute_ms = 1000.0 * small.flops(1, 16) / flops
+    memory_ms = (t.one - compute_ms) - (t.small - small_compute_ms)  # the target's extra bytes
+    bandwidth = (cost.bytes_read(16) - small.bytes_read(16)) / max(memory_ms / 1000.0, 1e-12)
+    target_memory_ms = 1000.0 * cost.bytes_read(16) / bandwidth
+    fixed_ms = max(t.one - compute_ms - target_memory_ms, 0.0)
+    reread = max((t.two - t.one - compute_ms) / max(target_memory_ms, 1e-9), 0.0)
+    return bandwidth, flops, reread, fixed_ms
+
+
+def solve_cpu_speed(timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]], ms_per_token: float) -> DeviceSpeed:
+    """The CPU from the probe: for each weight class (F16 at least) the probe pair's costs and timings,
+    and a token of plain generation, whose time beyond the forward pass (sampling, the loop, thread
+    hand-offs) every pass pays too."""
+    rates = {cls: solve_rates(cost, small, t) for cls, (cost, small, t) in timed.items()}
+    bandwidth, flops, reread, fixed_ms = rates["F16"]
+    f16_cost, _, f16_times = timed["F16"]
+    overhead_ms = fixed_ms + max(ms_per_token - f16_times.one, 0.0)
     return DeviceSpeed(
         "CPU",
         bandwidth_bytes_per_s=bandwidth,
         flops_per_s=flops,
         overhead_ms=overhead_ms,
-        source=f"measured: llama.cpp on a {cost.weight_bytes / 2**20:.0f} MiB F16 model, its draft, a plain run",
+        source=f"measured: llama.cpp on a {f16_cost.weight_bytes / 2**20:.0f} MiB F16 model"
+        + (" and its Q8_0 and Q4_K_M copies" if len(timed) > 1 else "")
+        + ", its draft, a plain run",
+        class_rates={cls: (bw, fl, r) for cls, (bw, fl, r, _) in rates.items()},
+        overlap=False,
+        reread=reread,
     )
-
-
-def solve_class_rates(
-    cost: ModelCost, small: ModelCost, ms_one: float, ms_small: float, ms_batch: float, overhead_ms: float
-) -> tuple[float, float]:
-    """(bandwidth, FLOPs) of one weight class: the probe pair quantized to it, timed as solve_cpu_speed
-    times the F16 one, with the fixed cost per pass already known."""
-    extra_bytes = cost.bytes_read(16) - small.bytes_read(16)
-    bandwidth = extra_bytes / max((ms_one - ms_small) / 1000.0, 1e-9)
-    flops = cost.flops(PROBE_BATCH, 16) / max((ms_batch - overhead_ms) / 1000.0, 1e-9)
-    return bandwidth, flops
 
 
 def save_cpu_speed(key: str, speed: DeviceSpeed, folder: Path | None = None) -> None:
