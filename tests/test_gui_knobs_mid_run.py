@@ -20,9 +20,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QSettings  # noqa: E402
 
-from app.main_window import MainWindow  # noqa: E402
 from app.pages.lab.controls import LabControls  # noqa: E402
 from engine.core.settings import LoadSettings  # noqa: E402
 from engine.runtime.client import EngineClient  # noqa: E402
@@ -41,24 +39,18 @@ from .test_knobs_mid_run import (  # noqa: E402
 
 WAIT = 120_000  # ms; generous: CI machines are small and may be busy
 K = 4
+CTX = 4096  # the Lab's context in these runs: the room it leaves caps an n-gram draft
 LIMIT = 1000  # cycles in one phase: one that has not shown what it waits for by then never will
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
-    w = MainWindow(settings=QSettings(str(tmp_path / "test.ini"), QSettings.Format.IniFormat))
-    qtbot.addWidget(w)
-    w.show()
-    w.show_page("Lab")
-    # The page sends a knob once it has rested KNOB_SETTLE_MS (150 ms); on a machine where the tiny test
-    # models run a cycle in well under a millisecond, that is hundreds of cycles, and a few changes fill
-    # the context. The timer still decides when the page sends; it just waits less.
-    w.lab.knob_timer.setInterval(1)
-    with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
-        w.controller.start()
-    yield w
-    w.close()
+def window(window):
+    """The common window (tests/conftest.py), its Lab sending a knob 1 ms after it rests. The page sends once
+    the knob has rested KNOB_SETTLE_MS (150 ms); on a machine where the tiny test models run a cycle in well
+    under a millisecond, that is hundreds of cycles, and a few changes fill the context. The timer still
+    decides when the page sends; it just waits less."""
+    window.lab.knob_timer.setInterval(1)
+    return window
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +65,7 @@ def prompt_tokens(pair) -> dict[str, list[int]]:
         client.close()
 
 
-def set_up(w, pair, *, method="draft-simple", prompt=PROMPTS[1], ctx=4096, max_tokens=1 << 16, **knobs) -> None:
+def set_up(w, pair, *, method="draft-simple", prompt=PROMPTS[1], ctx=CTX, max_tokens=1 << 16, **knobs) -> None:
     """The pair, one CPU thread, a custom prompt and a budget the runs here never reach (they end by Stop),
     then each knob widget named in ``knobs`` (k, p_min, size_n, temp, seed, ...)."""
     c = w.lab.controls
@@ -184,7 +176,7 @@ def drafts(c: dict) -> bool:
     return c["drafted"] > 0
 
 
-def ngram_simple(ctx: Context, c: dict, sizes: tuple[int, int], n_ctx: int = 2048) -> int:
+def ngram_simple(ctx: Context, c: dict, sizes: tuple[int, int], n_ctx: int = CTX) -> int:
     """What ngram-simple drafts at cycle c (the room left in the context caps it, as in llama-server)."""
     tokens, sampled = ctx.at[c["i"]]
     return min(ngram_simple_draft(tokens, sampled, *sizes), n_ctx - len(tokens) - 2)
