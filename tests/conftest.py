@@ -16,6 +16,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # runs recorded during tests go to a throwaway history, never the user's
 os.environ["SPECTUNE_DATA_DIR"] = tempfile.mkdtemp(prefix="spectune-test-data-")
 
+GUI_WAIT = 120_000  # ms; generous: CI machines are small and may be busy
+
 # prompts with some repetition so the n-gram methods find matches
 PROMPTS = (
     "def the value of the data is",
@@ -46,6 +48,24 @@ def incompatible_pair(tmp_path_factory) -> tuple[Path, Path]:
 def bigger_pair(tmp_path_factory) -> tuple[Path, Path]:
     shape = ModelShape(n_embd=256, n_layer=6, n_head=4, n_head_kv=2, n_ff=640)
     return write_pair(tmp_path_factory.mktemp("pair_big"), PairSpec(shape=shape, dtype="f16"))
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    """The main window on the Lab page, its engine worker started (the GUI tests' common start)."""
+    from PySide6.QtCore import QSettings
+
+    from app.main_window import MainWindow
+
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "test.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.show_page("Lab")
+    with qtbot.waitSignal(w.controller.hello, timeout=GUI_WAIT):
+        w.controller.start()
+    yield w
+    w.close()
 
 
 @pytest.fixture

@@ -17,22 +17,9 @@ from PySide6.QtCore import QSettings, QTimer  # noqa: E402
 from app.engine_controller import CRASHED, LOADING, READY  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
 
-from .conftest import PROMPTS  # noqa: E402
+from .conftest import GUI_WAIT, PROMPTS  # noqa: E402
 
-WAIT = 120_000  # ms; generous: CI machines are small and may be busy
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
-    w = MainWindow(settings=QSettings(str(tmp_path / "test.ini"), QSettings.Format.IniFormat))
-    qtbot.addWidget(w)
-    w.show()
-    w.show_page("Lab")
-    with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
-        w.controller.start()
-    yield w
-    w.close()
+WAIT = GUI_WAIT
 
 
 def set_pair(w, pair, k=4, max_tokens=64, ctx=1024):

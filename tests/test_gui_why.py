@@ -7,34 +7,21 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QSettings  # noqa: E402
-
-from app.main_window import MainWindow  # noqa: E402
 
 from .test_gui import WAIT, set_pair  # noqa: E402
 
 
-def test_after_a_baseline_the_lab_says_why_and_follows_k(qtbot, tmp_path, monkeypatch, pair):
-    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
-    w = MainWindow(settings=QSettings(str(tmp_path / "why.ini"), QSettings.Format.IniFormat))
-    qtbot.addWidget(w)
-    w.show()
-    w.show_page("Lab")
-    lab = w.lab
-    try:
-        with qtbot.waitSignal(w.controller.hello, timeout=WAIT):
-            w.controller.start()
-        set_pair(w, pair, k=4, max_tokens=2000, ctx=4096)
-        assert "Measure the baseline" in lab.why.text()
-        lab.baseline()
-        qtbot.waitUntil(lambda: lab.mode == "idle" and bool(lab.live.baseline_tps), timeout=WAIT)
-        lab.start()
-        qtbot.waitUntil(lambda: "at K=4)" in lab.why.text(), timeout=WAIT)
-        assert "Speculation" in lab.why.text() and "verifying 5 tokens costs" in lab.why.text()
-        lab.controls.k.setValue(2)
-        qtbot.waitUntil(lambda: "(since K 4→2)" in lab.why.text() and "at K=2)" in lab.why.text(), timeout=WAIT)
-        assert "verifying 3 tokens costs" in lab.why.text()
-        lab.stop()
-        qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
-    finally:
-        w.close()
+def test_after_a_baseline_the_lab_says_why_and_follows_k(qtbot, window, pair):
+    lab = window.lab
+    set_pair(window, pair, k=4, max_tokens=2000, ctx=4096)
+    assert "Measure the baseline" in lab.why.text()
+    lab.baseline()
+    qtbot.waitUntil(lambda: lab.mode == "idle" and bool(lab.live.baseline_tps), timeout=WAIT)
+    lab.start()
+    qtbot.waitUntil(lambda: "at K=4)" in lab.why.text(), timeout=WAIT)
+    assert "Speculation" in lab.why.text() and "verifying 5 tokens costs" in lab.why.text()
+    lab.controls.k.setValue(2)
+    qtbot.waitUntil(lambda: "(since K 4→2)" in lab.why.text() and "at K=2)" in lab.why.text(), timeout=WAIT)
+    assert "verifying 3 tokens costs" in lab.why.text()
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)

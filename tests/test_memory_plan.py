@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from engine.core.settings import LoadSettings
+from engine.llama.quantize import quantize
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, TensorInfo, inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.planning.hardware import cpu_features
@@ -69,23 +68,6 @@ def big_vocab(tmp_path_factory):
     )
 
 
-def llama_quantize(source: Path, out: Path, ftype: str) -> Path:
-    """The pinned build's llama-quantize, so a quant mix (Q4_K_M's Q6_K layers, its fallbacks for rows
-    that are no whole number of 256-blocks) is exactly the one llama.cpp users download."""
-    from engine.llama.install import find_install, server_path
-
-    tool = server_path().parent / "llama-quantize"
-    r = subprocess.run(
-        [str(tool), str(source), str(out), ftype],
-        capture_output=True,
-        text=True,
-        env=find_install().loader_env(),
-        timeout=300,
-    )
-    assert r.returncode == 0, f"llama-quantize {ftype} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
-    return out
-
-
 @pytest.fixture(scope="module")
 def quantized_qwen_pairs(tmp_path_factory):
     """Qwen2.5-0.5B's layer shape with 2 layers (the draft 1): Q8_0 as the synthetic writer makes it, and
@@ -93,7 +75,7 @@ def quantized_qwen_pairs(tmp_path_factory):
     shape = ModelShape(n_embd=896, n_layer=2, n_head=14, n_head_kv=2, n_ff=4864, n_ctx_train=32768)
     pairs = {"q8_0": write_pair(tmp_path_factory.mktemp("qwen_q8_0"), PairSpec(shape=shape, dtype="q8_0"))}
     f16 = write_pair(tmp_path_factory.mktemp("qwen_f16_small"), PairSpec(shape=shape, dtype="f16"))
-    pairs["q4_k_m"] = tuple(llama_quantize(p, p.with_name(f"{p.stem}-q4_k_m.gguf"), "Q4_K_M") for p in f16)
+    pairs["q4_k_m"] = tuple(quantize(p, p.with_name(f"{p.stem}-q4_k_m.gguf"), "Q4_K_M") for p in f16)
     return pairs
 
 

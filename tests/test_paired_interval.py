@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from engine.core.paired import median_interval, order_in_pair
+from engine.core.paired import abba, median_interval
 
 
 def test_the_interval_is_an_order_statistic_pair_with_the_binomial_coverage():
@@ -37,4 +37,4 @@ def test_the_coverage_holds_on_simulated_noise():
 
 
 def test_the_order_alternates():
-    assert [order_in_pair(i) for i in range(4)] == [(0, 1), (1, 0), (0, 1), (1, 0)]
+    assert [abba((0, 1), i) for i in range(4)] == [[0, 1], [1, 0], [0, 1], [1, 0]]

@@ -143,7 +143,7 @@ class StartPage(QWidget):
         self.candidates = list(rec.recommended[:SHOWN_PAIRS])
         head = f"For {rec.budget.describe(short=True)}:"
         if not self.candidates:
-            slow = [c for c in rec.near_misses if "tokens/s here" in c.why_not]
+            slow = [c for c in rec.near_misses if c.too_slow]
             if not slow:
                 self.pairs_status.setText("Nothing in the catalog fits this machine's free memory with headroom.")
                 return
@@ -172,7 +172,7 @@ class StartPage(QWidget):
             self.device_label.setText("")
             self.measure_button.hide()
             return
-        assumed = "assumed" in device.source
+        assumed = device.assumed
         self.device_label.setText(
             f"Speeds predicted for {device.name}"
             + (" from its core count, not measured yet." if assumed else f" <small>({device.source})</small>")

@@ -16,6 +16,7 @@ engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from types import ModuleType
@@ -23,8 +24,14 @@ from types import ModuleType
 from engine.cli.errors import guarded
 from engine.measure.device_probe import probe_cpu_speed
 from engine.models.catalog import CatalogError, load_catalog
-from engine.planning.device_speed import TFLOPS_BY_COMPUTE_MAJOR, assumed_cpu_speed, gpu_device, latest_cpu_speed
-from engine.planning.hardware import probe
+from engine.planning.device_speed import (
+    GPU_OVERHEAD_MS,
+    TFLOPS_BY_COMPUTE_MAJOR,
+    assumed_cpu_speed,
+    gpu_device,
+    latest_cpu_speed,
+)
+from engine.planning.hardware import HardwareReport, probe
 from engine.planning.memory_plan import PlanError
 from engine.planning.recommend import (
     DEFAULT_CTX,
@@ -44,11 +51,16 @@ from engine.runtime.client import EngineError
 _guarded = guarded(CatalogError, RecommendError, PlanError, EngineError)
 
 
-def _budget(a: argparse.Namespace):
+def _auto(a: argparse.Namespace) -> bool:
+    return a.vram is None or a.vram.lower() == "auto"
+
+
+def _budget(a: argparse.Namespace, report: HardwareReport | None = None) -> Budget:
+    """report: NVML already read (--vram auto)."""
     if a.bandwidth is not None and a.bandwidth <= 0:
         raise RecommendError(f"--bandwidth must be positive (GB/s), got {a.bandwidth}")
-    if a.vram is None or a.vram.lower() == "auto":
-        return budget_from_hardware(a.nvml, a.bandwidth)
+    if _auto(a):
+        return budget_from_hardware(a.nvml, a.bandwidth, report=report)
     return budget_from_size(a.vram, a.bandwidth)
 
 
@@ -57,20 +69,20 @@ def _check_ctx(ctx: int) -> None:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
 
 
-def _device(a: argparse.Namespace, budget: Budget) -> DeviceSpeed | None:
-    """Where the pairs would run, for the speed model; None when only a size was given."""
-    if budget.kind == "gpu" and budget.source.startswith("--vram"):
+def _device(a: argparse.Namespace, budget: Budget, report: HardwareReport | None) -> DeviceSpeed | None:
+    """Where the pairs would run, for the speed model; None when only a size was given (report None:
+    --vram SIZE) without --bandwidth."""
+    if report is None:
         if not budget.bandwidth_bytes_per_s:
             return None
         tflops = TFLOPS_BY_COMPUTE_MAJOR[8]
-        return DeviceSpeed("GPU", budget.bandwidth_bytes_per_s, tflops * 1e12, 0.15, "--bandwidth; FLOPs assumed")
-    report = probe(a.nvml)
+        return DeviceSpeed(
+            "GPU", budget.bandwidth_bytes_per_s, tflops * 1e12, GPU_OVERHEAD_MS, "--bandwidth; FLOPs assumed"
+        )
     if budget.kind == "gpu":
         gpu = gpu_device(report)
         if gpu is not None and a.bandwidth:
-            gpu = DeviceSpeed(
-                gpu.name, a.bandwidth * 1e9, gpu.flops_per_s, gpu.overhead_ms, "--bandwidth; " + gpu.source
-            )
+            gpu = dataclasses.replace(gpu, bandwidth_bytes_per_s=a.bandwidth * 1e9, source="--bandwidth; " + gpu.source)
         return gpu
     known = latest_cpu_speed()
     if known is not None or a.no_probe:
@@ -84,14 +96,15 @@ def cmd_recommend(a: argparse.Namespace) -> int:
         raise RecommendError(f"--limit must be 1 or more, got {a.limit}")
     if a.speed_floor < 0:
         raise RecommendError(f"--speed-floor must be 0 or more (tokens/s), got {a.speed_floor}")
-    budget = _budget(a)
+    report = probe(a.nvml) if _auto(a) else None
+    budget = _budget(a, report)
     result = recommend(
         load_catalog(a.catalog),
         budget,
         ctx=a.ctx,
         family=a.family,
         limit=a.limit,
-        device=_device(a, budget),
+        device=_device(a, budget, report),
         speed_floor=a.speed_floor,
     )
     print(json.dumps(result.to_dict()) if a.json else format_recommendation(result))

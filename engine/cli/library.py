@@ -79,13 +79,7 @@ def cmd_pull(a: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
     else:
         for f in result.files:
-            how = (
-                "already here"
-                if f.already_present
-                else (f"downloaded, resumed from byte {f.resumed_from}" if f.resumed_from else "downloaded")
-            )
-            check = f"sha256 checked against the {f.sha256_source}" if f.sha256_verified else "no sha256 to check"
-            print(f"{f.role:<6} {f.path}  ({how}; {check})")
+            print(f"{f.role:<6} {f.path}  ({f.how()})")
     if result.compat is not None and not result.compat["compatible"]:
         print(
             "spectune: warning: llama.cpp will refuse this draft for this target: "

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 CONFIDENCE = 0.90
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,9 @@ class PairedRatio:
         }
 
 
-def order_in_pair(index: int) -> tuple[int, int]:
-    """Which arm runs first for the index-th pair: (0, 1) then (1, 0), alternating."""
-    return (0, 1) if index % 2 == 0 else (1, 0)
+def abba(arms: Sequence[T], round_index: int) -> list[T]:
+    """The order of the arms in this round: as given in even rounds, reversed in odd ones."""
+    return list(arms) if round_index % 2 == 0 else list(reversed(arms))
 
 
 def median_interval(ratios: Sequence[float], confidence: float = CONFIDENCE) -> PairedRatio:

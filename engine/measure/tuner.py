@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.core.paired import PairedRatio, median_interval, order_in_pair
+from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
 from engine.measure.generate import generate
@@ -230,7 +230,7 @@ class Tuner:
         ratios = []
         for i, prompt in enumerate(prompts):
             tps = {}
-            for arm in order_in_pair(i):
+            for arm in abba((0, 1), i):
                 s = self._run(best.spec, prompt) if arm == 0 else self._run(SpecSettings("none"), prompt, baseline=True)
                 tps[arm] = s["tokens_per_s"]
             ratios.append(tps[0] / tps[1] if tps[1] else 0.0)

@@ -139,6 +139,15 @@ class DownloadResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def how(self) -> str:
+        """ "downloaded, resumed from byte N; sha256 checked against the hub", for the user."""
+        if self.already_present:
+            how = "already here"
+        else:
+            how = f"downloaded, resumed from byte {self.resumed_from}" if self.resumed_from else "downloaded"
+        check = f"sha256 checked against the {self.sha256_source}" if self.sha256_verified else "no sha256 to check"
+        return f"{how}; {check}"
+
 
 @dataclass
 class PullResult:

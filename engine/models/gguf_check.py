@@ -38,37 +38,38 @@ def check_gguf(path: str | Path, role: str = "model") -> None:
         raise GGUFError(
             f"{role} file {path.name} has an implausible header ({n_tensors} tensors, {n_kv} keys): the file is damaged"
         )
-    _check_length(path, role, size)
     import gguf
 
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception as exc:
+        _check_length(path, role, size)  # a file cut inside its data is said to be truncated, by how much
         raise GGUFError(
             f"{role} file {path.name} has a header that cannot be read ({exc}); the file is damaged or truncated"
         ) from exc
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
-        raise GGUFError(
-            f"{role} file {path.name} is truncated: its tensors need {end} bytes but the file has "
-            f"{size} ({100.0 * size / end:.1f}% present); download it again"
-        )
+        raise _truncated(path, role, end, size)
     if not reader.tensors:
         raise GGUFError(f"{role} file {path.name} holds no tensors (a vocab-only file cannot generate)")
 
 
+def _truncated(path: Path, role: str, needed: int, size: int) -> GGUFError:
+    return GGUFError(
+        f"{role} file {path.name} is truncated: its tensors need {needed} bytes but the file has "
+        f"{size} ({100.0 * size / needed:.1f}% present); download it again"
+    )
+
+
 def _check_length(path: Path, role: str, size: int) -> None:
-    """A file cut inside its tensor data, said as such: the header alone (engine.models.gguf_inspect reads
-    nothing else) gives where the last tensor ends. gguf.GGUFReader would fail first on such a file, with
-    a numpy reshape error that says nothing of the truncation."""
+    """A file gguf.GGUFReader cannot read: when its header is whole (engine.models.gguf_inspect reads nothing
+    else) but the tensor data stops short, say so; the reader's own error is a numpy reshape message that
+    says nothing of the truncation."""
     from engine.models.gguf_inspect import GGUFInspectError, GGUFTruncatedError, inspect_gguf
 
     try:
         inspect_gguf(path)
     except GGUFTruncatedError as cut:
-        raise GGUFError(
-            f"{role} file {path.name} is truncated: its tensors need {cut.needed} bytes but the file has "
-            f"{size} ({100.0 * size / cut.needed:.1f}% present); download it again"
-        ) from None
+        raise _truncated(path, role, cut.needed, size) from None
     except GGUFInspectError:
-        return  # a damaged header: the reader below says what it can
+        return  # a damaged header: the reader's error says what it can

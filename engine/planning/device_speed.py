@@ -147,6 +147,7 @@ def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
         source=f"assumed from {n} cores, not measured: measure this CPU on the Hardware page",
         overlap=False,
         reread=ASSUMED_REREAD,
+        assumed=True,
     )
 
 

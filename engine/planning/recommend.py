@@ -45,6 +45,7 @@ from types import ModuleType
 from engine.models.catalog import BUNDLED, Catalog, Model, ModelFile
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import leviathan_speedup
+from engine.planning.hardware import HardwareReport
 from engine.planning.memory_plan import (
     KV_PAD,
     GpuBudget,
@@ -146,11 +147,14 @@ def budget_from_size(text: str, bandwidth_gb_s: float | None = None) -> Budget:
     )
 
 
-def budget_from_hardware(nvml: ModuleType | None = None, bandwidth_gb_s: float | None = None) -> Budget:
-    """--vram auto: the free VRAM of every GPU NVML reports; without one, available RAM for the CPU."""
+def budget_from_hardware(
+    nvml: ModuleType | None = None, bandwidth_gb_s: float | None = None, report: HardwareReport | None = None
+) -> Budget:
+    """--vram auto: the free VRAM of every GPU NVML reports; without one, available RAM for the CPU.
+    report: a probe already taken (engine.planning.hardware.probe), so that NVML is read once."""
     from engine.planning.hardware import probe
 
-    report = probe(nvml)
+    report = report if report is not None else probe(nvml)
     gpus = [g for g in report.gpus if g.memory_free_bytes]
     if gpus:
         bandwidths = [g.peak_memory_bandwidth_bytes_per_s for g in gpus if g.peak_memory_bandwidth_bytes_per_s]
@@ -312,6 +316,13 @@ class Candidate:
     @property
     def score(self) -> float:
         return round(sum(self.score_parts.values()), 2)
+
+    @property
+    def too_slow(self) -> bool:
+        """Fits, but is predicted under the speed floor on this device."""
+        return (
+            self.fits_memory and self.prediction is not None and (self.tokens_per_s or 0.0) < (self.speed_floor or 0.0)
+        )
 
     @property
     def uses_draft(self) -> bool:
@@ -516,9 +527,9 @@ def recommend(
                         best = c
             if best is not None:
                 candidates.append(best)
-    fits = [c for c in candidates if c.fits_memory and _fast_enough(c, speed_floor)]
+    fits = [c for c in candidates if c.fits_memory and _worth_listing(c)]
     for c in candidates:
-        if c.fits_memory and c.prediction is not None and not _fast_enough(c, speed_floor):
+        if c.too_slow:
             c.why_not = (
                 f"fits, but about {_tps(c.tokens_per_s or 0.0)} tokens/s here, under the floor of "
                 f"{speed_floor:g} tokens/s"
@@ -556,10 +567,9 @@ def recommend(
     return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
 
 
-def _fast_enough(c: Candidate, floor: float) -> bool:
-    if c.prediction is None:
-        return c.speedup >= MIN_SPEEDUP
-    return (c.tokens_per_s or 0.0) >= floor
+def _worth_listing(c: Candidate) -> bool:
+    """Fast enough here (with a device), else a draft worth its memory."""
+    return not c.too_slow if c.prediction is not None else c.speedup >= MIN_SPEEDUP
 
 
 def _predict(

@@ -120,6 +120,7 @@ class DeviceSpeed:
     class_rates: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     overlap: bool = True
     reread: float = 0.0  # the plain figures' share of weights read again by a multi-token pass
+    assumed: bool = False  # guessed (an unmeasured CPU), not measured or looked up
 
     def rates(self, cls: str) -> tuple[float, float, float]:
         return self.class_rates.get(cls, (self.bandwidth_bytes_per_s, self.flops_per_s, self.reread))

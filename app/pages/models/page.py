@@ -58,8 +58,9 @@ def rank_catalog(catalog, nvml, ctx: int, speed_floor: float = 10.0, probe_cache
 
     catalog = catalog if catalog is not None else load_catalog()
     try:
-        budget = budget_from_hardware(nvml)
-        device = local_device(probe(nvml), probe_cache)
+        report = probe(nvml)
+        budget = budget_from_hardware(nvml, report=report)
+        device = local_device(report, probe_cache)
         rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor)
     except (RecommendError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))

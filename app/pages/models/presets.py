@@ -366,13 +366,7 @@ class PresetsPanel(QWidget):
                 row.paths[f.role] = f.path
         lines = []
         for f in result.files:
-            how = (
-                "already here"
-                if f.already_present
-                else (f"downloaded, resumed from byte {f.resumed_from}" if f.resumed_from else "downloaded")
-            )
-            check = f"sha256 checked against the {f.sha256_source}" if f.sha256_verified else "no sha256 to check"
-            lines.append(f"{f.role}: {f.path} ({how}; {check})")
+            lines.append(f"{f.role}: {f.path} ({f.how()})")
         row.bar.setValue(1000)
         if broken:
             row.state = "failed"

@@ -31,7 +31,7 @@ ROLE = Qt.ItemDataRole.UserRole
 def nothing_recommended(rec) -> str:
     """Why the list is empty: nothing fits, or nothing that fits is fast enough here."""
     family = " in this family" if rec.family else ""
-    if rec.device is not None and any("tokens/s here" in c.why_not for c in rec.near_misses):
+    if any(c.too_slow for c in rec.near_misses):
         return f"Nothing{family} reaches {rec.speed_floor:g} tokens/s on this machine; the fastest are below"
     return f"Nothing in the catalog fits with headroom{family}"
 
