@@ -28,6 +28,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, to_dict
 from engine.runtime import protocol
 from engine.runtime.client import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineClient, EngineError
@@ -110,12 +111,15 @@ class EngineController(QObject):
         self._set_state(LOADING, f"loading {settings.target.name}")
         self._load_req = self._send("load", load=to_dict(settings))
 
-    def generate(self, prompt: str, max_tokens: int, spec: dict, sampling: dict, baseline: bool = False) -> Any:
+    def generate(self, prompt: Prompt, max_tokens: int, spec: dict, sampling: dict, baseline: bool = False) -> Any:
+        """One generation of a raw text or (chat mode) a conversation, which the worker renders with the
+        target's chat template."""
         self._run_counter += 1
         run = self._run_counter
         self.running_run = run
+        source = {"messages": prompt.messages} if isinstance(prompt, Conversation) else {"prompt": prompt}
         self._send(
-            "generate", prompt=prompt, max_tokens=max_tokens, baseline=baseline, spec=spec, sampling=sampling, run=run
+            "generate", **source, max_tokens=max_tokens, baseline=baseline, spec=spec, sampling=sampling, run=run
         )
         return run
 

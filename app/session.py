@@ -17,9 +17,13 @@ from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal, SignalInstance
 
+from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
 
 CUSTOM_PROMPT = "custom prompt"  # the workload entry that means "the prompt typed in the Lab"
+PICK_FILE = "a file…"  # the workload entry that opens a file dialog (a set's JSON, or chat requests as JSONL)
+WORKLOAD_FILES = "Workload sets and conversations (*.json *.jsonl)"
+CHAT_MODES = (("auto", "auto"), ("chat", "chat template"), ("raw", "raw text"))  # (mode, what the list shows)
 
 
 class SessionWidgets(Protocol):
@@ -43,6 +47,8 @@ class SessionWidgets(Protocol):
     def set_workload(self, name: str) -> bool: ...
     def custom_prompt(self) -> str: ...
     def set_custom_prompt(self, text: str) -> None: ...
+    def chat_mode(self) -> str: ...
+    def set_chat_mode(self, mode: str) -> None: ...
     def save_state(self) -> dict: ...
     def restore_state(self, state: dict) -> None: ...
 
@@ -148,18 +154,57 @@ class LabSession(QObject):
     def set_custom_prompt(self, text: str) -> None:
         self._w.set_custom_prompt(text)
 
-    def collect_prompts(self) -> list[str]:
+    def chat_mode(self) -> str:
+        """ "auto", "chat" or "raw" as chosen in the Lab."""
+        return self._w.chat_mode()
+
+    def set_chat_mode(self, mode: str) -> None:
+        self._w.set_chat_mode(mode)
+
+    def chat(self) -> bool:
+        """Prompts run as conversations through the target's chat template: chosen, or (auto) because the
+        target's GGUF carries a template."""
+        from engine.models.chat_mode import resolve_chat
+
+        target = self.target()
+        mode = self.chat_mode()
+        return mode == "chat" or (target is not None and resolve_chat(mode, target))
+
+    def chat_summary(self) -> str:
+        """One line on how prompts will run, for the Lab's prompt panel."""
+        mode, chat = self.chat_mode(), self.chat()
+        if mode == "auto" and self.target() is not None:
+            why = "the target carries a chat template" if chat else "the target has no chat template (a base model)"
+            return f"{'chat' if chat else 'raw text'}: {why}"
+        return "chat: through the target's chat template, as /v1/chat/completions" if chat else "raw text, no template"
+
+    def prompts_of(self, workload: str) -> list[Prompt]:
+        """A set's prompts as this session runs them: raw texts, or conversations in chat mode (a set of
+        conversations runs in chat mode only). WorkloadError (a ValueError) or OSError when the set cannot
+        be read; SettingsError for a set of conversations with raw text chosen."""
+        from engine.core.workloads import load_workload
+
+        w = load_workload(workload)
+        if w.has_conversations and self.chat_mode() == "raw":
+            raise SettingsError(f"{w.name} holds conversations: they run in chat mode only (choose auto or chat)")
+        return w.to_run(chat=w.has_conversations or self.chat())
+
+    def custom_prompts(self) -> list[Prompt]:
+        """The Lab's typed prompt, as text or (chat mode) one user message; SettingsError when empty."""
+        text = self.custom_prompt()
+        if not text.strip():
+            raise SettingsError("write a prompt, or choose a workload set")
+        return [Conversation.user(text) if self.chat() else text]
+
+    def collect_prompts(self) -> list[Prompt]:
         """The prompts of the chosen set, or the custom prompt; SettingsError when that is empty, a
         WorkloadError (a ValueError) or OSError when the set cannot be read."""
         name = self.workload()
         if name == CUSTOM_PROMPT:
-            text = self.custom_prompt()
-            if not text.strip():
-                raise SettingsError("write a prompt, or choose a workload set")
-            return [text]
-        from engine.core.workloads import load_workload
-
-        return [p.text for p in load_workload(name).prompts]
+            return self.custom_prompts()
+        if name == PICK_FILE:
+            raise SettingsError("choose a workload file first")
+        return self.prompts_of(name)
 
     # -- persistence --------------------------------------------------------------------------------
     def save_state(self) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.models.synthetic import CHATML_TEMPLATE, ModelShape, PairSpec, write_pair
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # runs recorded during tests go to a throwaway history, never the user's
@@ -42,6 +42,12 @@ def identical_pair(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def incompatible_pair(tmp_path_factory) -> tuple[Path, Path]:
     return write_pair(tmp_path_factory.mktemp("pair_bad_vocab"), PairSpec(), draft_vocab_variant=1)
+
+
+@pytest.fixture(scope="session")
+def chat_pair(tmp_path_factory) -> tuple[Path, Path]:
+    """The small pair with a ChatML chat template (and its control tokens) in both files: an instruct model."""
+    return write_pair(tmp_path_factory.mktemp("pair_chat"), PairSpec(chat_template=CHATML_TEMPLATE))
 
 
 @pytest.fixture(scope="session")

@@ -57,6 +57,33 @@ def add_knob_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0xFFFFFFFF)
 
 
+def add_chat_args(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--chat",
+        dest="chat_mode",
+        action="store_const",
+        const="chat",
+        help="run each prompt as a conversation through the target's chat template, as llama-server's "
+        "/v1/chat/completions does (the default when the target's GGUF has a template)",
+    )
+    mode.add_argument(
+        "--raw",
+        dest="chat_mode",
+        action="store_const",
+        const="raw",
+        help="send prompts as raw text, no template (the default for a base model without one)",
+    )
+    p.set_defaults(chat_mode="auto")
+
+
+def chat_from(a: argparse.Namespace) -> bool:
+    """Chat mode for these arguments (after resolve_models: --demo names the target)."""
+    from engine.models.chat_mode import resolve_chat
+
+    return resolve_chat(getattr(a, "chat_mode", "auto"), a.target)
+
+
 def resolve_models(a: argparse.Namespace) -> None:
     """--demo stands for --target/--draft of the bundled demo pair; otherwise --target is required."""
     if getattr(a, "demo", None):

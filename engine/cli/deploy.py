@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from engine.cli.args import add_knob_args, add_model_args, settings_from
+from engine.cli.args import add_chat_args, add_knob_args, add_model_args, chat_from, settings_from
 from engine.cli.errors import guarded
 from engine.measure.history import KINDS, History, compare, flatten
 
@@ -87,7 +87,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
     from engine.measure.validate import format_report, load_prompts, record_validation, validate
 
     load, spec, sampling = settings_from(a)
-    prompts = load_prompts(a.workload_prompts, a.prompt)
+    prompts = load_prompts(a.workload_prompts, a.prompt, chat=chat_from(a))
     report = validate(load, spec, sampling, prompts, a.max_tokens, passes=a.passes, sequential=a.sequential)
     _warn(report["warnings"])
     if not a.no_history:
@@ -187,8 +187,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--workload-prompts",
         dest="workload_prompts",
         metavar="SET",
-        help="a workload set: a JSON file or a shipped set name",
+        help="a workload set: a JSON file, a JSONL file of chat requests, or a shipped set name",
     )
+    add_chat_args(v)
     v.add_argument("--max-tokens", type=int, default=128)
     v.add_argument(
         "--passes",

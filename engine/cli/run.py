@@ -14,7 +14,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.cli.args import add_knob_args, add_model_args, settings_from
+from engine.cli.args import add_chat_args, add_knob_args, add_model_args, chat_from, settings_from
+from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 from engine.measure.generate import PromptRun, run_prompts, summarise
 from engine.runtime.client import EngineClient
@@ -55,17 +56,26 @@ def _record(kind: str, load: LoadSettings, spec: SpecSettings, sampling: Samplin
         print(f"spectune: warning: the run was not saved to the history: {exc}", file=sys.stderr)
 
 
-def _run_prompts(a: argparse.Namespace) -> tuple[str | None, list[tuple[str, str]]]:
-    """(workload name or None, [(prompt id, text)]) from --prompt, --prompt-file or --workload."""
+def _run_prompts(a: argparse.Namespace) -> tuple[str | None, list[tuple[str, Prompt]]]:
+    """(workload name or None, [(prompt id, prompt)]) from --prompt, --prompt-file or --workload,
+    as raw text or as conversations (chat mode)."""
     if a.workload:
-        from engine.core.workloads import load_workload
-
-        w = load_workload(a.workload)
-        return w.name, [(p.id, p.text) for p in w.prompts]
+        w = _workload(a)
+        return w.name, w.id_prompts(chat=True if w.has_conversations else chat_from(a))
     text = Path(a.prompt_file).read_text(encoding="utf-8") if a.prompt_file else a.prompt
     if not text:
         raise SettingsError("the prompt is empty")
-    return None, [("prompt", text)]
+    return None, [("prompt", Conversation.user(text) if chat_from(a) else text)]
+
+
+def _workload(a: argparse.Namespace):
+    """The --workload set; a set of conversations with --raw is refused (it has no raw text)."""
+    from engine.core.workloads import load_workload
+
+    w = load_workload(a.workload)
+    if w.has_conversations and getattr(a, "chat_mode", "auto") == "raw":
+        raise SettingsError(f"{w.name} holds conversations: they run in chat mode only (leave out --raw)")
+    return w
 
 
 class LoadProgressLine:
@@ -170,12 +180,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     return 0
 
 
-def _prompts_from(a: argparse.Namespace) -> list[str]:
+def _prompts_from(a: argparse.Namespace) -> list[Prompt]:
     if getattr(a, "prompt", None):
-        return list(a.prompt)
-    from engine.core.workloads import load_workload
-
-    return [p.text for p in load_workload(a.workload).prompts]
+        chat = chat_from(a)
+        return [Conversation.user(p) if chat else p for p in a.prompt]
+    w = _workload(a)
+    return w.to_run(chat=True if w.has_conversations else chat_from(a))
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
@@ -249,6 +259,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workload",
         help="every prompt of a workload set, by name (resources/workloads) or file; the summary adds them up",
     )
+    add_chat_args(r)
     r.add_argument("--max-tokens", type=int, default=128)
     r.add_argument("--baseline", action="store_true", help="also run without speculation and report the speedup")
     out = r.add_mutually_exclusive_group()
@@ -268,6 +279,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument("--workload", help="a workload set by name (see resources/workloads) or a file")
     src.add_argument("--prompt", action="append", help="a prompt (repeatable)")
+    add_chat_args(t)
     t.add_argument("--max-tokens", type=int, default=128)
     t.add_argument("--budget-s", type=float, default=300.0, help="stop confirming after this many seconds")
     t.add_argument("--seed-tune", type=int, default=0, help="seed for prompt order and tie-breaks")

@@ -6,8 +6,11 @@ A set is a small JSON file (documented in resources/workloads/README.md)::
      "description": "one line that says what the prompts have in common",
      "prompts": [{"id": "rename-variable", "text": "def total_size(paths): ..."}, ...]}
 
-The shipped sets live in resources/workloads/<name>.json; a user's own file is
-loaded by path with the same rules.
+A prompt holds either ``text`` (raw text, or one user message in chat mode) or
+``messages`` (an OpenAI-format conversation, run in chat mode only). The shipped sets
+live in resources/workloads/<name>.json; a user's own file is loaded by path with the
+same rules, and a ``.jsonl`` file of logged chat requests (engine.core.chat) is a set of
+conversations named after the file.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.core.chat import ChatError, Conversation, load_jsonl
+from engine.core.chat import Prompt as RunPrompt
 from engine.core.paths import RESOURCES_DIR
 
 WORKLOADS_DIR = RESOURCES_DIR / "workloads"
@@ -26,7 +31,7 @@ MAX_DESCRIPTION = 200
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 KEYS = {"name", "description", "prompts"}
-PROMPT_KEYS = {"id", "text"}
+PROMPT_KEYS = ({"id", "text"}, {"id", "messages"})
 
 
 class WorkloadError(ValueError):
@@ -36,7 +41,16 @@ class WorkloadError(ValueError):
 @dataclass(frozen=True)
 class Prompt:
     id: str
-    text: str
+    text: str  # the raw text; for a conversation, its newest user message (what lists show)
+    conversation: Conversation | None = None
+
+    def to_run(self, chat: bool) -> RunPrompt:
+        """What the engine runs: the raw text, or (chat mode) a conversation."""
+        if self.conversation is not None:
+            if not chat:
+                raise WorkloadError(f"prompt {self.id} is a conversation: it runs in chat mode only")
+            return self.conversation
+        return Conversation.user(self.text) if chat else self.text
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,16 @@ class Workload:
 
     def texts(self) -> list[str]:
         return [p.text for p in self.prompts]
+
+    @property
+    def has_conversations(self) -> bool:
+        return any(p.conversation is not None for p in self.prompts)
+
+    def to_run(self, chat: bool) -> list[RunPrompt]:
+        return [p.to_run(chat) for p in self.prompts]
+
+    def id_prompts(self, chat: bool) -> list[tuple[str, RunPrompt]]:
+        return [(p.id, p.to_run(chat)) for p in self.prompts]
 
 
 def shipped_names(directory: Path = WORKLOADS_DIR) -> list[str]:
@@ -63,11 +87,15 @@ def list_workloads(directory: Path = WORKLOADS_DIR) -> list[Workload]:
 def load_workload(name_or_path: str | Path, directory: Path = WORKLOADS_DIR) -> Workload:
     """A shipped set by name (``"code-editing"``) or a workload file by path."""
     text = str(name_or_path)
-    looks_like_path = isinstance(name_or_path, Path) or text.endswith(".json") or "/" in text or "\\" in text
+    looks_like_path = (
+        isinstance(name_or_path, Path) or text.endswith((".json", ".jsonl")) or "/" in text or "\\" in text
+    )
     if looks_like_path:
         path = Path(name_or_path).expanduser()
         if not path.is_file():
             raise WorkloadError(f"workload file not found: {path}")
+        if path.suffix.lower() == ".jsonl":
+            return load_conversations(path)
     else:
         path = directory / f"{text}.json"
         if not path.is_file():
@@ -110,15 +138,34 @@ def parse_workload(data: object, source: str = "workload", path: Path | None = N
     out = []
     for i, item in enumerate(prompts):
         where = f"prompt {i + 1}"
-        if not isinstance(item, dict) or item.keys() != PROMPT_KEYS:
-            raise fail(f"{where} must be an object with exactly the fields id and text")
-        pid, text = item["id"], item["text"]
+        if not isinstance(item, dict) or set(item.keys()) not in PROMPT_KEYS:
+            raise fail(f"{where} must be an object with exactly the fields id and text (or id and messages)")
+        pid = item["id"]
         if not isinstance(pid, str) or not ID_RE.match(pid):
             raise fail(f"{where}: id must be letters, digits, '_', '.' or '-' (at most 64), got {pid!r}")
         if pid in seen:
             raise fail(f"{where}: duplicate id {pid!r}")
+        seen.add(pid)
+        if "messages" in item:
+            try:
+                conv = Conversation.of(item["messages"])
+            except ChatError as exc:
+                raise fail(f"{where} ({pid}): {exc}") from None
+            out.append(Prompt(pid, conv.last_user_text(), conv))
+            continue
+        text = item["text"]
         if not isinstance(text, str) or not text.strip():
             raise fail(f"{where} ({pid}): text must be a non-empty string")
-        seen.add(pid)
         out.append(Prompt(pid, text))
     return Workload(name, description.strip(), tuple(out), path)
+
+
+def load_conversations(path: Path) -> Workload:
+    """A JSONL file of logged chat requests as a set: one conversation per line, ids chat-1, chat-2, ..."""
+    try:
+        conversations = load_jsonl(path)
+    except ChatError as exc:
+        raise WorkloadError(str(exc)) from None
+    name = re.sub(r"[^a-z0-9-]+", "-", path.stem.lower()).strip("-")[:64] or "conversations"
+    prompts = tuple(Prompt(f"chat-{i + 1}", c.last_user_text(), c) for i, c in enumerate(conversations))
+    return Workload(name, f"{len(prompts)} conversation(s) from {path.name}", prompts, path)

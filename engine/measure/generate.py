@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.core.chat import Prompt
 from engine.core.settings import SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import combine_summaries
 from engine.runtime.client import EngineClient, EngineError
@@ -17,7 +18,7 @@ from engine.runtime.client import EngineClient, EngineError
 
 def generate(
     client: EngineClient,
-    prompt: str,
+    prompt: Prompt,
     max_tokens: int,
     spec: SpecSettings,
     sampling: SamplingSettings,
@@ -46,7 +47,7 @@ class PromptRun:
 
 def run_prompts(
     client: EngineClient,
-    prompts: list[tuple[str, str]],
+    prompts: list[tuple[str, Prompt]],
     max_tokens: int,
     spec: SpecSettings,
     sampling: SamplingSettings,
@@ -55,7 +56,7 @@ def run_prompts(
     on_event: Callable[[dict], None] | None = None,
     on_prompt: Callable[[PromptRun], None] | None = None,
 ) -> list[PromptRun]:
-    """Every (id, text) prompt in turn on the loaded pair, each with its baseline right after it (same
+    """Every (id, prompt) pair in turn on the loaded pair, each with its baseline right after it (same
     warm state for both). on_prompt sees each prompt's result as soon as it is in."""
     runs = []
     for prompt_id, text in prompts:

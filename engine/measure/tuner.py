@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.core.chat import Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
@@ -55,7 +56,7 @@ class Candidate:
     predicted_tps: float | None = None
     measured: list[float] = field(default_factory=list)  # tokens/s per prompt evaluated
     totals: RunStats = field(default_factory=lambda: RunStats(generations=0))  # the prompts evaluated, summed
-    prompts_run: list[str] = field(default_factory=list)  # the baseline is measured on the same ones
+    prompts_run: list[Prompt] = field(default_factory=list)  # the baseline is measured on the same ones
 
     @property
     def label(self) -> str:
@@ -145,7 +146,7 @@ class Tuner:
         self,
         client: EngineClient,
         load: LoadSettings,
-        prompts: list[str],
+        prompts: list[Prompt],
         max_tokens: int = 128,
         sampling: SamplingSettings = SamplingSettings(temp=0.0),  # noqa: B008 (frozen: one shared value is safe)
         budget_s: float = 300.0,
@@ -165,13 +166,13 @@ class Tuner:
         self.should_stop = should_stop or (lambda: False)
         self.runs = 0
         self.close_call = False  # the last two were settled by a head-to-head round
-        self._baseline: dict[str, dict] = {}  # prompt -> its no-speculation summary
+        self._baseline: dict[Prompt, dict] = {}  # prompt -> its no-speculation summary
 
     def _check_stop(self) -> None:
         if self.should_stop():
             raise TuneCancelled("the tune was stopped")
 
-    def _run(self, spec: SpecSettings, prompt: str, baseline: bool = False) -> dict:
+    def _run(self, spec: SpecSettings, prompt: Prompt, baseline: bool = False) -> dict:
         self._check_stop()
         self.runs += 1
         try:
@@ -182,14 +183,14 @@ class Tuner:
                 raise TuneCancelled("the tune was stopped") from exc
             raise
 
-    def _evaluate(self, cand: Candidate, prompts: list[str]) -> None:
+    def _evaluate(self, cand: Candidate, prompts: list[Prompt]) -> None:
         for prompt in prompts:
             s = self._run(cand.spec, prompt)
             cand.totals.add_summary(s)
             cand.measured.append(s["tokens_per_s"])
             cand.prompts_run.append(prompt)
 
-    def _baseline_on(self, prompts: list[str]) -> float:
+    def _baseline_on(self, prompts: list[Prompt]) -> float:
         """No-speculation tokens/s over these prompts; each prompt's baseline is measured once."""
         for prompt in prompts:
             if prompt not in self._baseline:

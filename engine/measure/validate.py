@@ -2,9 +2,11 @@
 
 The bundled llama-server is started from the exported argv (plus --metrics), as
 an argv list, on 127.0.0.1, a free port and a random API key
-(engine.llama.server.LlamaServer). Each prompt goes through POST /completion,
-streamed with "timings_per_token", and the last chunk's timings give
-draft_n / draft_n_accepted and the speed; /props gives the build and /metrics the
+(engine.llama.server.LlamaServer). Each text prompt goes through POST /completion,
+and each conversation (chat mode) through POST /v1/chat/completions, both streamed
+with "timings_per_token"; the last chunk's timings give draft_n / draft_n_accepted
+and the speed. The lab renders a conversation with the same chat code the server
+runs (specrt_chat_prompt); /props gives the build and /metrics the
 spec-decode counters. The lab (the engine worker) runs the same prompts on the
 same models and settings.
 
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.core.stats import combine_summaries
 from engine.core.workloads import load_workload
@@ -125,19 +128,29 @@ class _Steps:
             self.stop.hold(server, client)
 
 
-def load_prompts(workload: str | Path | None = None, prompts: list[str] | None = None) -> list[str]:
-    """Prompts from --prompt (repeatable) and/or a workload file (or shipped set name)."""
-    texts = list(prompts or [])
+def load_prompts(
+    workload: str | Path | None = None, prompts: list[str] | None = None, chat: bool = False
+) -> list[Prompt]:
+    """Prompts from --prompt (repeatable) and/or a workload file (or shipped set name): raw texts, or
+    with ``chat`` conversations (a text becomes one user message). A set of conversations is always
+    run as conversations."""
+    texts = [t for t in (prompts or []) if t.strip()]
+    out: list[Prompt] = [Conversation.user(t) if chat else t for t in texts]
     if workload is not None:
-        texts += load_workload(workload).texts()
-    texts = [t for t in texts if t.strip()]
-    if not texts:
+        w = load_workload(workload)
+        out += w.to_run(chat=chat or w.has_conversations)
+    if not out:
         raise ValidateError("no prompts to validate with: give --prompt TEXT or --workload-prompts FILE")
-    return texts
+    return out
 
 
-def _post_stream(srv: LlamaServer, body: dict) -> list[dict]:
-    req = urllib.request.Request(srv.base_url + "/completion", data=json.dumps(body).encode(), method="POST")
+def prompt_label(prompt: Prompt) -> str:
+    """A prompt as the report shows it: the text, or a conversation's newest user message."""
+    return prompt if isinstance(prompt, str) else prompt.last_user_text()
+
+
+def _post_stream(srv: LlamaServer, body: dict, path: str = "/completion") -> list[dict]:
+    req = urllib.request.Request(srv.base_url + path, data=json.dumps(body).encode(), method="POST")
     req.add_header("Authorization", f"Bearer {srv.api_key}")
     req.add_header("Content-Type", "application/json")
     try:
@@ -147,7 +160,7 @@ def _post_stream(srv: LlamaServer, body: dict) -> list[dict]:
             raw = resp.read()
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:500]
-        raise ServerError(f"llama-server answered {exc.code} to POST /completion: {detail}") from exc
+        raise ServerError(f"llama-server answered {exc.code} to POST {path}: {detail}") from exc
     chunks = []
     for line in raw.decode("utf-8", errors="replace").splitlines():
         line = line.strip()
@@ -156,20 +169,30 @@ def _post_stream(srv: LlamaServer, body: dict) -> list[dict]:
     return chunks
 
 
-def server_completion(srv: LlamaServer, prompt: str, n_predict: int) -> dict:
-    """One streamed completion in the lab's terms; sampling comes from the server's own flags."""
+def server_completion(srv: LlamaServer, prompt: Prompt, n_predict: int) -> dict:
+    """One streamed completion in the lab's terms; sampling comes from the server's own flags. A
+    conversation goes to the chat endpoint, which applies the model's chat template."""
     started = time.perf_counter()
-    chunks = _post_stream(
-        srv,
-        {"prompt": prompt, "n_predict": n_predict, "stream": True, "timings_per_token": True, "cache_prompt": False},
-    )
-    if not chunks or not chunks[-1].get("stop"):
+    body = {"n_predict": n_predict, "stream": True, "timings_per_token": True, "cache_prompt": False}
+    if isinstance(prompt, Conversation):
+        chunks = _post_stream(srv, {"messages": prompt.messages, **body}, "/v1/chat/completions")
+        ended = bool(chunks) and any(ch.get("finish_reason") for ch in chunks[-1].get("choices", []))
+        # the text as generated: a template's reasoning part comes first, as the model wrote it
+        deltas = [ch.get("delta", {}) for c in chunks for ch in c.get("choices", [])]
+        text = "".join(d.get("reasoning_content") or "" for d in deltas) + "".join(
+            d.get("content") or "" for d in deltas
+        )
+    else:
+        chunks = _post_stream(srv, {"prompt": prompt, **body})
+        ended = bool(chunks) and bool(chunks[-1].get("stop"))
+        text = "".join(c.get("content", "") for c in chunks)
+    if not ended:
         raise ServerError("llama-server's stream ended without a final chunk")
     timed = [c for c in chunks if "timings" in c]
     if not timed:
         raise ServerError("llama-server sent no timings")
     timings = timed[-1]["timings"]
-    summary = server_summary({"timings": timings, "content": "".join(c.get("content", "") for c in chunks)})
+    summary = server_summary({"timings": timings, "content": text})
     summary["predicted_ms"] = float(timings.get("predicted_ms", 0.0))
     summary["wall_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
     return summary
@@ -258,7 +281,7 @@ def _fits_beside(loaded: dict) -> bool:
     return available is not None and 2 * in_ram < available
 
 
-def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[str], go: Callable[[], dict]) -> dict:
+def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[Prompt], go: Callable[[], dict]) -> dict:
     of_passes = f", pass {i + 1} of {passes}" if passes > 1 else ""
     steps.say(f"{side}: prompt {j + 1} of {len(prompts)}{of_passes}")
     out = go()
@@ -267,7 +290,7 @@ def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[st
 
 
 def _lab_run(
-    client: EngineClient, prompt: str, max_tokens: int, spec: SpecSettings, sampling: SamplingSettings, steps: _Steps
+    client: EngineClient, prompt: Prompt, max_tokens: int, spec: SpecSettings, sampling: SamplingSettings, steps: _Steps
 ) -> dict:
     """The run command's generation, cancelled at its first event when a stop came just before it was
     sent (the worker ignores a cancel while it is idle)."""
@@ -287,7 +310,7 @@ def _one_after_the_other(
     load: LoadSettings,
     spec: SpecSettings,
     sampling: SamplingSettings,
-    prompts: list[str],
+    prompts: list[Prompt],
     max_tokens: int,
     passes: int,
     startup_timeout: float,
@@ -345,7 +368,7 @@ def _side_by_side(
     client: EngineClient,
     spec: SpecSettings,
     sampling: SamplingSettings,
-    prompts: list[str],
+    prompts: list[Prompt],
     max_tokens: int,
     passes: int,
     startup_timeout: float,
@@ -399,7 +422,7 @@ def validate(
     load: LoadSettings,
     spec: SpecSettings,
     sampling: SamplingSettings,
-    prompts: list[str],
+    prompts: list[Prompt],
     max_tokens: int,
     *,
     passes: int = 1,
@@ -436,7 +459,7 @@ def _validate(
     load: LoadSettings,
     spec: SpecSettings,
     sampling: SamplingSettings,
-    prompts: list[str],
+    prompts: list[Prompt],
     max_tokens: int,
     passes: int,
     startup_timeout: float,
@@ -521,7 +544,8 @@ def _validate(
     server["metrics"] = metrics
     per_prompt = [
         {
-            "prompt": prompt,
+            "prompt": prompt_label(prompt),
+            "chat": isinstance(prompt, Conversation),
             "lab": {k: r[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
             "server": {k: s[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
             "same_text": r["text"] == s["text"],

@@ -10,6 +10,10 @@ often, so acceptance is controllable and well above zero for small values.
 Both files share one SentencePiece-style vocabulary (bytes, printable ASCII and
 prefixes of common English and Python words, so every piece is reachable by
 llama.cpp's merges), which satisfies llama.cpp's draft/target vocab rule.
+
+``--chat-template chatml`` (or a path to a jinja file) writes a chat template into
+both files, with ChatML's <|im_start|> / <|im_end|> as control tokens, so chat mode
+is tested on what an instruct model carries.
 """
 
 from __future__ import annotations
@@ -31,6 +35,16 @@ WORDS = (
 ).split()
 
 SPACE = "\u2581"  # SentencePiece's word-boundary marker
+
+# ChatML, written for SpecTune's test models: each message between <|im_start|>role and
+# <|im_end|>, then the opening of the assistant's turn
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")  # control tokens; llama.cpp ends a generation at <|im_end|>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,14 +68,16 @@ class PairSpec:
     # pad the vocabulary with unused tokens to this size (0: only the pieces), so that the embeddings and
     # the output layer weigh what a real model's do (32000 for Llama 2 and Mistral)
     n_vocab: int = 0
+    chat_template: str | None = None  # jinja text written to tokenizer.chat_template (None: a base model)
 
 
-def build_vocab(variant: int = 0, n_vocab: int = 0) -> tuple[list[str], list[float], list[int]]:
+def build_vocab(variant: int = 0, n_vocab: int = 0, chat: bool = False) -> tuple[list[str], list[float], list[int]]:
     """Tokens, scores and token types (gguf.TokenType values).
 
     A nonzero ``variant`` swaps the text of two word pieces: a vocabulary of the
     same size and type that llama.cpp's draft/target rule rejects. ``n_vocab`` pads
-    with unused tokens up to that size.
+    with unused tokens up to that size. ``chat`` adds ChatML's control tokens after the
+    pieces.
     """
     import gguf
 
@@ -89,6 +105,11 @@ def build_vocab(variant: int = 0, n_vocab: int = 0) -> tuple[list[str], list[flo
     if variant:
         i, j = len(tokens) - 1 - variant, len(tokens) - 2 - variant
         tokens[i], tokens[j] = tokens[j], tokens[i]
+    if chat:
+        for special in CHAT_TOKENS:
+            tokens.append(special)
+            types.append(gguf.TokenType.CONTROL)
+            scores.append(0.0)
     for n in range(len(tokens), n_vocab):
         tokens.append(f"<unused{n}>")
         types.append(gguf.TokenType.UNUSED)
@@ -129,7 +150,7 @@ def _write(
 ) -> None:
     import gguf
 
-    vocab, scores, types = build_vocab(vocab_variant, spec.n_vocab)
+    vocab, scores, types = build_vocab(vocab_variant, spec.n_vocab, chat=spec.chat_template is not None)
     shape = spec.shape
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name(f"{spec.name}-{role}")
@@ -157,6 +178,8 @@ def _write(
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    if spec.chat_template is not None:
+        w.add_chat_template(spec.chat_template)
 
     def put(name: str, arr: np.ndarray) -> None:
         if arr.ndim == 2 and spec.dtype == "f16":
@@ -191,8 +214,8 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(spec.seed)
-    pieces = len(build_vocab()[0])
-    n_vocab, d = max(pieces, spec.n_vocab), spec.shape.n_embd
+    pieces = len(build_vocab()[0])  # the word pieces end here; chat tokens and padding follow
+    n_vocab, d = max(len(build_vocab(chat=spec.chat_template is not None)[0]), spec.n_vocab), spec.shape.n_embd
     embd = rng.standard_normal((n_vocab, d)).astype(np.float32)
     output = (rng.standard_normal((n_vocab, d)) * 2.0).astype(np.float32)
     # control, byte and unused tokens get logit 0, far below the winners: random text
@@ -221,9 +244,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--divergence", type=float, default=PairSpec.divergence)
     p.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f32")
     p.add_argument("--seed", type=int, default=PairSpec.seed)
+    p.add_argument(
+        "--chat-template",
+        metavar="chatml|FILE",
+        help="write a chat template into both models: 'chatml', or a jinja file's text",
+    )
     a = p.parse_args(argv)
     shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff)
-    spec = PairSpec(shape, a.draft_layers, a.divergence, a.seed, a.dtype)
+    template = None
+    if a.chat_template == "chatml":
+        template = CHATML_TEMPLATE
+    elif a.chat_template:
+        try:
+            template = Path(a.chat_template).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            p.error(f"--chat-template: cannot read {a.chat_template}: {exc}")
+    spec = PairSpec(shape, a.draft_layers, a.divergence, a.seed, a.dtype, chat_template=template)
     target, draft = write_pair(a.out_dir, spec)
     json.dump({"target": str(target), "draft": str(draft), "spec": dataclasses.asdict(spec)}, sys.stdout)
     print()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import ctypes as C
+import json
 import os
 import sys
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.runtime.native_build import ensure_built
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -187,6 +188,7 @@ def load_library(path: Path | None = None) -> C.CDLL:
                 C.c_int32,
             ),
             "specrt_memory": ([C.c_void_p, P(_MemoryItem), C.c_int32], C.c_int32),
+            "specrt_chat_prompt": ([C.c_void_p, C.c_char_p, C.c_char_p, C.c_int32, P(C.c_int32)], C.c_int32),
             "specrt_time_forward": ([C.c_void_p, C.c_int32, C.c_int32, C.c_int32, C.c_int32, P(C.c_double)], C.c_int32),
         }
         for name, (args, res) in sig.items():
@@ -309,6 +311,18 @@ class Engine:
         buf = C.create_string_buffer(need.value)
         self._check(self._lib.specrt_detokenize(self._h, arr, len(tokens), buf, need.value, C.byref(need)))
         return buf.value.decode(errors="replace")
+
+    def chat_prompt(self, messages: list[dict], template_kwargs: dict | None = None) -> dict:
+        """The prompt llama-server's /v1/chat/completions would build from these messages with
+        the target's chat template, and what it knows of the template (see specrt.h)."""
+        request: dict = {"messages": messages}
+        if template_kwargs:
+            request["chat_template_kwargs"] = template_kwargs
+        raw, need = json.dumps(request, ensure_ascii=False).encode(), C.c_int32()
+        self._check(self._lib.specrt_chat_prompt(self._h, raw, None, 0, C.byref(need)))
+        buf = C.create_string_buffer(need.value)
+        self._check(self._lib.specrt_chat_prompt(self._h, raw, buf, need.value, C.byref(need)))
+        return json.loads(buf.value.decode())
 
     # -- settings ---------------------------------------------------------
     def set_spec(self, s: SpecSettings) -> None:

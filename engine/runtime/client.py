@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from engine.core.chat import Conversation, Prompt
 from engine.core.paths import REPO_ROOT
 from engine.core.settings import LoadSettings, to_dict
 from engine.runtime import protocol
@@ -323,7 +324,7 @@ class EngineClient:
 
     def start_generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         max_tokens: int,
         baseline: bool = False,
         run: Any = None,
@@ -332,9 +333,12 @@ class EngineClient:
         batch_ms: float | None = None,
     ) -> int:
         fields: dict[str, Any] = {} if batch_ms is None else {"batch_ms": batch_ms}
+        if isinstance(prompt, Conversation):
+            fields["messages"] = prompt.messages
+        else:
+            fields["prompt"] = prompt
         return self.send(
             "generate",
-            prompt=prompt,
             max_tokens=max_tokens,
             baseline=baseline,
             run=run,
@@ -345,7 +349,7 @@ class EngineClient:
 
     def generate(
         self,
-        prompt: str,
+        prompt: Prompt,
         max_tokens: int,
         baseline: bool = False,
         spec: dict | None = None,
@@ -384,6 +388,11 @@ class EngineClient:
     ) -> dict[int, float]:
         req = self.send("measure", which=which, sizes=list(sizes), n_past=n_past, reps=reps)
         return {int(k): v for k, v in self.wait_for(("measured",), req, timeout)["ms"].items()}
+
+    def chat_prompt(self, conversation: Conversation, timeout: float = 60.0) -> dict:
+        """The target's chat template applied to a conversation, as llama-server's chat endpoint
+        applies it: {"prompt", "format", "explicit_template", "supports_thinking", ...}."""
+        return self.wait_for(("chat",), self.send("chat", messages=conversation.messages), timeout)
 
     def memory(self, timeout: float = 60.0) -> list[dict]:
         return self.wait_for(("memory",), self.send("memory"), timeout)["items"]

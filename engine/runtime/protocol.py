@@ -6,8 +6,11 @@ Requests (client -> worker) carry ``cmd`` and an ``id`` the replies echo:
             (load_progress: stage "target" / "draft" with progress 0..1 as the weights are
             read; a cancel while loading stops it: error with kind "cancelled")
   configure {"spec": {...}, "sampling": {...}}     -> configured | error
-  generate  {"prompt", "max_tokens", "baseline", "run", optional "spec"/"sampling", "batch_ms"}
+  generate  {"prompt" | "messages", "max_tokens", "baseline", "run", optional "spec"/"sampling",
+             "batch_ms", "chat_template_kwargs"}
                                                     -> started, cycles*, done | cancelled | error
+            (with messages, the chat template makes the prompt; started then carries
+            "chat_prompt", the rendered text, and "chat_format")
             (``cycles`` carries a list of cycle records, at most one message per
             batch_ms, default 25; engine.runtime.client hands them on as single "cycle" events)
   update    {"spec": {changes}, "sampling": {changes}}  (mid-run knobs) -> updated | error
@@ -16,6 +19,10 @@ Requests (client -> worker) carry ``cmd`` and an ``id`` the replies echo:
   measure   {"which", "sizes", "n_past", "reps"}   -> measured {"ms": {size: median ms}}
   memory    {}                                     -> memory
   tokenize  {"text", "add_special"}                -> tokens
+  chat      {"messages", optional "chat_template_kwargs"}
+                                                    -> chat {"prompt", "format", "explicit_template",
+                                                       "supports_thinking", "enable_thinking", "additional_stops"}
+            (the target's chat template applied as llama-server's /v1/chat/completions does)
   unload    {}                                     -> unloaded
   shutdown  {}                                     -> bye, then the worker exits
 
@@ -33,7 +40,19 @@ from typing import Any
 PROTOCOL_VERSION = 1
 ENGINE_VERSION = "0.1.0"
 
-COMMANDS = ("load", "configure", "generate", "update", "cancel", "measure", "memory", "tokenize", "unload", "shutdown")
+COMMANDS = (
+    "load",
+    "configure",
+    "generate",
+    "update",
+    "cancel",
+    "measure",
+    "memory",
+    "tokenize",
+    "chat",
+    "unload",
+    "shutdown",
+)
 
 
 class ProtocolError(ValueError):

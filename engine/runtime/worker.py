@@ -294,8 +294,13 @@ class Worker:
         sampling = _changed(self._sampling, msg.get("sampling") or {})
         self._apply(spec, sampling)
         prompt = msg.get("prompt")
+        chat: dict | None = None
+        if msg.get("messages") is not None:
+            # chat mode: the target's template makes the prompt, as llama-server's chat endpoint does
+            _, chat = self._do_chat(req_id, msg)
+            prompt = chat["prompt"]
         if not isinstance(prompt, str) or not prompt:
-            raise SettingsError("generate needs a non-empty prompt")
+            raise SettingsError("generate needs a non-empty prompt (or messages)")
         max_tokens = int(msg.get("max_tokens", 128))
         if not 1 <= max_tokens <= 1 << 20:
             raise SettingsError(f"max_tokens must be between 1 and 1048576, got {max_tokens}")
@@ -303,7 +308,16 @@ class Worker:
         run = msg.get("run")
         batch_s = float(msg.get("batch_ms", DEFAULT_BATCH_MS)) / 1000.0
         engine.begin(prompt, max_tokens, baseline)
-        self.send("started", id=req_id, run=run, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling))
+        chat_fields = {} if chat is None else {"chat_prompt": prompt, "chat_format": chat["format"]}
+        self.send(
+            "started",
+            id=req_id,
+            run=run,
+            baseline=baseline,
+            spec=to_dict(spec),
+            sampling=to_dict(sampling),
+            **chat_fields,
+        )
         stats = RunStats()
         next_index = 0
         pending: list[dict] = []
@@ -411,6 +425,14 @@ class Worker:
     def _do_tokenize(self, req_id: Any, msg: dict) -> Reply:
         tokens = self._need_engine().tokenize(str(msg.get("text", "")), bool(msg.get("add_special", True)))
         return ("tokens", {"id": req_id, "tokens": tokens})
+
+    def _do_chat(self, req_id: Any, msg: dict) -> Reply:
+        messages = msg.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise SettingsError("chat needs a non-empty messages list")
+        kwargs = msg.get("chat_template_kwargs")
+        rendered = self._need_engine().chat_prompt(messages, kwargs if isinstance(kwargs, dict) else None)
+        return ("chat", {"id": req_id, **rendered})
 
     def _do_unload(self, req_id: Any, msg: dict) -> Reply:
         self._close_engine()

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 4
+#define SPECRT_ABI_VERSION 5
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -165,6 +165,16 @@ SPECRT_API int32_t specrt_tokenize(specrt_engine * engine, const char * text, in
 SPECRT_API int32_t specrt_detokenize(specrt_engine * engine, const int32_t * tokens, int32_t n,
                                      char * out, int32_t cap, int32_t * n_needed);
 SPECRT_API int32_t specrt_memory(specrt_engine * engine, specrt_memory_item * items, int32_t cap);
+
+/* Renders a chat with the target's chat template, as llama-server's /v1/chat/completions does
+ * with its default flags (jinja; thinking on where the template supports it). request_json is
+ * {"messages": [OpenAI-style messages], "chat_template_kwargs": {...} (optional)}. The result,
+ * written like specrt_detokenize's, is JSON: {"prompt", "format", "explicit_template",
+ * "supports_thinking", "enable_thinking", "additional_stops"}. A model without a template gets
+ * llama.cpp's fallback (ChatML) and "explicit_template": false. SPECRT_ERR_INVALID_ARG for a
+ * malformed request or a template that fails to render; specrt_error says which. */
+SPECRT_API int32_t specrt_chat_prompt(specrt_engine * engine, const char * request_json,
+                                      char * out, int32_t cap, int32_t * n_needed);
 
 /* Times one forward pass of n_tokens (every position asking for logits, as a
  * verify batch does) on the target (which = 0) or the draft (which = 1), after

@@ -11,6 +11,7 @@
 
 #include "specrt.h"
 
+#include "chat.h"
 #include "common.h"
 #include "llama.h"
 #include "llama-ext.h"
@@ -148,6 +149,9 @@ struct specrt_engine {
     bool baseline = false;
     std::atomic<bool> cancel{false};
     std::string text;
+
+    // the target's chat templates, parsed at the first chat request (a base model never needs them)
+    common_chat_templates_ptr chat_tmpls;
 
     int fail(int code, const std::string & msg) {
         error = msg;
@@ -774,6 +778,71 @@ int check_draft_vocab(specrt_engine * e) {
 
 }  // namespace
 
+namespace {
+
+// What llama-server's /v1/chat/completions does with a request before tokenizing it
+// (tools/server/server-common.cpp, oaicompat_chat_params_parse, with the server's default
+// flags: --jinja on, thinking on when the template supports it and --reasoning is auto,
+// reasoning format "deepseek", the preserve_reasoning kwarg on). The prompt it returns is
+// then tokenized like any prompt, with special tokens added and parsed, as the server does.
+std::string render_chat(specrt_engine * e, const char * request_json) {
+    if (!e->chat_tmpls) {
+        e->chat_tmpls = common_chat_templates_init(e->model_tgt, "");
+    }
+    const common_chat_templates * tmpls = e->chat_tmpls.get();
+    const common_json req = common_json::parse(request_json);
+    if (!req.is_object() || !req.contains("messages") || !req.at("messages").is_array() || req.at("messages").empty()) {
+        throw std::invalid_argument("the request needs a non-empty \"messages\" array");
+    }
+    const bool supports_thinking = common_chat_templates_support_enable_thinking(tmpls);
+    auto caps = common_chat_templates_get_caps(tmpls);
+
+    common_chat_templates_inputs in;
+    in.messages = common_chat_msgs_parse_oaicompat(req.at("messages"));
+    in.use_jinja = true;
+    in.add_generation_prompt = true;
+    in.parallel_tool_calls = caps["supports_parallel_tool_calls"];
+    in.reasoning_format = COMMON_REASONING_FORMAT_DEEPSEEK;
+    in.enable_thinking = supports_thinking;
+    in.chat_template_kwargs["preserve_reasoning"] = "true";
+    if (req.contains("chat_template_kwargs")) {
+        const common_json & kw = req.at("chat_template_kwargs");
+        if (!kw.is_object()) {
+            throw std::invalid_argument("\"chat_template_kwargs\" must be an object");
+        }
+        for (const auto & item : kw.items()) {
+            in.chat_template_kwargs[item.key()] = item.value().dump();
+        }
+    }
+    // the server lets an "enable_thinking" kwarg override its default, and nothing else does
+    const auto thinking = in.chat_template_kwargs.find("enable_thinking");
+    if (thinking != in.chat_template_kwargs.end()) {
+        if (thinking->second == "true") {
+            in.enable_thinking = true;
+        } else if (thinking->second == "false") {
+            in.enable_thinking = false;
+        } else {
+            throw std::invalid_argument("\"enable_thinking\" must be true or false");
+        }
+    }
+    const common_chat_params p = common_chat_templates_apply(tmpls, in);
+
+    common_json res = common_json::object();
+    res["prompt"] = p.prompt;
+    res["format"] = std::string(common_chat_format_name(p.format));
+    res["explicit_template"] = common_chat_templates_was_explicit(tmpls);
+    res["supports_thinking"] = supports_thinking;
+    res["enable_thinking"] = in.enable_thinking;
+    common_json stops = common_json::array();
+    for (const auto & s : p.additional_stops) {
+        stops.push_back(s);
+    }
+    res["additional_stops"] = stops;
+    return res.dump();
+}
+
+}  // namespace
+
 #define SPECRT_GUARD_BEGIN try {
 #define SPECRT_GUARD_END(engine)                                                   \
     }                                                                              \
@@ -1010,6 +1079,27 @@ int32_t specrt_detokenize(specrt_engine * e, const int32_t * tokens, int32_t n, 
     *n_needed = (int32_t) s.size() + 1;
     if (out && (int32_t) s.size() + 1 <= cap) {
         std::memcpy(out, s.c_str(), s.size() + 1);
+    }
+    return SPECRT_OK;
+    SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_chat_prompt(specrt_engine * e, const char * request_json, char * out, int32_t cap,
+                           int32_t * n_needed) {
+    if (!e || !request_json || !n_needed) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    SPECRT_GUARD_BEGIN
+    std::string result;
+    try {
+        result = render_chat(e, request_json);
+    } catch (const std::exception & ex) {
+        // a malformed request or a template that fails to render: the caller's input, not a bug here
+        return e->fail(SPECRT_ERR_INVALID_ARG, std::string("chat template: ") + ex.what());
+    }
+    *n_needed = (int32_t) result.size() + 1;
+    if (out && (int32_t) result.size() + 1 <= cap) {
+        std::memcpy(out, result.c_str(), result.size() + 1);
     }
     return SPECRT_OK;
     SPECRT_GUARD_END(e)

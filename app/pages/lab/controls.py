@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
+    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -27,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.pages.lab.knob_help import knob_tooltip
-from app.session import CUSTOM_PROMPT
+from app.session import CHAT_MODES, CUSTOM_PROMPT, PICK_FILE, WORKLOAD_FILES
 from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
 
@@ -74,6 +75,7 @@ class LabControls(QWidget):
     pairChanged = Signal()  # the target or the draft file
     loadChanged = Signal()  # context, GPU layers, CPU threads or repacking
     knobsChanged = Signal()  # any speculation or sampling knob
+    chatModeChanged = Signal()  # auto / chat template / raw text
     startRequested = Signal()
     stopRequested = Signal()
     baselineRequested = Signal()
@@ -161,13 +163,31 @@ class LabControls(QWidget):
         prompt = QGroupBox("Prompts")
         f = QFormLayout(prompt)
         self.workload = QComboBox()
-        self.workload.addItem(CUSTOM_PROMPT)
+        self.workload.addItems([CUSTOM_PROMPT, PICK_FILE])
+        self.workload.setToolTip(
+            "the prompts a run goes through: a shipped set, your own set (JSON), your own conversations "
+            "(JSONL, one OpenAI chat request per line, e.g. from your logs), or the prompt typed below"
+        )
+        self._previous_workload = 0
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("prompt used when 'custom prompt' is selected")
         self.prompt.setMaximumHeight(80)
+        self.chat_mode_box = QComboBox()
+        for mode, label in CHAT_MODES:
+            self.chat_mode_box.addItem(label, mode)
+        self.chat_mode_box.setToolTip(
+            "chat template: each prompt is a conversation rendered with the target's own chat template, as "
+            "llama-server's /v1/chat/completions renders it (how instruct models are served); raw text: sent "
+            "as it is (base models); auto: chat when the target's GGUF carries a template"
+        )
+        self.chat_hint = QLabel()
+        self.chat_hint.setWordWrap(True)
+        self.chat_hint.setEnabled(False)  # a muted line under the box
         self.max_tokens = _spin(1, 1 << 16, 256, "tokens generated per prompt")
         f.addRow("workload", self.workload)
         f.addRow(self.prompt)
+        f.addRow("format", self.chat_mode_box)
+        f.addRow(self.chat_hint)
         f.addRow("max tokens", self.max_tokens)
         col.addWidget(prompt)
 
@@ -211,6 +231,8 @@ class LabControls(QWidget):
         self.stop_button.clicked.connect(self.stopRequested)
         self.baseline_button.clicked.connect(self.baselineRequested)
         self.workload.currentTextChanged.connect(lambda t: self.prompt.setEnabled(t == CUSTOM_PROMPT))
+        self.workload.activated.connect(self._workload_activated)
+        self.chat_mode_box.currentIndexChanged.connect(lambda _i: self.chatModeChanged.emit())
 
     # -- the pair ---------------------------------------------------------
     def pair(self) -> tuple[Path | None, Path | None]:
@@ -289,12 +311,43 @@ class LabControls(QWidget):
 
     # -- prompts ----------------------------------------------------------
     def set_workloads(self, names: list[str]) -> None:
-        """The workload sets on offer (CUSTOM_PROMPT comes last); the choice stays when it still exists."""
+        """The workload sets on offer (CUSTOM_PROMPT and PICK_FILE come last); the choice stays when it
+        still exists."""
         current = self.workload.currentText()
         self.workload.clear()
-        self.workload.addItems(list(names) + [CUSTOM_PROMPT])
+        self.workload.addItems(list(names) + [CUSTOM_PROMPT, PICK_FILE])
         idx = self.workload.findText(current)
-        self.workload.setCurrentIndex(idx if idx >= 0 else 0)
+        self.workload.setCurrentIndex(idx if idx >= 0 and current != PICK_FILE else 0)
+        self._previous_workload = self.workload.currentIndex()
+
+    def set_workload_file(self, path: str | Path) -> None:
+        """Use a workload file (a set's JSON, or chat requests as JSONL): it joins the list before the
+        custom prompt."""
+        text = str(path)
+        idx = self.workload.findText(text)
+        if idx < 0:
+            idx = self.workload.findText(CUSTOM_PROMPT)
+            self.workload.insertItem(idx, text)
+        self.workload.setCurrentIndex(idx)
+        self._previous_workload = idx
+
+    def _workload_activated(self, index: int) -> None:
+        if self.workload.itemText(index) != PICK_FILE:
+            self._previous_workload = index
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Choose prompts", str(Path.home()), WORKLOAD_FILES)
+        if path:
+            self.set_workload_file(path)
+        else:
+            self.workload.setCurrentIndex(self._previous_workload)
+
+    def chat_mode(self) -> str:
+        return str(self.chat_mode_box.currentData())
+
+    def set_chat_mode(self, mode: str) -> None:
+        idx = self.chat_mode_box.findData(mode)
+        if idx >= 0:
+            self.chat_mode_box.setCurrentIndex(idx)
 
     def workload_name(self) -> str:
         return self.workload.currentText()
@@ -325,6 +378,7 @@ class LabControls(QWidget):
             self.repack,
             self.workload,
             self.prompt,
+            self.chat_mode_box,
             self.max_tokens,
         ):
             w.setEnabled(not running)
@@ -352,6 +406,7 @@ class LabControls(QWidget):
             "top_p": self.top_p.value(),
             "seed": self.seed.value(),
             "workload": self.workload.currentText(),
+            "chat_mode": self.chat_mode(),
             "prompt": self.prompt.toPlainText(),
             "max_tokens": self.max_tokens.value(),
         }
@@ -391,8 +446,14 @@ class LabControls(QWidget):
         self.top_k.setValue(get("top_k", int, self.top_k.value()))
         self.top_p.setValue(get("top_p", float, self.top_p.value()))
         self.seed.setValue(get("seed", int, self.seed.value()))
-        idx = self.workload.findText(get("workload", str, CUSTOM_PROMPT))
-        if idx >= 0:
+        workload = get("workload", str, CUSTOM_PROMPT)
+        if self.workload.findText(workload) < 0 and Path(workload).suffix.lower() in (".json", ".jsonl"):
+            if Path(workload).is_file():
+                self.set_workload_file(workload)  # the user's own file, chosen last time
+        idx = self.workload.findText(workload)
+        if idx >= 0 and workload != PICK_FILE:
             self.workload.setCurrentIndex(idx)
+            self._previous_workload = idx
+        self.set_chat_mode(get("chat_mode", str, "auto"))
         self.prompt.setPlainText(get("prompt", str, ""))
         self.max_tokens.setValue(get("max_tokens", int, self.max_tokens.value()))

@@ -27,6 +27,7 @@ from app.widgets.live_charts import LiveCharts
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
 from app.widgets.token_text import TokenText
+from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SettingsError, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
@@ -56,7 +57,7 @@ class LabPage(QWidget):
         self.live = LiveSession()
         self.mode = "idle"  # idle | loading | running | baseline | stopping
         self._pending = None  # what to do once the pair is loaded: "start" | "baseline"
-        self._prompts: list[str] = []
+        self._prompts: list[Prompt] = []
         self._prompt_index = 0
         self._sent_spec: dict = {}
         self._sent_sampling: dict = {}
@@ -124,6 +125,8 @@ class LabPage(QWidget):
         c.baselineRequested.connect(self.baseline)
         c.loadRequested.connect(self.load)
         c.knobsChanged.connect(self._knobs_moved)
+        c.pairChanged.connect(self._update_chat_hint)
+        c.chatModeChanged.connect(self._update_chat_hint)
         self.banner.actionClicked.connect(self._banner_action)
         controller.cycles.connect(self._on_cycles)
         controller.loaded.connect(self._on_loaded)
@@ -135,6 +138,7 @@ class LabPage(QWidget):
         controller.unloaded.connect(self._on_unloaded)
         c.set_running(False)
         self._update_why()
+        self._update_chat_hint()
 
         add_page_shortcuts(
             self,
@@ -220,6 +224,9 @@ class LabPage(QWidget):
         self._pending = action
         self.load()
         return False
+
+    def _update_chat_hint(self) -> None:
+        self.controls.chat_hint.setText(self.session.chat_summary())
 
     def start(self) -> None:
         if self.mode not in ("idle",) or self._refused_while_busy():

@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 
 from app.jobs import MeasuringJobs
 from app.pages.tune.runner import TuneRunner
-from app.session import LabSession, shipped_workloads
+from app.session import PICK_FILE, WORKLOAD_FILES, LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.forms import spin_box
 from app.widgets.needs_pair import NeedsPairBar
@@ -47,12 +47,12 @@ from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
+from engine.core.chat import Prompt
 from engine.core.settings import SettingsError
 from engine.measure.tuner import TuneResult
 
 JOB = "tune"  # the name this page asks app.jobs with
 LAB_PROMPT = "the Lab's prompt"
-PICK_FILE = "a file…"
 KILL_AFTER_MS = 3000  # a cancel not honoured by then (loading, measuring) ends the tune's worker
 PROGRESS_INTERVAL_MS = 500  # the progress line's refresh (elapsed time, runs)
 LOG_LINES = 5000
@@ -243,27 +243,23 @@ class TunePage(QWidget):
         if self.workload.itemText(index) != PICK_FILE:
             self._previous_workload = index
             return
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Choose a workload file", str(Path.home()), "Workload sets (*.json)"
-        )
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a workload file", str(Path.home()), WORKLOAD_FILES)
         if path:
             self.set_workload_file(path)
         else:
             self.workload.setCurrentIndex(self._previous_workload)
 
-    def collect_prompts(self) -> list[str]:
+    def collect_prompts(self) -> list[Prompt]:
+        """The chosen set's prompts, as the Lab runs them (raw text, or conversations in chat mode)."""
         name = self.workload.currentText()
         if name == LAB_PROMPT:
-            text = self.session.custom_prompt()
-            if not text.strip():
+            if not self.session.custom_prompt().strip():
                 raise SettingsError("the Lab's prompt is empty: write one on the Lab page, or choose a workload set")
-            prompts = [text]
+            prompts = self.session.custom_prompts()
         elif name == PICK_FILE:
             raise SettingsError("choose a workload file first")
         else:
-            from engine.core.workloads import load_workload
-
-            prompts = load_workload(name).texts()
+            prompts = self.session.prompts_of(name)
         limit = self.max_prompts.value()
         return prompts[:limit] if limit else prompts
 
