@@ -23,6 +23,7 @@ import time
 
 from PySide6.QtCore import QThread, Signal
 
+from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.measure.validate import StopSwitch, ValidateCancelled, validate
 
@@ -40,7 +41,7 @@ class ValidateRunner(QThread):
         load: LoadSettings,
         spec: SpecSettings,
         sampling: SamplingSettings,
-        prompts: list[str],
+        prompts: list[Prompt],
         max_tokens: int,
         passes: int = 1,
         parent=None,

@@ -31,6 +31,7 @@ import time
 
 from PySide6.QtCore import QThread, Signal
 
+from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SamplingSettings
 from engine.measure.tuner import TuneCancelled, Tuner
 from engine.runtime.client import EngineClient, EngineError
@@ -47,7 +48,7 @@ class TuneRunner(QThread):
     def __init__(
         self,
         load: LoadSettings,
-        prompts: list[str],
+        prompts: list[Prompt],
         max_tokens: int,
         sampling: SamplingSettings,
         budget_s: float,
