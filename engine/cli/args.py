@@ -25,6 +25,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="no CPU weight repacking (AMX / AVX-512 layouts), as llama-server's -nr",
     )
     p.add_argument(
+        "--n-cpu-moe",
+        type=int,
+        default=0,
+        metavar="N",
+        help="MoE: the expert weights of the first N target layers stay on the CPU (-1: all; llama-server's "
+        "--n-cpu-moe)",
+    )
+    p.add_argument(
         "--demo",
         nargs="?",
         const="f16",
@@ -104,6 +112,7 @@ def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, Sa
         ngl_draft=a.ngl_draft,
         threads=a.threads,
         repack=not a.no_repack,
+        n_cpu_moe=a.n_cpu_moe,
     ).validate()
     spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
     spec = SpecSettings(

@@ -83,6 +83,8 @@ def cmd_plan(a: argparse.Namespace) -> int:
         check_files=False,
         cache_type_k=a.cache_type_k,
         cache_type_v=a.cache_type_v,
+        n_cpu_moe=a.n_cpu_moe,
+        n_cpu_moe_draft=a.n_cpu_moe_draft,
     )
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
@@ -134,6 +136,15 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument("--ngl-draft", type=int, default=-1, help="draft layers on the GPU (-1: all)")
     p.add_argument("--cache-type-k", default="f16", choices=KV_CACHE_TYPES, help="K cache type (default f16)")
     p.add_argument("--cache-type-v", default="f16", choices=KV_CACHE_TYPES, help="V cache type (default f16)")
+    p.add_argument(
+        "--n-cpu-moe",
+        type=int,
+        default=0,
+        metavar="N",
+        help="MoE: keep the expert weights of the first N target layers on the CPU (-1: all), as llama-server's "
+        "--n-cpu-moe",
+    )
+    p.add_argument("--n-cpu-moe-draft", type=int, default=0, metavar="N", help="the same for the draft")
     p.add_argument(
         "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"
     )

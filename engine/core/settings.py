@@ -64,6 +64,10 @@ class LoadSettings:
     # CPU weight repacking into AMX / AVX-512 layouts (llama.cpp's default). Some
     # virtual machines report AMX without enabling it: loading then dies of SIGILL.
     repack: bool = True
+    # MoE: expert weights of the first N layers stay on the CPU (llama-server's --n-cpu-moe), so that
+    # the rest of a model too big for the GPU fits there; -1 keeps every layer's experts on the CPU
+    n_cpu_moe: int = 0
+    n_cpu_moe_draft: int = 0
 
     @property
     def offloads(self) -> bool:
@@ -83,6 +87,8 @@ class LoadSettings:
             raise SettingsError("threads must be >= 0 (0 = llama.cpp's default)")
         if not 1 <= self.draft_n_max_limit <= 255:
             raise SettingsError("draft_n_max_limit must be between 1 and 255")
+        if self.n_cpu_moe < -1 or self.n_cpu_moe_draft < -1:
+            raise SettingsError("n_cpu_moe must be -1 (every layer's experts on the CPU), 0 (none) or a layer count")
         return self
 
 

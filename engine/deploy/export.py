@@ -125,6 +125,10 @@ def _add_load(b: _ArgvBuilder, load: LoadSettings) -> None:
         b.add("-tb", str(load.threads_batch), "batch threads")
     if not load.repack:
         b.add("-nr", None, "no CPU weight repacking")
+    if load.n_cpu_moe < 0:
+        b.add("--cpu-moe", None, "every layer's expert weights on the CPU")
+    elif load.n_cpu_moe > 0:
+        b.add("-ncmoe", str(load.n_cpu_moe), "the expert weights of the first layers on the CPU")
 
 
 def _add_spec_types(b: _ArgvBuilder, load: LoadSettings, types: list[str], dialect: ServerDialect) -> None:
@@ -143,6 +147,10 @@ def _add_spec_types(b: _ArgvBuilder, load: LoadSettings, types: list[str], diale
         b.add("-md", str(load.draft), "the draft model")
         if load.ngl_draft != -1:
             b.add("-ngld", str(load.ngl_draft), "draft layers on the GPU")
+        if load.n_cpu_moe_draft:
+            # -1 (every layer) as a count the flag takes: more layers than any draft has
+            layers = str(load.n_cpu_moe_draft if load.n_cpu_moe_draft > 0 else 9999)
+            b.add("-ncmoed", layers, "the draft's expert weights of the first layers on the CPU")
     elif load.draft is None and any(t in dialect.implied_by_draft_model for t in types):
         raise ExportError(f"{', '.join(draft_types)} needs a draft model (--draft)")
 

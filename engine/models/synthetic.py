@@ -11,6 +11,10 @@ Both files share one SentencePiece-style vocabulary (bytes, printable ASCII and
 prefixes of common English and Python words, so every piece is reachable by
 llama.cpp's merges), which satisfies llama.cpp's draft/target vocab rule.
 
+``--n-expert E --n-expert-used K`` writes a mixture-of-experts pair instead, of the
+qwen3moe architecture (llama.cpp runs it; Qwen3-30B-A3B's layout): each block's FFN is
+E experts of ``--n-ff-exp`` rows with a router, K of them active per token.
+
 ``--chat-template chatml`` (or a path to a jinja file) writes a chat template into
 both files, with ChatML's <|im_start|> / <|im_end|> as control tokens, so chat mode
 is tested on what an instruct model carries.
@@ -55,6 +59,21 @@ class ModelShape:
     n_head_kv: int = 2
     n_ff: int = 256
     n_ctx_train: int = 4096
+    n_expert: int = 0  # 0: a dense llama; otherwise a qwen3moe with this many experts per layer
+    n_expert_used: int = 0
+    n_ff_exp: int = 0  # rows of each expert's FFN (0: n_ff // n_expert_used, llama.cpp's default)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_expert > 0
+
+    @property
+    def arch(self) -> str:
+        return "qwen3moe" if self.is_moe else "llama"
+
+    @property
+    def expert_ff(self) -> int:
+        return self.n_ff_exp or self.n_ff // max(self.n_expert_used, 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,20 +141,32 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
     head_dim = d // shape.n_head
     kv = shape.n_head_kv * head_dim
 
-    def w(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)).astype(np.float32)
+    def w(*dims: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal(dims) * gain / np.sqrt(dims[-1])).astype(np.float32)
 
-    return {
+    block = {
         "attn_norm.weight": np.ones(d, dtype=np.float32),
         "attn_q.weight": w(d, d),
         "attn_k.weight": w(kv, d),
         "attn_v.weight": w(kv, d),
-        "attn_output.weight": w(d, d, scale_out),
+        "attn_output.weight": w(d, d, gain=scale_out),
         "ffn_norm.weight": np.ones(d, dtype=np.float32),
-        "ffn_gate.weight": w(ff, d),
-        "ffn_up.weight": w(ff, d),
-        "ffn_down.weight": w(d, ff, scale_out),
     }
+    if not shape.is_moe:
+        block["ffn_gate.weight"] = w(ff, d)
+        block["ffn_up.weight"] = w(ff, d)
+        block["ffn_down.weight"] = w(d, ff, gain=scale_out)
+        return block
+    # qwen3moe: RMS norms on q and k per head, a router, and the experts stacked in one tensor each
+    # (numpy's shape is GGUF's reversed: {n_embd, n_ff_exp, n_expert} is (n_expert, n_ff_exp, n_embd))
+    e, ffe = shape.n_expert, shape.expert_ff
+    block["attn_q_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+    block["attn_k_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+    block["ffn_gate_inp.weight"] = w(e, d, gain=4.0)  # a sharp router: tokens prefer different experts
+    block["ffn_gate_exps.weight"] = w(e, ffe, d)
+    block["ffn_up_exps.weight"] = w(e, ffe, d)
+    block["ffn_down_exps.weight"] = w(e, d, ffe, gain=scale_out)
+    return block
 
 
 def _write(
@@ -152,7 +183,7 @@ def _write(
 
     vocab, scores, types = build_vocab(vocab_variant, spec.n_vocab, chat=spec.chat_template is not None)
     shape = spec.shape
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), shape.arch)
     w.add_name(f"{spec.name}-{role}")
     w.add_context_length(shape.n_ctx_train)
     w.add_embedding_length(shape.n_embd)
@@ -162,6 +193,10 @@ def _write(
     w.add_head_count_kv(shape.n_head_kv)
     w.add_rope_dimension_count(shape.n_embd // shape.n_head)
     w.add_layer_norm_rms_eps(1e-5)
+    if shape.is_moe:
+        w.add_expert_count(shape.n_expert)
+        w.add_expert_used_count(shape.n_expert_used)
+        w.add_expert_feed_forward_length(shape.expert_ff)
     w.add_vocab_size(len(vocab))
     ftype = {
         "f32": gguf.LlamaFileType.ALL_F32,
@@ -182,9 +217,9 @@ def _write(
         w.add_chat_template(spec.chat_template)
 
     def put(name: str, arr: np.ndarray) -> None:
-        if arr.ndim == 2 and spec.dtype == "f16":
+        if arr.ndim >= 2 and spec.dtype == "f16":
             w.add_tensor(name, arr.astype(np.float16))
-        elif arr.ndim == 2 and spec.dtype == "q8_0" and arr.shape[1] % 32 == 0:
+        elif arr.ndim >= 2 and spec.dtype == "q8_0" and arr.shape[-1] % 32 == 0:
             q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
             w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
@@ -211,6 +246,8 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
         raise ValueError("draft_layers must be at least 1 and fewer than the target's layers")
     if spec.shape.n_embd % spec.shape.n_head or spec.shape.n_head % spec.shape.n_head_kv:
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    if spec.shape.is_moe and not 1 <= spec.shape.n_expert_used <= spec.shape.n_expert:
+        raise ValueError("n_expert_used must be at least 1 and at most n_expert")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(spec.seed)
@@ -244,13 +281,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--divergence", type=float, default=PairSpec.divergence)
     p.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f32")
     p.add_argument("--seed", type=int, default=PairSpec.seed)
+    p.add_argument("--n-expert", type=int, default=0, help="experts per layer: an MoE pair (qwen3moe)")
+    p.add_argument("--n-expert-used", type=int, default=2, help="experts active per token (with --n-expert)")
+    p.add_argument("--n-ff-exp", type=int, default=0, help="rows of each expert's FFN (default n_ff / used)")
     p.add_argument(
         "--chat-template",
         metavar="chatml|FILE",
         help="write a chat template into both models: 'chatml', or a jinja file's text",
     )
     a = p.parse_args(argv)
-    shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff)
+    moe = {"n_expert": a.n_expert, "n_expert_used": a.n_expert_used, "n_ff_exp": a.n_ff_exp} if a.n_expert else {}
+    shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe)
     template = None
     if a.chat_template == "chatml":
         template = CHATML_TEMPLATE

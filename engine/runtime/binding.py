@@ -66,6 +66,8 @@ class _LoadParams(C.Structure):
         ("no_repack", C.c_int32),
         ("progress", _PROGRESS_FN),
         ("progress_user", C.c_void_p),
+        ("n_cpu_moe", C.c_int32),
+        ("n_cpu_moe_draft", C.c_int32),
     ]
 
 
@@ -247,6 +249,8 @@ class Engine:
             no_repack=0 if settings.repack else 1,
             progress=callback,
             progress_user=None,
+            n_cpu_moe=settings.n_cpu_moe,
+            n_cpu_moe_draft=settings.n_cpu_moe_draft,
         )
         handle = C.c_void_p()
         rc = self._lib.specrt_load(C.byref(p), C.byref(handle))

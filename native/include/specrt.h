@@ -77,6 +77,9 @@ typedef struct specrt_load_params {
     int32_t no_repack;                /* 1 = no CPU weight repacking (AMX / AVX-512 buffers), llama-server's -nr */
     specrt_progress_fn progress;      /* NULL = no progress reports */
     void * progress_user;             /* handed back to progress */
+    int32_t n_cpu_moe;                /* expert weights of the first N target layers stay on the CPU
+                                         (llama-server's --n-cpu-moe); -1 = every layer's (--cpu-moe) */
+    int32_t n_cpu_moe_draft;          /* the same for the draft (--spec-draft-n-cpu-moe) */
 } specrt_load_params;
 
 typedef struct specrt_spec_params {

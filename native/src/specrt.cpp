@@ -641,6 +641,19 @@ int parse_spec(specrt_engine * e, const specrt_spec_params * p, common_params_sp
     return SPECRT_OK;
 }
 
+// Expert weights kept on the CPU, as llama-server's --n-cpu-moe N (the first N layers) and
+// --cpu-moe (N < 0: all) write them: buffer overrides ended by an empty pattern.
+void keep_experts_on_cpu(int32_t n, std::vector<llama_model_tensor_buft_override> & overrides) {
+    if (n < 0) {
+        overrides.push_back(llm_ffn_exps_cpu_override());
+    } else if (n > 0) {
+        llm_add_n_cpu_ffn_overrides(n, LLM_FFN_EXPS_REGEX, overrides);
+    }
+    if (!overrides.empty()) {
+        overrides.push_back({nullptr, nullptr});
+    }
+}
+
 // The target's settings from the caller's, with the defaults llama-server would pick.
 void set_target_params(common_params & cp, const specrt_load_params * p) {
     cp.model.path = p->target_path;
@@ -653,6 +666,8 @@ void set_target_params(common_params & cp, const specrt_load_params * p) {
     cp.warmup = false;
     cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
     cp.no_extra_bufts = p->no_repack != 0;
+    keep_experts_on_cpu(p->n_cpu_moe, cp.tensor_buft_overrides);
+    keep_experts_on_cpu(p->n_cpu_moe_draft, cp.speculative.draft.tensor_buft_overrides);
     // the same thread defaults llama-server's argument parser settles on
     cp.cpuparams.n_threads = p->n_threads > 0 ? p->n_threads : -1;
     cp.cpuparams_batch.n_threads = p->n_threads_batch > 0 ? p->n_threads_batch : -1;
