@@ -33,6 +33,15 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--n-cpu-moe)",
     )
     p.add_argument(
+        "--device", default="", metavar="DEV", help="the GPU(s) the target uses, e.g. CUDA0 (llama-server's -dev)"
+    )
+    p.add_argument(
+        "--device-draft",
+        default="",
+        metavar="DEV",
+        help="the GPU(s) the draft uses, e.g. CUDA1 (llama-server's -devd; default: the target's GPUs)",
+    )
+    p.add_argument(
         "--demo",
         nargs="?",
         const="f16",
@@ -113,6 +122,8 @@ def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, Sa
         threads=a.threads,
         repack=not a.no_repack,
         n_cpu_moe=a.n_cpu_moe,
+        device_draft=a.device_draft,
+        device=a.device,
     ).validate()
     spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
     spec = SpecSettings(

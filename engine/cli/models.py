@@ -67,6 +67,18 @@ def _budgets(a: argparse.Namespace) -> list[GpuBudget]:
     return [GpuBudget(g.llama_name, g.memory_free_bytes) for g in report.gpus if g.memory_free_bytes is not None]
 
 
+def _placed(a: argparse.Namespace, gpus: list[GpuBudget]):
+    """The first arrangement of the pair that fits these GPUs (engine.planning.placement), with its plan."""
+    from engine.planning.placement import place
+
+    if not gpus:
+        return None
+    target = inspect_gguf(a.target)
+    draft = inspect_gguf(a.draft) if a.draft else None
+    options = {"cache_type_k": a.cache_type_k, "cache_type_v": a.cache_type_v}
+    return place(target, draft, a.ctx, gpus, lambda free: 0, **options)
+
+
 def cmd_plan(a: argparse.Namespace) -> int:
     if a.ctx < 0:
         raise PlanError(f"--ctx must be 0 (the trained context) or more, got {a.ctx}")
@@ -85,10 +97,12 @@ def cmd_plan(a: argparse.Namespace) -> int:
         cache_type_v=a.cache_type_v,
         n_cpu_moe=a.n_cpu_moe,
         n_cpu_moe_draft=a.n_cpu_moe_draft,
+        draft_devices=a.device_draft.split(",") if a.device_draft else None,
     )
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
         raise PlanError(check.reasons[0].message)
+    placed = _placed(a, gpus) if fit.fits is False else None
     if a.json:
         print(
             json.dumps(
@@ -100,12 +114,19 @@ def cmd_plan(a: argparse.Namespace) -> int:
                         "needed_bytes": fit.needed_bytes,
                         "available_bytes": fit.available_bytes,
                     },
+                    # where the pair fits instead, and its plan (None: nowhere, or it fits as asked)
+                    "placement": None
+                    if placed is None
+                    else {**placed[0].to_dict(), "flags": placed[0].flags(), "plan": placed[1].to_dict()},
                 }
             )
         )
     else:
         print(format_plan(fit.plan))
         print(fit.explanation(fit.plan.n_ctx))
+        if placed is not None:
+            print(f"\nit fits placed otherwise: {placed[0].describe()}  ({' '.join(placed[0].flags())})")
+            print(format_plan(placed[1]))
         for message in check.messages(VOCAB):
             print(f"spectune: warning: {message}", file=sys.stderr)
     return 0
@@ -145,6 +166,9 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
         "--n-cpu-moe",
     )
     p.add_argument("--n-cpu-moe-draft", type=int, default=0, metavar="N", help="the same for the draft")
+    p.add_argument(
+        "--device-draft", default="", metavar="DEV", help="the GPU(s) the draft uses, e.g. CUDA1 (llama-server's -devd)"
+    )
     p.add_argument(
         "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"
     )

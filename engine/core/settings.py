@@ -6,6 +6,7 @@ these three dataclasses. Defaults follow the pinned llama.cpp (common/common.h, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,10 @@ class LoadSettings:
     # the rest of a model too big for the GPU fits there; -1 keeps every layer's experts on the CPU
     n_cpu_moe: int = 0
     n_cpu_moe_draft: int = 0
+    # the GPUs the draft may use, as llama-server's -devd names them ("CUDA1"; "" = the target's GPUs): with
+    # GPUs of different sizes, the draft on one of its own can fit where the default split does not
+    device_draft: str = ""
+    device: str = ""  # the same for the target (llama-server's -dev)
 
     @property
     def offloads(self) -> bool:
@@ -87,6 +92,9 @@ class LoadSettings:
             raise SettingsError("threads must be >= 0 (0 = llama.cpp's default)")
         if not 1 <= self.draft_n_max_limit <= 255:
             raise SettingsError("draft_n_max_limit must be between 1 and 255")
+        for name, value in (("device", self.device), ("device_draft", self.device_draft)):
+            if value and not all(re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", d) for d in value.split(",")):
+                raise SettingsError(f"{name} must be device names like CUDA1 (comma-separated), got {value!r}")
         if self.n_cpu_moe < -1 or self.n_cpu_moe_draft < -1:
             raise SettingsError("n_cpu_moe must be -1 (every layer's experts on the CPU), 0 (none) or a layer count")
         return self

@@ -119,6 +119,8 @@ def _add_load(b: _ArgvBuilder, load: LoadSettings) -> None:
     b.add("-np", str(N_PARALLEL), "one server slot")
     if load.ngl != -1:
         b.add("-ngl", str(load.ngl), "target layers on the GPU")
+    if load.device:
+        b.add("-dev", load.device, "the GPUs the target uses")
     if load.threads > 0:
         b.add("-t", str(load.threads), "threads")
     if load.threads_batch > 0:
@@ -147,6 +149,8 @@ def _add_spec_types(b: _ArgvBuilder, load: LoadSettings, types: list[str], diale
         b.add("-md", str(load.draft), "the draft model")
         if load.ngl_draft != -1:
             b.add("-ngld", str(load.ngl_draft), "draft layers on the GPU")
+        if load.device_draft:
+            b.add("-devd", load.device_draft, "the GPUs the draft uses")
         if load.n_cpu_moe_draft:
             # -1 (every layer) as a count the flag takes: more layers than any draft has
             layers = str(load.n_cpu_moe_draft if load.n_cpu_moe_draft > 0 else 9999)

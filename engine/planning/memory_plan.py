@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
@@ -198,6 +198,15 @@ def tensor_layer(name: str, n_layer: int) -> int | None:
     return n_layer if name.startswith("output") else None
 
 
+def expert_on_cpu(name: str, n_cpu_moe: int) -> bool:
+    """Whether --n-cpu-moe N (N < 0: --cpu-moe) keeps this tensor in host memory: an expert tensor of one
+    of the first N layers."""
+    if not n_cpu_moe or not _EXPERTS.search(name):
+        return False
+    m = _BLOCK.match(name)
+    return m is not None and (n_cpu_moe < 0 or int(m.group(1)) < n_cpu_moe)
+
+
 def tensor_op(t: TensorInfo) -> str:
     """The op llama.cpp probes buffer types with (LLM_TENSOR_INFOS), by name."""
     base = _BLOCK.sub("", t.name).removesuffix(".weight")
@@ -288,13 +297,7 @@ def weight_items(
     names = {t.name for t in info.tensors}
     for t in info.tensors:
         layer = tensor_layer(t.name, n_layer)
-        if (
-            cpu_expert_layers != 0
-            and layer is not None
-            and layer < n_layer
-            and (cpu_expert_layers < 0 or layer < cpu_expert_layers)
-            and _EXPERTS.search(t.name)
-        ):
+        if expert_on_cpu(t.name, cpu_expert_layers):
             place(t, CPU, overridden=True)
             continue
         place(t, CPU if layer is None or layer > n_layer else devices[layer])
@@ -456,6 +459,9 @@ def model_info_from_numbers(
     weight_type: str = "F16",
     bits_per_weight: float | None = None,
     name: str = "",
+    n_expert: int = 0,
+    n_expert_used: int = 0,
+    n_ff_exp: int = 0,
 ) -> ModelInfo:
     """A ModelInfo with the tensors of a llama-style decoder, so a model can be planned before it is downloaded.
 
@@ -471,7 +477,11 @@ def model_info_from_numbers(
     Norms are F32. Biases, per-layer extras and vision towers are left out (well under
     1% of the bytes of the models this is used for). plan_memory treats the result
     like a file's header; only the CPU mapping span has no file behind it.
+    n_expert > 0 makes every layer's FFN a routed one (qwen3moe's layout): a router kept in F32 and
+    the experts' gate, up and down stacked in one tensor each, n_ff_exp rows per expert.
     """
+    if n_expert and not (1 <= n_expert_used <= n_expert and n_ff_exp > 0):
+        raise PlanError("an MoE model needs 1 <= n_expert_used <= n_expert and n_ff_exp > 0")
     numbers = dict(
         n_layer=n_layer,
         n_embd=n_embd,
@@ -520,6 +530,12 @@ def model_info_from_numbers(
         add(f"blk.{il}.attn_v.weight", (n_embd, kv))
         add(f"blk.{il}.attn_output.weight", (q, n_embd))
         add(f"blk.{il}.ffn_norm.weight", (n_embd,), matrix=False)
+        if n_expert:  # a routed FFN, qwen3moe's layout: the router and three stacked expert tensors
+            add(f"blk.{il}.ffn_gate_inp.weight", (n_embd, n_expert), matrix=False)
+            add(f"blk.{il}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert))
+            add(f"blk.{il}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert))
+            add(f"blk.{il}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert))
+            continue
         add(f"blk.{il}.ffn_gate.weight", (n_embd, n_ff))
         add(f"blk.{il}.ffn_up.weight", (n_embd, n_ff))
         add(f"blk.{il}.ffn_down.weight", (n_ff, n_embd))
@@ -538,6 +554,10 @@ def model_info_from_numbers(
         f"{architecture}.feed_forward_length": n_ff,
         f"{architecture}.context_length": n_ctx_train,
     }
+    if n_expert:
+        metadata[f"{architecture}.expert_count"] = n_expert
+        metadata[f"{architecture}.expert_used_count"] = n_expert_used
+        metadata[f"{architecture}.expert_feed_forward_length"] = n_ff_exp
     vocab = VocabInfo(None, None, "BPE", n_vocab, -1, -1, False, False, None, None)
     return ModelInfo(
         path=f"<{name or architecture} from numbers>",
@@ -600,12 +620,18 @@ def plan_memory(
     use_mmap: bool = True,
     n_cpu_moe: int = 0,
     n_cpu_moe_draft: int = 0,
+    target_devices: Sequence[str] | None = None,
+    draft_devices: Sequence[str] | None = None,
 ) -> MemoryPlan:
     """The memory plan of a target (and draft) loaded as specrt / llama-server load them.
 
     n_ctx 0 means the target's trained context. gpus empty: a CPU-only build.
     n_cpu_moe: the expert weights of the first N layers stay in host memory (-1: every layer's), as
     llama-server's --n-cpu-moe (--cpu-moe) keeps them; n_cpu_moe_draft the same for the draft.
+    target_devices / draft_devices: the GPUs (llama.cpp names) each model's layers may use, as
+    llama-server's -dev / -devd restrict them; None: all of them, llama.cpp's default. Layers are
+    split over a model's GPUs by their free memory when it loads, so the draft, loaded after the
+    target, splits by what the target left free.
     cpu_features (engine.planning.hardware.cpu_features) decide the CPU extra buffer types.
     n_outputs: output rows the contexts are sized for; specrt uses 65 for both,
     llama-server n_parallel * (1 + draft_n_max) for the target and n_parallel for
@@ -650,11 +676,21 @@ def plan_memory(
                 n_outputs if n_outputs_draft is None else n_outputs_draft,
             )
         )
+    allowed = {
+        "target": _restricted(gpus, target_devices, "target"),
+        "draft": _restricted(gpus, draft_devices, "draft"),
+    }
     for role, info, ctx_asked, ngl, type_k, type_v, outputs in models:
         # llama_context: n_batch is capped by the requested (unpadded) context, n_ubatch by n_batch
         batch = min(ctx_asked, n_batch)
         ubatch = ubatches[role] = min(batch, n_ubatch)
-        devices = layer_devices(info.block_count or 0, ngl, gpus)
+        own_gpus = allowed[role]
+        if role == "draft" and len(own_gpus) > 1:
+            held: dict[str, int] = {}
+            for i in items:
+                held[i.device] = held.get(i.device, 0) + i.bytes
+            own_gpus = [GpuBudget(g.name, max(g.free_bytes - held.get(g.name, 0), 0)) for g in own_gpus]
+        devices = layer_devices(info.block_count or 0, ngl, own_gpus)
         counts: dict[str, int] = {}
         for device in devices[:-1]:
             counts[device] = counts.get(device, 0) + 1
@@ -687,6 +723,19 @@ def plan_memory(
                 "them is not modelled (measured on the CPU backend only)"
             )
     return MemoryPlan(items, kv_size, ubatches, layers, gpus, notes)
+
+
+def _restricted(gpus: list[GpuBudget], names: Sequence[str] | None, role: str) -> list[GpuBudget]:
+    """The GPUs a model may use: all of them, or those named (in the budget's order)."""
+    if names is None:
+        return gpus
+    known = {g.name for g in gpus}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise PlanError(
+            f"{role} device {', '.join(unknown)} is not among the GPUs planned for ({', '.join(known) or 'none'})"
+        )
+    return [g for g in gpus if g.name in names]
 
 
 def _host_buffer(gpus: list[GpuBudget]) -> str:

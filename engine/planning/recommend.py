@@ -38,6 +38,7 @@ left out near-misses (within 25% of the budget, under the speed floor, or fittin
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -51,12 +52,14 @@ from engine.planning.memory_plan import (
     GpuBudget,
     MemoryPlan,
     PlanError,
+    expert_on_cpu,
     format_bytes,
     model_info_from_numbers,
     parse_size,
     plan_memory,
 )
-from engine.planning.speed_model import DeviceSpeed, ModelCost, Prediction, model_cost, predict
+from engine.planning.placement import Placement, place
+from engine.planning.speed_model import DeviceSpeed, ModelCost, Prediction, model_cost, predict, split_cost
 
 ACCEPTANCE_PRIOR = 0.70  # same-family instruct draft, temperature 0; llama.cpp issue 5877 measured 0.72 (8B + 1B)
 K_RANGE = range(1, 9)
@@ -312,6 +315,8 @@ class Candidate:
     why_not: str = ""  # empty when recommended
     prediction: Prediction | None = None  # the speed model on the budget's device, when its speed is known
     speed_floor: float | None = None
+    # where the models go when both on the GPUs does not fit (engine.planning.placement); None: the default
+    placement: Placement | None = None
 
     @property
     def score(self) -> float:
@@ -355,6 +360,10 @@ class Candidate:
     def label(self) -> str:
         return f"{self.target.model} {self.target.quant} + {self.draft.model} {self.draft.quant}"
 
+    def placement_flags(self) -> list[str]:
+        """llama-server's flags for the placement (the export writes the same from LoadSettings)."""
+        return self.placement.flags(with_draft=self.uses_draft) if self.placement else []
+
     def reasons(self) -> list[str]:
         p = self.score_parts
         quality = (
@@ -384,6 +393,8 @@ class Candidate:
             *speed,
             f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
         ]
+        if self.placement is not None:
+            out.append(f"placed so that it fits: {self.placement.describe()} ({' '.join(self.placement_flags())})")
         if self.tokens_per_s_bound:
             out.append(f"bandwidth bound: about {self.tokens_per_s_bound:.0f} tokens/s with the draft")
         for s in self.published:
@@ -419,6 +430,8 @@ class Candidate:
             "published_speedups": self.published,
             "reasons": self.reasons(),
             "pull": pull_commands(self.target, self.draft if self.uses_draft else None, self.preset),
+            "placement": self.placement.to_dict() if self.placement else None,
+            "placement_flags": self.placement_flags(),
         }
         if self.why_not:
             d["why_not"] = self.why_not
@@ -478,9 +491,17 @@ def recommend(
     near_miss_limit: int = 5,
     device: DeviceSpeed | None = None,
     speed_floor: float = DEFAULT_SPEED_FLOOR,
+    host: DeviceSpeed | None = None,
 ) -> Recommendation:
     """device: where the pairs would run (engine.planning.device_speed.local_device), so that they are
-    ranked by what the speed model predicts there; None ranks by the bandwidth-bound speedup alone."""
+    ranked by what the speed model predicts there; None ranks by the bandwidth-bound speedup alone.
+    A pair that does not fit the GPUs as llama.cpp places it by default is placed otherwise where it can
+    be (engine.planning.placement: the draft on one GPU or the CPU, an MoE target's experts in RAM);
+    host is the CPU's speed for the parts placed there (default: this CPU, measured or assumed)."""
+    if host is None and device is not None and budget.kind == "gpu":
+        from engine.planning.device_speed import assumed_cpu_speed, latest_cpu_speed
+
+        host = latest_cpu_speed() or assumed_cpu_speed(os.cpu_count())
     if ctx < 1:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
     if speed_floor < 0:
@@ -521,8 +542,10 @@ def recommend(
             for draft in drafts:
                 for dq in (q for q in DRAFT_QUANTS if q in draft.files):
                     c = _candidate(catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups)
+                    if not c.fits_memory and budget.kind == "gpu":
+                        _place(c, models, budget, ctx, target, tq, draft, dq)
                     if device is not None:
-                        _predict(c, models, device, speed_floor, ctx, target, tq, draft, dq)
+                        _predict(c, models, device, speed_floor, ctx, target, tq, draft, dq, host)
                     if best is None or _better(c, best):
                         best = c
             if best is not None:
@@ -555,6 +578,8 @@ def recommend(
     misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
     fits, misses = fits[:limit], misses[:near_miss_limit]
     for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
+        if c.plan is not None:
+            continue  # placed: its plan is the placement's
         c.plan = _plan(
             models,
             budget,
@@ -565,6 +590,18 @@ def recommend(
             c.draft.quant,
         )
     return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
+
+
+def _place(
+    c: Candidate, models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
+) -> None:
+    """Where the pair fits the GPUs when llama.cpp's default placement does not: the candidate then fits,
+    with that placement and its plan."""
+    placed = place(models.info(target, tq), models.info(draft, dq), ctx, list(budget.gpus), headroom)
+    if placed is None:
+        return
+    c.placement, c.plan = placed
+    c.needed_bytes, c.fits_memory = _needed(c.plan, budget)
 
 
 def _worth_listing(c: Candidate) -> bool:
@@ -582,16 +619,25 @@ def _predict(
     tq: str,
     draft: Model,
     dq: str,
+    host: DeviceSpeed | None = None,
 ) -> None:
-    """The speed model's numbers for the candidate on the device; they replace its bandwidth-bound speedup
-    and its speed points."""
+    """The speed model's numbers for the candidate on the device (its parts placed on the CPU at the host's
+    speed); they replace its bandwidth-bound speedup and its speed points."""
+    placement = c.placement or Placement()
+    target_cost, on_host = models.cost(target, tq), None
+    if placement.n_cpu_moe and host is not None:
+        n = placement.n_cpu_moe
+        target_cost, on_host = split_cost(models.info(target, tq), lambda name: expert_on_cpu(name, n))
     p = predict(
-        models.cost(target, tq),
+        target_cost,
         models.cost(draft, dq),
         device,
         n_past=min(ctx, N_PAST),
         acceptance=c.acceptance_prior,
         k_max=max(K_RANGE),
+        host=host,
+        target_on_host=on_host,
+        draft_on_host=placement.draft_on_cpu and host is not None,
     )
     k = p.best_k or max(p.speedup_by_k, key=lambda k: p.speedup_by_k[k])
     c.prediction, c.speed_floor = p, floor

@@ -19,7 +19,7 @@ A tune of the pair (kept in the history) replaces both with what it measured; ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from engine.models.gguf_inspect import ModelInfo
@@ -67,14 +67,19 @@ class ModelCost:
         return 2.0 * batch * (self.weight_macs + self.attention_macs_per_position * n_past)
 
 
-def model_cost(info: ModelInfo) -> ModelCost:
-    """Bytes and multiply-adds per token of a model (dense or MoE), from its tensors and hyperparameters."""
+def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> ModelCost:
+    """Bytes and multiply-adds per token of a model (dense or MoE), from its tensors and hyperparameters.
+
+    only: count just the tensors whose names it accepts, and no KV cache or attention (the part of a
+    model that runs elsewhere, e.g. the experts --n-cpu-moe keeps in host memory; see split_cost)."""
     n_expert = info._arch_int("expert_count") or 0
     n_expert_used = info._arch_int("expert_used_count") or n_expert
     tied = not any(t.name == "output.weight" for t in info.tensors)
     weight_bytes = weight_macs = 0
     classes: dict[str, list[int]] = {}
     for t in info.tensors:
+        if only is not None and not only(t.name):
+            continue
         share = 1.0
         if "_exps" in t.name and n_expert:
             share = n_expert_used / n_expert  # only the routed experts are read and multiplied
@@ -86,7 +91,7 @@ def model_cost(info: ModelInfo) -> ModelCost:
             c = classes.setdefault(weight_class(t.type_name), [0, 0])
             c[0] += int(t.n_bytes * share)
             c[1] += int(t.n_elements * share)
-    layers = info.block_count or 0
+    layers = 0 if only is not None else info.block_count or 0
     n_head, n_head_kv = info.n_head or 0, info.n_head_kv or 0
     dim_k, dim_v = info.head_dim_k or 0, info.head_dim_v or 0
     return ModelCost(
@@ -96,6 +101,12 @@ def model_cost(info: ModelInfo) -> ModelCost:
         attention_macs_per_position=layers * n_head * (dim_k + dim_v),
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
     )
+
+
+def split_cost(info: ModelInfo, on_host: Callable[[str], bool]) -> tuple[ModelCost, ModelCost]:
+    """(the part on the GPU, the part in host memory) of a model some of whose tensors stay on the CPU;
+    the KV cache and attention count on the GPU side, where the layers are."""
+    return model_cost(info, lambda name: not on_host(name)), model_cost(info, on_host)
 
 
 @dataclass(frozen=True)
@@ -222,10 +233,17 @@ def predict(
     acceptance: float | Sequence[float] | None = None,
     measured: Measured | None = None,
     k_max: int = 12,
+    host: DeviceSpeed | None = None,
+    target_on_host: ModelCost | None = None,
+    draft_on_host: bool = False,
 ) -> Prediction:
     """Plain tokens/s and the speedup of draft-simple at each K. ``measured`` (this pair on this machine)
     replaces the device's roofline and the acceptance prior; ``acceptance`` (one chance for every position,
-    or one per position) replaces either, so the cost side can be checked on its own."""
+    or one per position) replaces either, so the cost side can be checked on its own.
+
+    A pair placed partly on the CPU (engine.planning.placement) runs that part at the ``host``'s speed:
+    ``target_on_host``, the target's tensors kept in host memory (its other part is ``target``), and with
+    ``draft_on_host`` the whole draft. Each pass then costs the GPU's part plus the host's."""
     if measured is None and device is None:
         raise ValueError("a prediction needs the device's speed or a measurement of the pair")
     if measured is not None:
@@ -240,10 +258,20 @@ def predict(
         basis = "measured"
     else:
         assert device is not None
+        if (target_on_host is not None or draft_on_host) and host is None:
+            raise ValueError("a pair placed partly on the CPU needs the host's speed")
         sizes = tuple(b for b in BATCH_SIZES if b <= k_max + 1)
-        verify = CostCurve(sizes, tuple(device.forward_ms(target, b, n_past) for b in sizes))
+
+        def verify_ms(b: int) -> float:
+            gpu = device.forward_ms(target, b, n_past)
+            return gpu + (host.forward_ms(target_on_host, b, n_past) if host and target_on_host else 0.0)
+
+        draft_device = host if draft_on_host and host is not None else device
+        verify = CostCurve(sizes, tuple(verify_ms(b) for b in sizes))
         draft_curve = (
-            CostCurve(sizes, tuple(device.forward_ms(draft, b, n_past) for b in sizes)) if draft is not None else None
+            CostCurve(sizes, tuple(draft_device.forward_ms(draft, b, n_past) for b in sizes))
+            if draft is not None
+            else None
         )
         basis = "prior"
     if isinstance(acceptance, Sequence):

@@ -68,6 +68,8 @@ class _LoadParams(C.Structure):
         ("progress_user", C.c_void_p),
         ("n_cpu_moe", C.c_int32),
         ("n_cpu_moe_draft", C.c_int32),
+        ("draft_devices", C.c_char_p),
+        ("devices", C.c_char_p),
     ]
 
 
@@ -251,6 +253,8 @@ class Engine:
             progress_user=None,
             n_cpu_moe=settings.n_cpu_moe,
             n_cpu_moe_draft=settings.n_cpu_moe_draft,
+            draft_devices=settings.device_draft.encode() if settings.device_draft else None,
+            devices=settings.device.encode() if settings.device else None,
         )
         handle = C.c_void_p()
         rc = self._lib.specrt_load(C.byref(p), C.byref(handle))

@@ -80,6 +80,9 @@ typedef struct specrt_load_params {
     int32_t n_cpu_moe;                /* expert weights of the first N target layers stay on the CPU
                                          (llama-server's --n-cpu-moe); -1 = every layer's (--cpu-moe) */
     int32_t n_cpu_moe_draft;          /* the same for the draft (--spec-draft-n-cpu-moe) */
+    const char * draft_devices;       /* NULL or "": the draft uses the target's GPUs; else a comma list of
+                                         ggml device names, e.g. "CUDA1" (llama-server's -devd) */
+    const char * devices;             /* the same for the target (llama-server's -dev); NULL or "": all GPUs */
 } specrt_load_params;
 
 typedef struct specrt_spec_params {

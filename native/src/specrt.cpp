@@ -654,6 +654,28 @@ void keep_experts_on_cpu(int32_t n, std::vector<llama_model_tensor_buft_override
     }
 }
 
+// The GPUs a comma list names, ended by a null device, as llama-server's -dev / -devd parse them;
+// false (with g_load_error set) for a name this build does not have.
+bool parse_devices(const char * list, std::vector<ggml_backend_dev_t> & out) {
+    if (!list || !*list) {
+        return true;
+    }
+    std::string known;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        known += std::string(known.empty() ? "" : ", ") + ggml_backend_dev_name(ggml_backend_dev_get(i));
+    }
+    for (const auto & name : string_split<std::string>(list, ',')) {
+        ggml_backend_dev_t dev = ggml_backend_dev_by_name(name.c_str());
+        if (!dev || ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU) {
+            g_load_error = "no GPU device named '" + name + "' in this build (its devices: " + known + ")";
+            return false;
+        }
+        out.push_back(dev);
+    }
+    out.push_back(nullptr);
+    return true;
+}
+
 // The target's settings from the caller's, with the defaults llama-server would pick.
 void set_target_params(common_params & cp, const specrt_load_params * p) {
     cp.model.path = p->target_path;
@@ -910,6 +932,10 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
         const bool want_draft = p->draft_path && *p->draft_path;
         set_target_params(e->params, p);
         set_draft_params(e->params, p, want_draft);
+        if (!parse_devices(p->devices, e->params.devices) ||
+            !parse_devices(p->draft_devices, e->params.speculative.draft.devices)) {
+            return SPECRT_ERR_INVALID_ARG;
+        }
         const auto limits = size_outputs(e->params, e->k_limit);
 
         int rc = load_target(e.get(), p);
