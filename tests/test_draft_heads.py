@@ -118,6 +118,18 @@ def test_a_draft_head_as_target_runs_nothing(heads):
     assert verdicts["ngram-mod"].reason.startswith("the target is an EAGLE-3 draft, which only drafts for another")
 
 
+def test_preflight_refuses_a_head_as_target_and_carries_the_verdicts(heads):
+    from engine.planning.preflight import preflight
+
+    check = preflight(heads["dflash"], None, 512, None)
+    assert check.refusal == (
+        "The target is a DFlash draft, which only drafts for another model; choose the model it was made for as "
+        "the target"
+    )
+    check = preflight(heads["mtp"], None, 512, None)
+    assert check.refusal is None and check.methods["draft-mtp"].runs and not check.methods["draft-simple"].runs
+
+
 def test_a_head_made_for_another_target_is_refused(tmp_path, heads):
     wide = write_eagle3_draft(tmp_path / "wide.gguf", ModelShape(n_embd=256, n_head=4, n_head_kv=2, n_ff=512))
     assert reasons(heads["target"], wide)["draft-eagle3"] == (
