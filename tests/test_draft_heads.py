@@ -291,3 +291,18 @@ def test_spectune_tune_measures_a_head_by_its_own_method(heads):
     settings = {row["setting"] for row in json.loads(r.stdout.splitlines()[-1])["candidates"]}
     assert {"draft-eagle3 K=2", "draft-eagle3 K=3", "draft-eagle3 K=4"} <= settings
     assert not any("draft-simple" in s for s in settings)
+
+
+def test_the_generator_command_writes_each_kind(tmp_path):
+    for kind, role in (("mtp", "mtp"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")):
+        out = tmp_path / f"{kind}.gguf"
+        r = subprocess.run(
+            [sys.executable, "-m", "engine.models.synthetic_heads", kind, str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == {"kind": kind, "path": str(out)}
+        assert inspect_gguf(out).speculative_role == role
