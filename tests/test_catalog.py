@@ -12,7 +12,7 @@ import pytest
 
 from engine.models.catalog import BUNDLED, BUNDLED_DIR, CATALOG_DIR, CatalogError, ModelFile, Preset, load_catalog
 from engine.models.demo_models import model_path
-from engine.planning.recommend import estimated_file_bytes
+from engine.planning.recommend import budget_from_size, estimated_file_bytes, recommend
 
 REQUIRED_FAMILIES = {
     "llama-3",
@@ -290,3 +290,33 @@ def test_wrong_format_and_missing_files(copy, tmp_path):
     expect(copy, r"quants\.json: catalog file missing")
     with pytest.raises(CatalogError, match="catalog folder missing"):
         load_catalog(tmp_path / "nowhere")
+
+
+def _add_eagle3(doc: dict) -> None:
+    """An EAGLE-3 draft file for Qwen3 8B in the qwen3 family: same tokenizer, far fewer parameters."""
+    head = json.loads(json.dumps(doc["models"][0]))
+    head.update(id="qwen3-8b-eagle3", name="Qwen3 8B EAGLE-3 draft", hf_model="")
+    head.pop("config_source", None)
+    head["arch"].update(llama_arch="eagle3", n_layer=1, n_embd=4096, n_head=32, head_dim=128, params=400000000)
+    head["gguf"].update(repo="org/Qwen3-8B-EAGLE3-GGUF", file_pattern="Qwen3-8B-EAGLE3-{quant}.gguf", quants=["Q8_0"])
+    doc["models"].append(head)
+
+
+def test_an_eagle3_file_is_never_a_plain_draft(copy):
+    """It speculates only with draft-eagle3: drafts_for (the recommendations' drafts) leaves it out, and a
+    preset that pairs it as a draft model is refused."""
+    edit(copy / "families" / "qwen3.json", _add_eagle3)
+    catalog = load_catalog(copy)
+    assert catalog.model("qwen3-8b-eagle3").is_draft_head
+    assert "qwen3-8b-eagle3" not in {m.id for m in catalog.drafts_for("qwen3-8b")}
+    assert "qwen3-0.6b" in {m.id for m in catalog.drafts_for("qwen3-8b")}
+    r = recommend(catalog, budget_from_size("24GiB", 1008), ctx=4096, family="qwen3")
+    assert r.recommended
+    assert not {c.target.model for c in r.recommended + r.near_misses} & {"qwen3-8b-eagle3"}
+    assert not {c.draft.model for c in r.recommended + r.near_misses} & {"qwen3-8b-eagle3"}
+    edit(copy / "presets.json", lambda d: d["presets"][9].update(draft="qwen3-8b-eagle3"))
+    expect(
+        copy,
+        r"preset 'qwen3-8b\+0\.6b-q4km': the draft 'qwen3-8b-eagle3' is a draft head \(eagle3\), which llama\.cpp "
+        r"runs only through its own method; pairings and presets pair plain models",
+    )

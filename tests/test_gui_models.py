@@ -23,6 +23,8 @@ from app.pages.lab.page import LabPage  # noqa: E402
 from app.pages.models.page import ModelsPage  # noqa: E402
 from engine.core.paths import cache_dir  # noqa: E402
 from engine.models.catalog import CATALOG_DIR, load_catalog  # noqa: E402
+from engine.models.demo_models import MODELS_DIR as BUNDLED_DIR  # noqa: E402
+from engine.models.library import Source, default_sources, scan  # noqa: E402
 from engine.models.synthetic import PairSpec, write_pair  # noqa: E402
 
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeGpu, FakeNVML  # noqa: E402
@@ -34,6 +36,8 @@ TARGET = "tiny-target-F32.gguf"
 DRAFT = "tiny-draft-F32.gguf"
 COMMIT = "a" * 40
 USER_CACHE = cache_dir()  # read before the fixtures move HOME
+# the demo pair SpecTune ships is in every library (a source of its own): its files and pairs come on top
+BUNDLED = scan([Source("bundled", BUNDLED_DIR)], cache=None)
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +204,7 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     lib = page.library
     qtbot.waitUntil(lambda: lib.library is not None and not lib.scanning, timeout=WAIT)
     table = lib.table
-    assert table.rowCount() == 3
+    assert table.rowCount() == 3 + len(BUNDLED.models)
     rows = {
         table.item(r, 5).text(): [table.item(r, c).text() for c in range(table.columnCount())]
         for r in range(table.rowCount())
@@ -211,7 +215,7 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     assert rows[str(broken)][3].startswith("✗") and "GGUF" in rows[str(broken)][3]
     assert "1 unreadable" in lib.status.text()
     # the compatible pairs: the larger model is the target
-    assert lib.pairs.rowCount() == 1
+    assert lib.pairs.rowCount() == 1 + len(BUNDLED.pairs)
     assert (lib.pairs.item(0, 0).text(), lib.pairs.item(0, 1).text()) == (f"{REPO}:{TARGET}", "tiny:latest")
 
     session = page.session
@@ -239,11 +243,11 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     mine = tmp_path / "my-models"
     put(mine / "odd-draft.gguf", models["B"].read_bytes())
     assert lib.add_folder(mine)
-    qtbot.waitUntil(lambda: not lib.scanning and table.rowCount() == 4, timeout=WAIT)
+    qtbot.waitUntil(lambda: not lib.scanning and table.rowCount() == 4 + len(BUNDLED.models), timeout=WAIT)
     assert lib.remove_button.isEnabled() and str(mine) in lib.remove_button.toolTip()
     assert not lib.add_folder(tmp_path / "nowhere") and "is not a folder" in lib.status.text()
     assert lib.remove_folder(mine)
-    qtbot.waitUntil(lambda: not lib.scanning and table.rowCount() == 3, timeout=WAIT)
+    qtbot.waitUntil(lambda: not lib.scanning and table.rowCount() == 3 + len(BUNDLED.models), timeout=WAIT)
     assert not lib.remove_button.isEnabled()
 
 
@@ -288,7 +292,11 @@ def test_preset_download_shows_progress_cancels_and_resumes(qtbot, make_page, hu
     assert "✓ compatible" in page.compat_badge.text()
     # the finished download is in the library, and the preset knows its files from there
     qtbot.waitUntil(
-        lambda: page.library.library is not None and not page.library.scanning and page.library.table.rowCount() == 2,
+        lambda: (
+            page.library.library is not None
+            and not page.library.scanning
+            and page.library.table.rowCount() == 2 + len(BUNDLED.models)
+        ),
         timeout=WAIT,
     )
 
@@ -413,8 +421,9 @@ def test_closing_the_window_stops_a_download_and_keeps_its_partial_file(qtbot, t
 
 
 def test_an_empty_library_leads_somewhere(qtbot, make_page, places):
-    """No GGUF anywhere: the table gives way to the three ways forward, and each one works."""
-    page = make_page()
+    """No GGUF anywhere (not even the bundled pair, as in a build that leaves resources/models out): the table
+    gives way to the three ways forward, and each one works."""
+    page = make_page(sources=[s for s in default_sources() if s.kind != "bundled"])
     library = page.library
     qtbot.waitUntil(lambda: library.library is not None and not library.scanning, timeout=WAIT)
     assert library.table_or_empty.currentWidget() is library.empty

@@ -12,8 +12,20 @@ import pytest
 
 from engine.cli.library import register
 from engine.models import library
-from engine.models.library import LibraryError, Source, add_folder, default_sources, remove_folder, scan, user_folders
+from engine.models.demo_models import MODELS_DIR as BUNDLED_DIR
+from engine.models.demo_models import list_demo_models
+from engine.models.library import (
+    LibraryError,
+    Source,
+    add_folder,
+    default_sources,
+    format_library,
+    remove_folder,
+    scan,
+    user_folders,
+)
 from engine.models.synthetic import PairSpec, write_pair
+from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft, write_mtp_model
 
 from .conftest import run_registered
 
@@ -259,6 +271,7 @@ def test_default_sources_follow_the_environment(tmp_path):
             ("lmstudio", home / ".cache" / "lm-studio" / "models"),
             ("llama.cpp", home / ".cache" / "llama.cpp"),
             ("ollama", home / ".ollama" / "models"),
+            ("bundled", BUNDLED_DIR),
         ]
     env = {
         "HF_HOME": str(tmp_path / "hfhome"),
@@ -296,6 +309,45 @@ def test_user_folders_are_kept_in_the_data_dir(tmp_path, monkeypatch):
         user_folders()
 
 
+def test_the_bundled_demo_pair_is_in_the_library(tmp_path):
+    """What SpecTune ships is listed, as "bundled", with its pairs, on a machine with no other model."""
+    lib = scan(default_sources(env={}, home=tmp_path / "empty-home", store=tmp_path / "library.json"), cache=None)
+    shipped = {str(m.path) for m in list_demo_models() if m.exists}
+    assert shipped, "the checkout holds the demo pair (resources/models)"
+    assert {m.path for m in lib.models} == shipped and {m.source for m in lib.models} == {"bundled"}
+    assert next(s for s in lib.sources if s["kind"] == "bundled")["files"] == len(shipped)
+    assert {(p["target_name"], p["draft_name"]) for p in lib.pairs} >= {
+        ("spectune-demo-target-f16.gguf", "spectune-demo-draft-f16.gguf")
+    }
+
+
+def test_draft_heads_are_listed_as_such_and_pair_with_nothing(tmp_path, models):
+    folder = tmp_path / "heads"
+    put(folder / "target.gguf", models["T"])
+    put(folder / "draft.gguf", models["D"])
+    write_eagle3_draft(folder / "eagle3.gguf")
+    write_dflash_draft(folder / "dflash.gguf")
+    write_dflash_draft(folder / "dspark.gguf", dspark=True)
+    write_mtp_model(folder / "glm-mtp.gguf")
+    lib = scan([Source("user", folder)], cache=None)
+    kinds = {m.name: m.kind for m in lib.models}
+    assert kinds == {
+        "target.gguf": None,
+        "draft.gguf": None,
+        "eagle3.gguf": "EAGLE-3 draft (speculates only with draft-eagle3)",
+        "dflash.gguf": "DFlash draft (speculates only with draft-dflash)",
+        "dspark.gguf": "DSpark draft (speculates only with draft-dspark)",
+        "glm-mtp.gguf": "has an MTP head — no separate draft needed (draft-mtp)",
+    }
+    # the heads share the target's vocabulary, yet no head is a plain draft; the MTP model pairs as a model
+    heads = {str(folder / f) for f in ("eagle3.gguf", "dflash.gguf", "dspark.gguf")}
+    assert not any(p["draft"] in heads or p["target"] in heads for p in lib.pairs)
+    assert any("glm-mtp.gguf" in (p["target_name"], p["draft_name"]) for p in lib.pairs)
+    assert lib.to_dict()["models"][2]["kind"] == kinds[lib.models[2].name]
+    text = format_library(lib)
+    assert "      EAGLE-3 draft (speculates only with draft-eagle3)" in text
+
+
 def test_missing_places_are_reported_not_fatal(tmp_path):
     lib = scan([Source("lmstudio", tmp_path / "absent"), Source("ollama", tmp_path / "absent2")])
     assert lib.models == [] and lib.pairs == []
@@ -331,7 +383,7 @@ def test_spectune_models_add_and_remove_through_the_real_command_line(machine, t
     out, err = capsys.readouterr()
     d = json.loads(out)
     assert "added" in err and str(extra) in {m["path"] for m in d["models"]}
-    assert {m["source"] for m in d["models"]} == {"huggingface", "lmstudio", "llama.cpp", "ollama", "user"}
+    assert {m["source"] for m in d["models"]} == {"huggingface", "lmstudio", "llama.cpp", "ollama", "user", "bundled"}
     assert main(["models", "--json", "--remove", str(tmp_path / "extra")]) == 0
     assert str(extra) not in {m["path"] for m in json.loads(capsys.readouterr()[0])["models"]}
 

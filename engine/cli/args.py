@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
 from engine.models.demo_models import demo_pair
+from engine.models.draft_heads import HEAD_METHODS, MethodVerdict, pair_verdicts, unavailable
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -56,7 +57,7 @@ def add_knob_args(p: argparse.ArgumentParser) -> None:
         "--spec-type",
         default=None,
         help="comma list of llama.cpp types (draft-simple, ngram-mod, ...); default draft-simple "
-        "with --draft, else ngram-mod",
+        "with --draft (the draft's own type for an EAGLE-3 or DFlash file), else ngram-mod",
     )
     p.add_argument("--draft-n-max", type=int, default=d.draft_n_max, help="K, most draft tokens per step")
     p.add_argument("--draft-n-min", type=int, default=d.draft_n_min)
@@ -111,6 +112,13 @@ def resolve_models(a: argparse.Namespace) -> None:
         raise SettingsError("no target model: give --target (and --draft), or --demo for the bundled pair")
 
 
+def _default_spec_type(has_draft: bool, verdicts: dict[str, MethodVerdict]) -> str:
+    """draft-simple with a draft model, the head's own type with an EAGLE-3 / DFlash draft file, else ngram-mod."""
+    if not has_draft:
+        return "ngram-mod"
+    return next((m for m in ("draft-simple", *HEAD_METHODS.values()) if verdicts[m].runs), "draft-simple")
+
+
 def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
     resolve_models(a)
     load = LoadSettings(
@@ -125,7 +133,8 @@ def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, Sa
         device_draft=a.device_draft,
         device=a.device,
     ).validate()
-    spec_type = a.spec_type or ("draft-simple" if a.draft else "ngram-mod")
+    verdicts = pair_verdicts(load.target, load.draft)
+    spec_type = a.spec_type or _default_spec_type(load.draft is not None, verdicts)
     spec = SpecSettings(
         spec_type=spec_type,
         draft_n_max=a.draft_n_max,
@@ -137,6 +146,6 @@ def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, Sa
         ngram_mod_n_match=a.ngram_mod_n_match,
         ngram_mod_n_min=a.ngram_mod_n_min,
         ngram_mod_n_max=a.ngram_mod_n_max,
-    ).validate(has_draft=a.draft is not None)
+    ).validate(has_draft=a.draft is not None, unavailable=unavailable(verdicts))
     sampling = SamplingSettings(temp=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed).validate()
     return load, spec, sampling

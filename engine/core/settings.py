@@ -7,6 +7,7 @@ these three dataclasses. Defaults follow the pinned llama.cpp (common/common.h, 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,15 @@ class SpecSettings:
     def types(self) -> list[str]:
         return parse_spec_types(self.spec_type)
 
-    def validate(self, has_draft: bool | None = None, k_limit: int = MAX_DRAFT_N) -> SpecSettings:
+    def validate(
+        self, has_draft: bool | None = None, k_limit: int = MAX_DRAFT_N, unavailable: Mapping[str, str] | None = None
+    ) -> SpecSettings:
+        """unavailable: the types the loaded pair cannot run, each with the sentence that says why
+        (engine.models.draft_heads.unavailable); a setting that uses one is refused with it."""
         types = self.types
+        for t in types:
+            if unavailable and t in unavailable:
+                raise SettingsError(unavailable[t])
         if has_draft is False:
             needs = [t for t in types if t in DRAFT_MODEL_TYPES]
             if needs:

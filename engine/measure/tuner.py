@@ -5,7 +5,10 @@
    with one probe run of draft-simple at a large K.
 2. Rank every candidate: draft-simple for each K (predicted by engine.planning.cost_model),
    plus the n-gram methods and their combination with draft-simple (measured
-   once on the first prompt, as their draft lengths do not follow a K).
+   once on the first prompt, as their draft lengths do not follow a K). A pair whose
+   drafter is a head (an EAGLE-3 or DFlash draft file, the target's own MTP head) has no
+   draft model to time: its method is measured at a few K instead, and draft-simple,
+   which it cannot run (engine.models.draft_heads), is left out.
 3. Successive halving over the workload's prompts: the best half by measured
    tokens/s goes on to twice as many prompts, until two are left, the budget is
    spent, or the leader is ahead by a clear margin. Two still within that margin
@@ -34,9 +37,10 @@ from dataclasses import dataclass, field
 
 from engine.core.chat import Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
-from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
+from engine.core.settings import DRAFT_MODEL_TYPES, LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
 from engine.measure.generate import generate
+from engine.models.draft_heads import HEAD_METHODS, pair_verdicts
 from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance
 from engine.runtime.client import EngineClient, EngineError
 
@@ -44,6 +48,7 @@ VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 PROBE_K = 8
 CLEAR_MARGIN = 1.15  # stop early when the leader beats the runner-up by this factor
 VERDICT_PROMPTS = 8  # paired prompts for the verdict (all of them when the set is smaller)
+HEAD_KS = (2, 3, 4)  # the K measured for a draft head's method (no draft model to predict it from)
 
 
 class TuneCancelled(Exception):
@@ -62,7 +67,7 @@ class Candidate:
     def label(self) -> str:
         s = self.spec
         parts = [s.spec_type]
-        if "draft-simple" in s.types:
+        if DRAFT_MODEL_TYPES.intersection(s.types) or "draft-mtp" in s.types:
             parts.append(f"K={s.draft_n_max}")
         if s.draft_p_min:
             parts.append(f"p-min={s.draft_p_min:g}")
@@ -167,6 +172,7 @@ class Tuner:
         self.runs = 0
         self.close_call = False  # the last two were settled by a head-to-head round
         self._baseline: dict[Prompt, dict] = {}  # prompt -> its no-speculation summary
+        self.methods = pair_verdicts(load.target, load.draft)  # which llama.cpp types this pair can run
 
     def _check_stop(self) -> None:
         if self.should_stop():
@@ -244,7 +250,7 @@ class Tuner:
         self.progress("measuring the target's verify time by batch size ...")
         verify = self.client.measure("target", list(VERIFY_SIZES), n_past=min(256, self.load.ctx // 4))
         draft = None
-        if self.load.draft is not None:
+        if self.load.draft is not None and self.methods["draft-simple"].runs:  # a head cannot run alone
             self._check_stop()
             self.progress("measuring the draft's forward time ...")
             d = self.client.measure("draft", [1, 2, 4, 8, 16], n_past=min(256, self.load.ctx // 4))
@@ -261,7 +267,7 @@ class Tuner:
         candidates: list[Candidate] = []
         cond: list[float] = []
         predicted_by_k: dict[int, float] = {}
-        if self.load.draft is not None:
+        if self.load.draft is not None and self.methods["draft-simple"].runs:
             self.progress(f"probing acceptance by position with draft-simple K={PROBE_K} ...")
             probe = self._run(SpecSettings("draft-simple", draft_n_max=PROBE_K), first[0])
             cond = conditional_acceptance(probe["accepted_by_position"], probe["steps"])
@@ -283,6 +289,9 @@ class Tuner:
             candidates.append(
                 Candidate(SpecSettings("ngram-simple,draft-simple", draft_n_max=best_k, ngram_size_n=3, ngram_size_m=8))
             )
+        for method in ("draft-mtp", *HEAD_METHODS.values()):
+            if self.methods[method].runs:
+                candidates += [Candidate(SpecSettings(method, draft_n_max=k)) for k in HEAD_KS]
         candidates.append(Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8)))
         candidates.append(
             Candidate(SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.paths import RESOURCES_DIR
+from engine.models.draft_heads import HEAD_ARCHITECTURES
 
 CATALOG_DIR = RESOURCES_DIR / "catalog"
 FORMAT_VERSION = 1
@@ -105,6 +106,12 @@ class Model:
     @property
     def quants(self) -> tuple[str, ...]:
         return tuple(self.files)
+
+    @property
+    def is_draft_head(self) -> bool:
+        """An EAGLE-3 or DFlash draft file: it drafts only through its own method, never as a plain draft
+        model (draft-simple) and never as a target."""
+        return self.architecture.llama_arch in HEAD_ARCHITECTURES
 
 
 @dataclass(frozen=True)
@@ -199,11 +206,18 @@ class Catalog:
         return self.model(model_id).tokenizer
 
     def drafts_for(self, target_id: str) -> list[Model]:
-        """Catalog models that can draft for the target: same tokenizer, fewer parameters, smallest first."""
+        """Catalog models that can draft for the target as plain draft models (draft-simple): same tokenizer,
+        fewer parameters, no draft heads, smallest first."""
         target = self.model(target_id)
         tokenizer = target.tokenizer
         return sorted(
-            (m for m in self.models if m.tokenizer == tokenizer and m.architecture.params < target.architecture.params),
+            (
+                m
+                for m in self.models
+                if m.tokenizer == tokenizer
+                and m.architecture.params < target.architecture.params
+                and not m.is_draft_head
+            ),
             key=lambda m: m.architecture.params,
         )
 
@@ -498,6 +512,11 @@ def _check_pair(target: str, draft: str, by_id: dict[str, Model], tokenizer: dic
     for role, model_id in (("target", target), ("draft", draft)):
         if model_id not in by_id:
             raise CatalogError(f"{where}: {role} {model_id!r} is not a model in the catalog")
+        if by_id[model_id].is_draft_head:
+            raise CatalogError(
+                f"{where}: the {role} {model_id!r} is a draft head ({by_id[model_id].architecture.llama_arch}), "
+                "which llama.cpp runs only through its own method; pairings and presets pair plain models"
+            )
     if tokenizer[target] != tokenizer[draft]:
         raise CatalogError(
             f"{where}: the draft's tokenizer {tokenizer[draft]!r} is not the target's "

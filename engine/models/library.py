@@ -9,6 +9,7 @@ Places looked in (each can be moved by the environment variable its tool reads):
   ollama       $OLLAMA_MODELS, else ~/.ollama/models: manifests/HOST/NAMESPACE/MODEL/TAG name a blob
                (the layer with mediaType application/vnd.ollama.image.model), stored as blobs/sha256-HEX
   user         folders added with ``spectune models --add DIR``, kept in library.json in the data folder
+  bundled      the demo pair SpecTune ships (resources/models, engine.models.demo_models)
 
 Split models (NAME-00001-of-00003.gguf) are listed once, by their first part, with the size of all
 parts; downloads in progress (*.incomplete and the like) are not GGUF-named and are never listed. A file
@@ -20,6 +21,10 @@ per pair of groups, on one representative each, so a library of a hundred files 
 reads, not ten thousand comparisons. What was learnt is kept in library-cache.json in the data folder
 (per file: path, size and modification time; per pair of vocabularies: the verdict), so scanning an
 unchanged library again opens no file at all.
+
+Draft heads are not models: an EAGLE-3 or DFlash draft file is listed as such (``LocalModel.kind``,
+engine.models.draft_heads) and takes part in no pair, since llama.cpp runs it only through its own
+method; a model with an MTP head is said to need no separate draft.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any
 
 from engine.core.paths import data_dir
 from engine.models.compat import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, vocab_compatibility
+from engine.models.demo_models import MODELS_DIR as BUNDLED_DIR
+from engine.models.draft_heads import HEAD_METHODS, kind_label
 from engine.models.gguf_inspect import VocabInfo, file_type_name, inspect_gguf
 
 STORE_NAME = "library.json"
@@ -46,7 +53,7 @@ _QUANT_IN_NAME = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16|FP8)(?![A-Za-z0-9])", re.IGNORECASE
 )
 # draft heads that speculate through their own llama.cpp types, never as a plain draft model
-_NOT_PLAIN_MODELS = {"eagle3", "dflash", "dspark"}
+_NOT_PLAIN_MODELS = set(HEAD_METHODS)
 
 
 class LibraryError(ValueError):
@@ -55,7 +62,7 @@ class LibraryError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    kind: str  # huggingface | lmstudio | llama.cpp | ollama | user
+    kind: str  # huggingface | lmstudio | llama.cpp | ollama | user | bundled
     path: Path
 
 
@@ -79,8 +86,13 @@ class LocalModel:
     error: str | None = None
     compatible_with: list[str] = field(default_factory=list)  # paths of the files it can pair with
 
+    @property
+    def kind(self) -> str | None:
+        """ "EAGLE-3 draft (...)", "has an MTP head — no separate draft needed (...)"; None for a plain model."""
+        return kind_label(self)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "kind": self.kind}
 
 
 @dataclass
@@ -176,6 +188,7 @@ def default_sources(
         Source("ollama", Path(env["OLLAMA_MODELS"]) if env.get("OLLAMA_MODELS") else home / ".ollama" / "models"),
     ]
     sources += [Source("user", p) for p in user_folders(store)]
+    sources.append(Source("bundled", BUNDLED_DIR))  # what SpecTune itself ships
     seen: set[Path] = set()
     unique = []
     for s in sources:
@@ -625,6 +638,8 @@ def format_library(lib: Library) -> str:
         what = " ".join(x for x in (m.architecture, m.size_label, m.quant) if x)
         parts = f", {m.split_parts} parts" if m.split_parts else ""
         lines.append(f"  {m.name}  {what}  {format_bytes(m.size_bytes)}{parts}  [{m.source}]")
+        if m.kind:
+            lines.append(f"      {m.kind}")
         if m.aliases:
             lines.append(f"      also: {', '.join(m.aliases)}")
         lines.append(f"      {m.path}")

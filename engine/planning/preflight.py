@@ -2,7 +2,8 @@
 
 Three checks, in the order a load would fail:
 
-1. the files: a GGUF that is broken or truncated (engine.models.gguf_check);
+1. the files: a GGUF that is broken or truncated (engine.models.gguf_check), or a draft head (an
+   EAGLE-3 or DFlash file) chosen as the target (engine.models.draft_heads);
 2. the vocabularies: llama.cpp's draft/target rule (engine.models.compat); llama-server drops a draft
    that breaks it and runs without speculation, specrt refuses it;
 3. the memory: the plan of both models, their KV caches and compute buffers against the free VRAM
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.models.compat import check_pair
+from engine.models.draft_heads import MethodVerdict, method_verdicts, target_refusal
 from engine.models.gguf_check import GGUFError, check_gguf
 from engine.models.gguf_inspect import GGUFInspectError, ModelInfo, inspect_gguf
 from engine.planning.fit import FitVerdict, MemoryBudget, plan_fit
@@ -63,6 +65,11 @@ class Preflight:
         return next(iter(self.messages(MEMORY)), None)
 
     @property
+    def methods(self) -> dict[str, MethodVerdict]:
+        """Which of llama.cpp's speculative types this pair can run, and why not (engine.models.draft_heads)."""
+        return method_verdicts(self.target, self.draft)
+
+    @property
     def vocab_reasons(self) -> list[str]:
         """llama.cpp's own reasons for rejecting the draft (empty when compatible or not compared)."""
         return list(self.compat["reasons"]) if self.compat and not self.compat["compatible"] else []
@@ -99,6 +106,10 @@ def preflight(
         result.draft = inspect_gguf(draft) if draft is not None else None
     except (GGUFInspectError, OSError) as exc:
         result.reasons.append(Reason(FILE, f"cannot read the model: {exc}"))
+        return result
+    head = target_refusal(result.target)
+    if head:
+        result.reasons.append(Reason(FILE, head[0].upper() + head[1:]))
         return result
     if result.draft is not None:
         result.compat = check_pair(result.target, result.draft)

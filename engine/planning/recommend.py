@@ -515,7 +515,9 @@ def recommend(
     candidates: list[Candidate] = []
     left_out: list[str] = []
 
-    targets = [m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED)]
+    targets = [
+        m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED) and not m.is_draft_head
+    ]
     for target in targets:
         drafts = _drafts(catalog, target)
         if not drafts:

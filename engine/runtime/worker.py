@@ -97,6 +97,7 @@ class Worker:
         self._out_lock = threading.Lock()
         self._engine: Engine | None = None
         self._load: LoadSettings | None = None
+        self._unavailable: dict[str, str] = {}  # the loaded pair's methods it cannot run, each with why
         self._spec = SpecSettings()
         self._sampling = SamplingSettings()
         self._job: threading.Thread | None = None
@@ -200,6 +201,7 @@ class Worker:
 
     # -- commands ---------------------------------------------------------
     def _do_load(self, req_id: Any, msg: dict) -> Reply:
+        from engine.models.draft_heads import pair_verdicts, unavailable
         from engine.models.gguf_check import check_gguf
         from engine.runtime.binding import Engine
 
@@ -209,6 +211,8 @@ class Worker:
         for role, path in (("target", settings.target), ("draft", settings.draft)):
             if path is not None:
                 check_gguf(path, role)
+        # a method without its kind of draft file aborts llama.cpp (draft-dflash on a plain draft): ask first
+        methods_refused = unavailable(pair_verdicts(settings.target, settings.draft))
         self.send("load_progress", id=req_id, stage="loading", progress=0.0)
         last: dict[str, Any] = {"stage": "", "progress": -1.0, "t": 0.0}
 
@@ -226,7 +230,7 @@ class Worker:
             return not self._load_cancel.is_set()
 
         engine = Engine(settings, progress=progress)
-        self._engine, self._load = engine, settings
+        self._engine, self._load, self._unavailable = engine, settings, methods_refused
         self.send("load_progress", id=req_id, stage="loaded", progress=1.0)
         return (
             "loaded",
@@ -240,12 +244,20 @@ class Worker:
             },
         )
 
+    def _check_spec(self, spec: SpecSettings) -> None:
+        """The speculation settings against the loaded pair: its draft, its K limit, the methods it cannot run."""
+        spec.validate(
+            has_draft=self._need_engine().has_draft,
+            k_limit=self._loaded_settings().draft_n_max_limit,
+            unavailable=self._unavailable,
+        )
+
     def _apply(self, spec: SpecSettings, sampling: SamplingSettings, mid_run: bool = False) -> None:
         """Validate and hand the settings to the engine. mid_run: only what differs from the settings in
         use, so a spec change keeps the sampler (its random state, with a fixed seed) and a sampling change
         keeps the speculators (their n-gram pools)."""
         engine = self._need_engine()
-        spec.validate(has_draft=engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
+        self._check_spec(spec)
         sampling.validate()
         if not mid_run or spec != self._spec:
             engine.set_spec(spec)
@@ -265,7 +277,7 @@ class Worker:
             spec = _changed(self._spec, spec_changes)
             sampling = _changed(self._sampling, sampling_changes)
             if self._engine is not None:
-                spec.validate(has_draft=self._engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
+                self._check_spec(spec)
             sampling.validate()
         except SettingsError as exc:
             self.error(req_id, "invalid_settings", str(exc))
@@ -384,7 +396,7 @@ class Worker:
                 up_id, spec_changes, sampling_changes = self._updates.get_nowait()
                 try:
                     up_spec = _changed(self._spec, spec_changes)
-                    up_spec.validate(has_draft=engine.has_draft, k_limit=self._loaded_settings().draft_n_max_limit)
+                    self._check_spec(up_spec)
                     up_sampling = _changed(self._sampling, sampling_changes).validate()
                 except SettingsError as exc:
                     self.error(up_id, "invalid_settings", str(exc))

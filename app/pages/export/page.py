@@ -178,7 +178,7 @@ class ExportPage(QWidget):
         s = self.session
         try:
             load = s.load_settings()
-            spec = s.spec_settings().validate(has_draft=load.draft is not None)
+            spec = s.spec_settings().validate(has_draft=load.draft is not None, unavailable=s.unavailable_methods())
             sampling = s.sampling_settings().validate()
             prompts = s.collect_prompts()
         except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError

@@ -30,7 +30,9 @@ from PySide6.QtWidgets import (
 from app.pages.lab.knob_help import knob_tooltip
 from app.session import CHAT_MODES, CUSTOM_PROMPT, PICK_FILE, WORKLOAD_FILES
 from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
+from app.widgets.style import error_text
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
+from engine.models.draft_heads import MethodVerdict, method_verdicts, pair_verdicts, spec_type_reason, unavailable
 
 METHOD_CHOICES = (
     "draft-simple",
@@ -117,6 +119,12 @@ class LabControls(QWidget):
         self.method.setEditable(True)
         self.method.addItems(METHOD_CHOICES)
         self.method.setToolTip(knob_tooltip("method") + "\nknown types: " + ", ".join(SPEC_TYPES))
+        # why the chosen method cannot run on this pair (the list greys out what the pair cannot run)
+        self.method_note = QLabel("")
+        self.method_note.setWordWrap(True)
+        self.method_note.hide()
+        self._methods: dict[str, MethodVerdict] = method_verdicts(None, None)
+        self._methods_of: tuple | None = None  # the files (and their mtimes) the verdicts were read from
         self.k_slider = QSlider(Qt.Orientation.Horizontal)
         self.k_slider.setRange(0, 32)
         self.k_slider.setValue(d.draft_n_max)
@@ -134,6 +142,7 @@ class LabControls(QWidget):
         self.mod_min = _spin(0, MAX_DRAFT_N, d.ngram_mod_n_min, knob_tooltip("mod_min"))
         self.mod_max = _spin(1, MAX_DRAFT_N, d.ngram_mod_n_max, knob_tooltip("mod_max"))
         f.addRow("method", self.method)
+        f.addRow(self.method_note)
         f.addRow("K (draft n-max)", k_row)
         f.addRow("n-min", self.n_min)
         f.addRow("p-min", self.p_min)
@@ -221,8 +230,10 @@ class LabControls(QWidget):
         for w in (self.p_min, self.temp, self.top_p):
             w.valueChanged.connect(self.knobsChanged)
         self.method.currentTextChanged.connect(self.knobsChanged)
+        self.method.currentTextChanged.connect(self._show_method_note)
         self.target.changed.connect(self.pairChanged)
         self.draft.changed.connect(self.pairChanged)
+        self.pairChanged.connect(self.refresh_methods)
         for w in (self.ctx, self.ngl, self.threads):
             w.valueChanged.connect(self.loadChanged)
         self.repack.toggled.connect(self.loadChanged)
@@ -248,6 +259,45 @@ class LabControls(QWidget):
 
     def set_draft(self, path: str | Path | None) -> None:
         self.draft.set_path(path)
+
+    # -- the methods this pair can run ------------------------------------
+    def refresh_methods(self) -> None:
+        """Grey out the methods the pair cannot run (engine.models.draft_heads), each with its reason as the
+        item's tooltip. Read from the files' headers, again only when a file or its modification time changed."""
+        target, draft = self.target.path(), self.draft.path()
+        key = tuple((p, p.stat().st_mtime_ns if p.is_file() else None) for p in (target, draft) if p is not None)
+        if key != self._methods_of:
+            self._methods_of = key
+            # no target yet, or a file not there (yet): nothing to say, every method stays on offer
+            self._methods = pair_verdicts(*(p if p is not None and p.is_file() else None for p in (target, draft)))
+        model = self.method.model()
+        # an editable combo box rewrites its text from the current item when that item changes: keep what the
+        # user typed or chose (it may be a combination not in the list), and say nothing of it
+        text, blocked = self.method.currentText(), self.method.blockSignals(True)
+        try:
+            for row in range(self.method.count()):
+                reason = spec_type_reason(self.method.itemText(row), self._methods)
+                item = model.item(row)  # a QComboBox's own model is a QStandardItemModel
+                if item.isEnabled() == bool(reason) or item.toolTip() != reason:
+                    item.setEnabled(not reason)
+                    item.setToolTip(reason)
+            if self.method.currentText() != text:
+                self.method.setEditText(text)
+        finally:
+            self.method.blockSignals(blocked)
+        self._show_method_note()
+
+    def unavailable_methods(self) -> dict[str, str]:
+        """method -> why this pair cannot run it: what SpecSettings.validate(unavailable=) takes."""
+        return unavailable(self._methods)
+
+    def _show_method_note(self) -> None:
+        try:
+            reason = spec_type_reason(self.method.currentText().strip() or "none", self._methods)
+        except SettingsError:  # a name being typed, or one llama.cpp does not know: Start says so
+            reason = ""
+        self.method_note.setText(error_text(reason) if reason else "")
+        self.method_note.setVisible(bool(reason))
 
     # -- values -----------------------------------------------------------
     def context(self) -> int:
@@ -419,6 +469,7 @@ class LabControls(QWidget):
             self._restore_widgets(state)
         finally:
             self.blockSignals(blocked)
+        self.refresh_methods()
         self.loadChanged.emit()
         self.knobsChanged.emit()
 

@@ -31,8 +31,10 @@ KNOB_HELP: dict[str, KnobHelp] = {
     "method": KnobHelp(
         "--spec-type",
         "none",
-        "How drafts are made: a draft model (draft-*) or n-gram lookups in the text so far (ngram-*); "
-        "several types separated by commas draft in turn.",
+        "How drafts are made: a draft model (draft-simple), a draft head (draft-eagle3, draft-dflash, "
+        "draft-dspark: a file of that kind as the draft; draft-mtp: the target's own MTP head) or n-gram lookups "
+        "in the text so far (ngram-*); several types separated by commas draft in turn. Greyed out: what this "
+        "pair cannot run (the entry's tooltip says why).",
     ),
     "k": KnobHelp(
         "--spec-draft-n-max",

@@ -234,7 +234,7 @@ class LabPage(QWidget):
         try:
             self._prompts = self.session.collect_prompts()
             spec, sampling = self.controls.spec_settings(), self.controls.sampling_settings().validate()
-            spec.validate(has_draft=bool(self.controls.draft.path()))
+            spec.validate(has_draft=bool(self.controls.draft.path()), unavailable=self.controls.unavailable_methods())
         except (SettingsError, ValueError) as exc:
             self.banner.show_message(str(exc), "warning")
             return
@@ -298,7 +298,9 @@ class LabPage(QWidget):
         if self.mode != "running":
             return
         try:
-            spec = self.controls.spec_settings().validate(has_draft=bool(self.controls.draft.path()))
+            spec = self.controls.spec_settings().validate(
+                has_draft=bool(self.controls.draft.path()), unavailable=self.controls.unavailable_methods()
+            )
             sampling = self.controls.sampling_settings().validate()
         except SettingsError as exc:
             self.banner.show_message(str(exc), "warning")
@@ -327,6 +329,7 @@ class LabPage(QWidget):
             self.load()
 
     def _on_loaded(self, ev: dict) -> None:
+        self.controls.refresh_methods()  # the files may have changed on disk since the pair was chosen
         if self.mode == "loading":
             self.mode = "idle"
             self.controls.set_running(False)

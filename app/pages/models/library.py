@@ -1,6 +1,8 @@
 """The Models page's library: the GGUF files already on this machine (engine.models.library.scan over
-the Hugging Face cache, LM Studio, llama.cpp's cache, Ollama and the user's folders), the pairs
-they make, and buttons that hand a file or a pair to the session (app.session), which the Lab shows.
+the Hugging Face cache, LM Studio, llama.cpp's cache, Ollama, the user's folders and the demo pair
+SpecTune ships), the pairs they make, and buttons that hand a file or a pair to the session
+(app.session), which the Lab shows. Draft heads say what they are: an EAGLE-3 or DFlash draft file,
+a model with an MTP head (engine.models.draft_heads).
 
 The scan runs in a background thread: a first scan reads one header per file and a large
 library on a slow disk takes seconds. Later scans reuse the engine's scan cache.
@@ -33,6 +35,7 @@ from app.session import LabSession
 from app.widgets.empty_state import EmptyState
 from app.widgets.style import ERROR, error_text, ok_text
 from engine.models.downloads import format_bytes
+from engine.models.draft_heads import has_mtp_head, is_head
 
 COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")
 ERROR_COLOUR = QColor(ERROR)
@@ -57,6 +60,8 @@ def _family_text(m) -> str:
         parts.append(m.family)
     if m.size_label:
         parts.append(m.size_label)
+    if m.kind:
+        parts.append(m.kind)
     return " · ".join(parts)
 
 
@@ -104,7 +109,8 @@ class LibraryPanel(QWidget):
 
         self.use_button = QPushButton("Use in Lab")
         self.use_button.setToolTip(
-            "one file: the Lab's target; two files: the larger one as target, the smaller as draft"
+            "one file: the Lab's target (an EAGLE-3 or DFlash draft file: the Lab's draft); "
+            "two files: the larger one as target, the smaller as draft"
         )
         self.use_button.clicked.connect(self.use_selected)
         self.draft_button = QPushButton("Use as draft")
@@ -210,10 +216,12 @@ class LibraryPanel(QWidget):
         found = [s for s in lib.sources if s["exists"]]
         broken = sum(1 for m in lib.models if m.error)
         where = ", ".join(f"{s['kind']} {s['files']}" for s in found) or "none of the usual places exist"
+        only_shipped = bool(lib.models) and all(m.source == "bundled" for m in lib.models)
         self.status.setText(
             f"{len(lib.models)} file{'s' if len(lib.models) != 1 else ''}"
             + (f" ({broken} unreadable)" if broken else "")
             + f" · {where}"
+            + (" · none of your own yet: Add folder… or download a preset" if only_shipped else "")
         )
         self.status.setToolTip(
             "\n".join(f"{s['kind']}: {s['path']} ({s['files'] if s['exists'] else 'not found'})" for s in lib.sources)
@@ -249,6 +257,8 @@ class LibraryPanel(QWidget):
                     item.setToolTip(m.error)
                 elif c == 5:
                     item.setToolTip(m.path)
+                elif c == 3 and m.kind:
+                    item.setToolTip(m.kind)
                 self.table.setItem(r, c, item)
         self.table.setSortingEnabled(True)
         self.table.resizeColumnsToContents()
@@ -294,11 +304,15 @@ class LibraryPanel(QWidget):
             m = chosen[0]
             by_path = {x.path: x for x in self.library.models}
             mates = [by_path[p].name for p in m.compatible_with if p in by_path]
-            self.selection_label.setText(
-                f"<b>{m.name}</b> pairs with: {', '.join(mates)}"
-                if mates
-                else f"<b>{m.name}</b>: no other file here shares its vocabulary (n-gram methods need no draft)"
-            )
+            if is_head(m):
+                text = f"<b>{m.name}</b>: {m.kind}. Use in Lab makes it the draft of the Lab's target"
+            elif mates:
+                text = f"<b>{m.name}</b> pairs with: {', '.join(mates)}"
+            else:
+                text = f"<b>{m.name}</b>: no other file here shares its vocabulary (n-gram methods need no draft)"
+            if has_mtp_head(m):
+                text += f" · {m.kind}"
+            self.selection_label.setText(text)
         elif len(chosen) == 2:
             a, b = chosen
             ok = b.path in a.compatible_with
@@ -311,10 +325,13 @@ class LibraryPanel(QWidget):
     def use_selected(self) -> None:
         chosen = [m for m in self.selected_models() if not m.error]
         if len(chosen) == 1:
-            self.session.set_target(chosen[0].path)
+            # a draft head generates nothing alone: it can only be the draft
+            (self.session.set_draft if is_head(chosen[0]) else self.session.set_target)(chosen[0].path)
         elif len(chosen) == 2:
-            # the larger model verifies, the smaller drafts
-            target, draft = sorted(chosen, key=lambda m: (m.parameter_count or 0, m.size_bytes), reverse=True)
+            # the larger model verifies, the smaller drafts; a draft head drafts, whatever its size
+            target, draft = sorted(
+                chosen, key=lambda m: (not is_head(m), m.parameter_count or 0, m.size_bytes), reverse=True
+            )
             self.session.set_pair(target.path, draft.path)
 
     def use_selected_as_draft(self) -> None:

@@ -28,6 +28,7 @@ from app.pages.models.presets import PresetsPanel
 from app.pages.models.recommend import RecommendPanel
 from app.session import LabSession
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text, ok_text
+from engine.models.draft_heads import target_refusal
 
 GIB = 2**30
 _FROM_HARDWARE = object()
@@ -65,6 +66,16 @@ def rank_catalog(catalog, nvml, ctx: int, speed_floor: float = 10.0, probe_cache
     except (RecommendError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
     return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
+
+
+def _methods_text(methods) -> str:
+    """The methods with a drafter this pair can run (the n-gram ones always can), or why none can."""
+    runs = [m for m, v in methods.items() if v.runs and not m.startswith("ngram-")]
+    if "draft-mtp" in runs:
+        runs[runs.index("draft-mtp")] = "draft-mtp (the target's own MTP head: no separate draft needed)"
+    if runs:
+        return "methods: " + ", ".join(runs) + ", and the n-gram methods"
+    return "methods: the n-gram methods only"
 
 
 class ModelsPage(QWidget):
@@ -118,9 +129,10 @@ class ModelsPage(QWidget):
         check = QGroupBox("The Lab's pair, checked before loading")
         c_col = QVBoxLayout(check)
         self.compat_badge = QLabel("choose a target and a draft in the Lab")
+        self.methods_badge = QLabel("")  # which draft methods the pair can run (engine.models.draft_heads)
         self.fit_badge = QLabel("")
         self.plan_label = QLabel("")
-        for w in (self.compat_badge, self.fit_badge, self.plan_label):
+        for w in (self.compat_badge, self.methods_badge, self.fit_badge, self.plan_label):
             w.setWordWrap(True)
             c_col.addWidget(w)
         buttons = QHBoxLayout()
@@ -224,6 +236,7 @@ class ModelsPage(QWidget):
         target, draft = self.session.target(), self.session.draft()
         if target is None or not target.is_file():
             self.compat_badge.setText("choose a target model in the Lab")
+            self.methods_badge.setText("")
             self.fit_badge.setText("")
             self.plan_label.setText("")
             return
@@ -240,12 +253,14 @@ class ModelsPage(QWidget):
             ngl=self.session.gpu_layers(),
             check_files=False,
         )
-        if check.target is None:  # unreadable: the one reason says why
+        if check.target is None or target_refusal(check.target):  # unreadable, or a draft head: the reason says why
             self.compat_badge.setText(error_text(f"✗ {check.reasons[0].message}"))
+            self.methods_badge.setText("")
             self.fit_badge.setText("")
             return
+        self.methods_badge.setText(_methods_text(check.methods))
         if check.compat is None:
-            self.compat_badge.setText("no draft model: only the n-gram methods can speculate")
+            self.compat_badge.setText("no draft model")
         elif check.compat["compatible"]:
             self.compat_badge.setText(ok_text("✓ compatible") + " (same vocabulary by llama.cpp's rule)")
         else:

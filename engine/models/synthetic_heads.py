@@ -1,0 +1,287 @@
+"""Small generated draft heads, for tests of draft-mtp, draft-eagle3, draft-dflash and draft-dspark.
+
+All share engine.models.synthetic's vocabulary, so each passes llama.cpp's vocabulary rule with the
+synthetic targets, and each loads in the pinned llama.cpp (the layouts follow src/models/*.cpp there).
+
+``write_mtp_model``: a glm4moe model (GLM-4.5's architecture, one of those the pinned llama.cpp runs
+draft-mtp for: engine.models.draft_heads.MTP_ARCHITECTURES) with one next-n (MTP) block after its
+trunk, laid out as llama.cpp's converter writes it: ``glm4moe.block_count`` counts the MTP block,
+``glm4moe.nextn_predict_layers`` = 1, and the block's ``blk.N.nextn.*`` tensors sit beside the usual
+attention and MoE tensors of block N. Its acceptance is controllable: the trunk's blocks add
+``divergence`` times their output to the residual stream, so at divergence 0 the target predicts from
+the last token alone (a bigram model: output(norm(embd[t]))). The MTP head projects the embedding of the
+token it is given straight through (eh_proj = [I | 0] over [enorm(embd) ; hnorm(h)]), adds nothing in
+its own attention and experts, and reads out through the same output matrix: it predicts exactly that
+bigram, so draft-mtp is accepted every time at divergence 0, and less often as the trunk's share grows.
+
+``write_eagle3_draft``: an EAGLE-3 draft (general.architecture "eagle3": one decoder block over
+[norm(embedding) ; norm(fc(three target layers))], ``eagle3.target_layers`` and
+``eagle3.target_hidden_size``), with random weights: it drafts, and is rarely right.
+
+``write_dflash_draft``: a DFlash draft (general.architecture "dflash": fc over the target layers, one
+block with Q/K norms, ``tokenizer.ggml.mask_token_id`` for the masked block); ``dspark=True`` adds the
+DSpark Markov head (markov_w1 / markov_w2), which makes llama.cpp pick draft-dspark for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.models.synthetic import ModelShape, build_vocab
+
+MTP_ARCH = "glm4moe"
+SYNTHETIC_TARGET = ModelShape()  # engine.models.synthetic's default target, which the heads draft for
+
+
+@dataclasses.dataclass(frozen=True)
+class MTPModelSpec:
+    n_embd: int = 64
+    n_layer: int = 2  # trunk blocks; the MTP block comes after them
+    n_head: int = 4
+    n_head_kv: int = 2
+    n_ff: int = 128  # the leading dense block's FFN
+    n_expert: int = 4
+    n_expert_used: int = 2
+    n_ff_exp: int = 64
+    divergence: float = 0.0
+    seed: int = 7
+    n_ctx_train: int = 4096
+    name: str = "spectune-synthetic-mtp"
+
+
+def _w(rng: np.random.Generator, *shape: int, gain: float = 1.0) -> np.ndarray:
+    """A weight in numpy's (rows = outputs) order, scaled by 1/sqrt(inputs)."""
+    return (rng.standard_normal(shape) * gain / np.sqrt(shape[-1])).astype(np.float32)
+
+
+def _ones(n: int) -> np.ndarray:
+    return np.ones(n, np.float32)
+
+
+def _writer(path: Path, arch: str, name: str, n_ctx_train: int, n_embd: int, n_layer: int, n_ff: int, heads: tuple):
+    """A GGUFWriter with the keys every file here shares: shape, F32, the synthetic vocabulary."""
+    import gguf
+
+    tokens, scores, types = build_vocab()
+    n_head, n_head_kv = heads
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    w.add_context_length(n_ctx_train)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(len(tokens))
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    return w
+
+
+def _finish(w: Any, tensors: dict[str, np.ndarray]) -> None:
+    for name, arr in tensors.items():
+        w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# -- an MTP head -----------------------------------------------------------------------------------
+
+
+def _glm_block(rng: np.random.Generator, s: MTPModelSpec, dense: bool, scale_out: float) -> dict[str, np.ndarray]:
+    d, hd = s.n_embd, s.n_embd // s.n_head
+    t = {
+        "attn_norm.weight": _ones(d),
+        "attn_q.weight": _w(rng, s.n_head * hd, d),
+        "attn_k.weight": _w(rng, s.n_head_kv * hd, d),
+        "attn_v.weight": _w(rng, s.n_head_kv * hd, d),
+        "attn_output.weight": _w(rng, d, s.n_head * hd, gain=scale_out),
+        "post_attention_norm.weight": _ones(d),
+    }
+    if dense:
+        t["ffn_gate.weight"] = _w(rng, s.n_ff, d)
+        t["ffn_up.weight"] = _w(rng, s.n_ff, d)
+        t["ffn_down.weight"] = _w(rng, d, s.n_ff, gain=scale_out)
+        return t
+    e, ff = s.n_expert, s.n_ff_exp
+    t["ffn_gate_inp.weight"] = _w(rng, e, d)
+    t["exp_probs_b.bias"] = np.zeros(e, np.float32)
+    t["ffn_gate_exps.weight"] = _w(rng, e, ff, d)
+    t["ffn_up_exps.weight"] = _w(rng, e, ff, d)
+    t["ffn_down_exps.weight"] = _w(rng, e, d, ff, gain=scale_out)
+    # one shared expert: GLM-4.5's MTP graph adds its output unconditionally
+    t["ffn_gate_shexp.weight"] = _w(rng, ff, d)
+    t["ffn_up_shexp.weight"] = _w(rng, ff, d)
+    t["ffn_down_shexp.weight"] = _w(rng, d, ff, gain=scale_out)
+    return t
+
+
+def write_mtp_model(path: str | Path, spec: MTPModelSpec = MTPModelSpec()) -> Path:
+    """Write one glm4moe GGUF with an MTP block to ``path`` (F32); return the path."""
+    import gguf
+
+    if spec.n_embd % spec.n_head or spec.n_head % spec.n_head_kv:
+        raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    if spec.n_layer < 2:
+        raise ValueError("the trunk needs a dense block and at least one MoE block (n_layer >= 2)")
+    path = Path(path)
+    rng = np.random.default_rng(spec.seed)
+    n_vocab, d = len(build_vocab()[0]), spec.n_embd
+    output = (rng.standard_normal((n_vocab, d)) * 2.0).astype(np.float32)
+    output[: 3 + 256] = 0.0  # control and byte tokens never win: the text reads as word pieces
+    heads = (spec.n_head, spec.n_head_kv)
+    # block_count counts the MTP block, as convert_hf_to_gguf.py does
+    w = _writer(path, MTP_ARCH, spec.name, spec.n_ctx_train, d, spec.n_layer + 1, spec.n_ff, heads)
+    w.add_uint32(f"{MTP_ARCH}.nextn_predict_layers", 1)
+    w.add_expert_feed_forward_length(spec.n_ff_exp)
+    w.add_expert_count(spec.n_expert)
+    w.add_expert_used_count(spec.n_expert_used)
+    w.add_expert_shared_count(1)
+    w.add_leading_dense_block_count(1)
+    w.add_expert_weights_scale(1.0)
+    w.add_expert_weights_norm(True)
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)  # what GLM-4.5 uses
+
+    tensors = {
+        "token_embd.weight": rng.standard_normal((n_vocab, d)).astype(np.float32),
+        "output_norm.weight": _ones(d),
+        "output.weight": output,
+    }
+    for i in range(spec.n_layer):
+        for key, arr in _glm_block(rng, spec, dense=i == 0, scale_out=spec.divergence).items():
+            tensors[f"blk.{i}.{key}"] = arr
+    mtp = spec.n_layer
+    # the MTP block's own attention and experts add nothing (scale 0): its prediction is the bigram's
+    for key, arr in _glm_block(rng, spec, dense=False, scale_out=0.0).items():
+        tensors[f"blk.{mtp}.{key}"] = arr
+    eh_proj = np.zeros((d, 2 * d), np.float32)
+    eh_proj[:, :d] = np.eye(d, dtype=np.float32)  # [enorm(embedding) ; hnorm(h)] -> the embedding half
+    tensors[f"blk.{mtp}.nextn.eh_proj.weight"] = eh_proj
+    tensors[f"blk.{mtp}.nextn.enorm.weight"] = _ones(d)
+    tensors[f"blk.{mtp}.nextn.hnorm.weight"] = _ones(d)
+    tensors[f"blk.{mtp}.nextn.shared_head_norm.weight"] = _ones(d)
+    _finish(w, tensors)
+    return path
+
+
+# -- EAGLE-3 and DFlash draft files ------------------------------------------------------------------
+
+
+def _target_layers(target: ModelShape) -> list[int]:
+    """Three layers to read, low / middle / high, as EAGLE-3 and DFlash training picks them."""
+    n = target.n_layer
+    return [1, n // 2, n - 1]
+
+
+def write_eagle3_draft(path: str | Path, target: ModelShape = SYNTHETIC_TARGET, seed: int = 11) -> Path:
+    """An EAGLE-3 draft for a synthetic target of this shape (engine.models.synthetic), random weights."""
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    n_vocab, d, ff = len(build_vocab()[0]), target.n_embd, target.n_ff
+    q, kv = d, target.n_head_kv * (d // target.n_head)
+    w = _writer(
+        path, "eagle3", "spectune-synthetic-eagle3", target.n_ctx_train, d, 1, ff, (target.n_head, target.n_head_kv)
+    )
+    w.add_array("eagle3.target_layers", _target_layers(target))
+    w.add_uint32("eagle3.target_hidden_size", d)
+    # no token_embd: the decoder reads the target's, as EAGLE-3 drafts for Llama 3.1 8B do
+    _finish(
+        w,
+        {
+            "fc.weight": _w(rng, d, 3 * d),
+            "output_norm.weight": _ones(d),
+            "output.weight": _w(rng, n_vocab, d),
+            "blk.0.attn_norm.weight": _ones(d),
+            "blk.0.attn_norm_2.weight": _ones(d),
+            # attention reads [norm(embedding) ; norm(g)]: twice the width
+            "blk.0.attn_q.weight": _w(rng, q, 2 * d),
+            "blk.0.attn_k.weight": _w(rng, kv, 2 * d),
+            "blk.0.attn_v.weight": _w(rng, kv, 2 * d),
+            "blk.0.attn_output.weight": _w(rng, d, q),
+            "blk.0.ffn_norm.weight": _ones(d),
+            "blk.0.ffn_gate.weight": _w(rng, ff, d),
+            "blk.0.ffn_up.weight": _w(rng, ff, d),
+            "blk.0.ffn_down.weight": _w(rng, d, ff),
+        },
+    )
+    return path
+
+
+def write_dflash_draft(
+    path: str | Path, target: ModelShape = SYNTHETIC_TARGET, dspark: bool = False, seed: int = 13, block_size: int = 4
+) -> Path:
+    """A DFlash draft (with ``dspark``, a DSpark one) for a synthetic target of this shape, random weights."""
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    n_vocab, d, ff = len(build_vocab()[0]), target.n_embd, target.n_ff
+    hd = d // target.n_head
+    name = "spectune-synthetic-" + ("dspark" if dspark else "dflash")
+    w = _writer(path, "dflash", name, target.n_ctx_train, d, 1, ff, (target.n_head, target.n_head_kv))
+    w.add_array("dflash.target_layers", _target_layers(target))
+    w.add_uint32("dflash.block_size", block_size)
+    w.add_mask_token_id(0)  # the masked positions of a block; without one llama.cpp aborts
+    tensors = {
+        "fc.weight": _w(rng, d, 3 * d),
+        "enc.output_norm.weight": _ones(d),
+        "output_norm.weight": _ones(d),
+        "output.weight": _w(rng, n_vocab, d),
+        "token_embd.weight": _w(rng, n_vocab, d),
+        "blk.0.attn_norm.weight": _ones(d),
+        "blk.0.attn_q.weight": _w(rng, target.n_head * hd, d),
+        "blk.0.attn_k.weight": _w(rng, target.n_head_kv * hd, d),
+        "blk.0.attn_v.weight": _w(rng, target.n_head_kv * hd, d),
+        "blk.0.attn_output.weight": _w(rng, d, target.n_head * hd),
+        "blk.0.attn_q_norm.weight": _ones(hd),
+        "blk.0.attn_k_norm.weight": _ones(hd),
+        "blk.0.ffn_norm.weight": _ones(d),
+        "blk.0.ffn_gate.weight": _w(rng, ff, d),
+        "blk.0.ffn_up.weight": _w(rng, ff, d),
+        "blk.0.ffn_down.weight": _w(rng, d, ff),
+    }
+    if dspark:
+        rank = 16
+        tensors["markov_w1.weight"] = _w(rng, n_vocab, rank)
+        tensors["markov_w2.weight"] = _w(rng, n_vocab, rank)
+    _finish(w, tensors)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m engine.models.synthetic_heads", description=__doc__.splitlines()[0])
+    p.add_argument("kind", choices=("mtp", "eagle3", "dflash", "dspark"))
+    p.add_argument("out", help="the GGUF file to write")
+    p.add_argument("--divergence", type=float, default=MTPModelSpec.divergence, help="mtp: the trunk's share")
+    a = p.parse_args(argv)
+    if a.kind == "mtp":
+        path = write_mtp_model(a.out, MTPModelSpec(divergence=a.divergence))
+    elif a.kind == "eagle3":
+        path = write_eagle3_draft(a.out)
+    else:
+        path = write_dflash_draft(a.out, dspark=a.kind == "dspark")
+    json.dump({"kind": a.kind, "path": str(path)}, sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
