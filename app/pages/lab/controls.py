@@ -95,6 +95,13 @@ class LabControls(QWidget):
         self.ctx = _spin(256, 1 << 20, 4096, knob_tooltip("ctx"))
         self.ngl = _spin(-1, 999, -1, knob_tooltip("ngl"))
         self.threads = _spin(0, 256, 0, knob_tooltip("threads"))
+        self.target_on = QComboBox()
+        self.target_on.setToolTip(knob_tooltip("target_on"))
+        self.draft_on = QComboBox()
+        self.draft_on.setToolTip(knob_tooltip("draft_on"))
+        self.set_gpu_devices([])
+        self.n_cpu_moe = _spin(-1, 999, 0, knob_tooltip("n_cpu_moe"))
+        self.n_cpu_moe.setSpecialValueText("all layers")  # -1, the spin box's minimum: --cpu-moe
         self.repack = QCheckBox("repack weights for this CPU (AMX / AVX-512)")
         self.repack.setChecked(True)
         self.repack.setToolTip(knob_tooltip("repack"))
@@ -106,6 +113,9 @@ class LabControls(QWidget):
         f.addRow("draft", self.draft)
         f.addRow("context", self.ctx)
         f.addRow("GPU layers", self.ngl)
+        f.addRow("target on", self.target_on)
+        f.addRow("draft on", self.draft_on)
+        f.addRow("MoE experts in RAM", self.n_cpu_moe)
         f.addRow("CPU threads", self.threads)
         f.addRow(self.repack)
         f.addRow(self.badges)
@@ -234,8 +244,10 @@ class LabControls(QWidget):
         self.target.changed.connect(self.pairChanged)
         self.draft.changed.connect(self.pairChanged)
         self.pairChanged.connect(self.refresh_methods)
-        for w in (self.ctx, self.ngl, self.threads):
+        for w in (self.ctx, self.ngl, self.threads, self.n_cpu_moe):
             w.valueChanged.connect(self.loadChanged)
+        self.draft_on.currentIndexChanged.connect(lambda _i: self.loadChanged.emit())
+        self.target_on.currentIndexChanged.connect(lambda _i: self.loadChanged.emit())
         self.repack.toggled.connect(self.loadChanged)
         self.load_button.clicked.connect(self.loadRequested)
         self.start_button.clicked.connect(self.startRequested)
@@ -315,7 +327,10 @@ class LabControls(QWidget):
             draft=self.draft.path(),
             ctx=self.ctx.value(),
             ngl=self.ngl.value(),
-            ngl_draft=self.ngl.value(),
+            ngl_draft=0 if self.draft_on.currentData() == "cpu" else self.ngl.value(),
+            device_draft=self.draft_on.currentData() if self.draft_on.currentData() not in ("", "cpu") else "",
+            n_cpu_moe=self.n_cpu_moe.value(),
+            device=self.target_on.currentData() or "",
             threads=self.threads.value(),
             repack=self.repack.isChecked(),
         ).validate()
@@ -358,6 +373,63 @@ class LabControls(QWidget):
             min_p=SamplingSettings().min_p,
             seed=0xFFFFFFFF if seed < 0 else seed,
         )
+
+    # -- placement --------------------------------------------------------
+    def set_gpu_devices(self, names: list[str]) -> None:
+        """The GPUs the engine reports (its hello: CUDA0, CUDA1, ...): the draft may go to one of them. The
+        choice stays when it still exists; one restored before the engine said which GPUs it has waits."""
+        wanted = getattr(self, "_wanted_draft_on", None) or self.draft_on.currentData() or ""
+        wanted_target = getattr(self, "_wanted_target_on", None) or self.target_on.currentData() or ""
+        before = (self.draft_on.currentData(), self.target_on.currentData())
+        blocked = self.draft_on.blockSignals(True), self.target_on.blockSignals(True)
+        self.draft_on.clear()
+        self.draft_on.addItem("the target's GPUs", "")
+        self.draft_on.addItem("CPU", "cpu")
+        self.target_on.clear()
+        self.target_on.addItem("every GPU", "")
+        for name in names:
+            self.draft_on.addItem(name, name)
+            self.target_on.addItem(name, name)
+        self.set_draft_on(wanted)
+        self.set_target_on(wanted_target)
+        self.draft_on.blockSignals(blocked[0])
+        self.target_on.blockSignals(blocked[1])
+        if (self.draft_on.currentData(), self.target_on.currentData()) != before and before != (None, None):
+            self.loadChanged.emit()  # a placement restored before the engine named its GPUs now applies
+        self._has_gpus = bool(names)
+        # with no GPU there is nothing to place: the CPU is where everything runs
+        self.target_on.setEnabled(self._has_gpus)
+        self.draft_on.setEnabled(self._has_gpus)
+
+    def set_draft_on(self, where: str) -> None:
+        """ "" (the target's GPUs), "cpu", or a GPU's name."""
+        idx = self.draft_on.findData(where)
+        self._wanted_draft_on = where if idx < 0 else None
+        self.draft_on.setCurrentIndex(max(idx, 0))
+
+    def set_target_on(self, where: str) -> None:
+        """ "" (every GPU) or a GPU's name (the first of a placement's target devices)."""
+        idx = self.target_on.findData(where)
+        known = {self.target_on.itemData(i) for i in range(self.target_on.count())}
+        if idx < 0 and where and set(where.split(",")) <= known:
+            self.target_on.addItem(where.replace(",", " + "), where)  # several GPUs of more than two
+            idx = self.target_on.count() - 1
+        self._wanted_target_on = where if idx < 0 else None
+        self.target_on.setCurrentIndex(max(idx, 0))
+
+    def apply_placement(self, placement) -> None:
+        """Set the knobs that place the pair as engine.planning.placement.Placement says (one loadChanged)."""
+        blocked = self.blockSignals(True)
+        try:
+            if placement.draft_on_cpu:
+                self.set_draft_on("cpu")
+            else:
+                self.set_draft_on(placement.draft_devices[0] if placement.draft_devices else "")
+            self.n_cpu_moe.setValue(placement.n_cpu_moe)
+            self.set_target_on(",".join(placement.target_devices) if placement.target_devices else "")
+        finally:
+            self.blockSignals(blocked)
+        self.loadChanged.emit()
 
     # -- prompts ----------------------------------------------------------
     def set_workloads(self, names: list[str]) -> None:
@@ -425,6 +497,9 @@ class LabControls(QWidget):
             self.ctx,
             self.ngl,
             self.threads,
+            self.target_on,
+            self.draft_on,
+            self.n_cpu_moe,
             self.repack,
             self.workload,
             self.prompt,
@@ -434,6 +509,8 @@ class LabControls(QWidget):
             w.setEnabled(not running)
         if not running:
             self.prompt.setEnabled(self.workload.currentText() == CUSTOM_PROMPT)
+            self.target_on.setEnabled(self._has_gpus)
+            self.draft_on.setEnabled(self._has_gpus)
 
     # -- persistence ------------------------------------------------------
     def save_state(self) -> dict:
@@ -442,6 +519,9 @@ class LabControls(QWidget):
             "draft": self.draft.edit.text(),
             "ctx": self.ctx.value(),
             "ngl": self.ngl.value(),
+            "draft_on": self.draft_on.currentData(),
+            "target_on": self.target_on.currentData(),
+            "n_cpu_moe": self.n_cpu_moe.value(),
             "threads": self.threads.value(),
             "repack": int(self.repack.isChecked()),
             "method": self.method.currentText(),
@@ -484,6 +564,9 @@ class LabControls(QWidget):
         self.draft.edit.setText(get("draft", str, ""))
         self.ctx.setValue(get("ctx", int, self.ctx.value()))
         self.ngl.setValue(get("ngl", int, self.ngl.value()))
+        self.set_draft_on(get("draft_on", str, ""))
+        self.set_target_on(get("target_on", str, ""))
+        self.n_cpu_moe.setValue(get("n_cpu_moe", int, 0))
         self.threads.setValue(get("threads", int, self.threads.value()))
         self.repack.setChecked(bool(get("repack", int, 1)))
         self.method.setCurrentText(get("method", str, self.method.currentText()))

@@ -21,9 +21,11 @@ class KnobHelp:
     flag: str  # the llama-server flag in the current dialect (engine.llama.dialect.CURRENT)
     default: str  # llama-server's default in the pinned build, as its --help prints it
     sentence: str  # what the knob does, one sentence
+    stated: bool = True  # False: --help states no default for the flag; `default` is what llama.cpp then does
 
     def tooltip(self) -> str:
-        return f"{self.sentence}\nllama-server flag: {self.flag} · default in the pinned build: {self.default}"
+        where = "default in the pinned build" if self.stated else "without the flag"
+        return f"{self.sentence}\nllama-server flag: {self.flag} · {where}: {self.default}"
 
 
 # keyed by the LabControls attribute that holds the widget
@@ -103,6 +105,27 @@ KNOB_HELP: dict[str, KnobHelp] = {
         "-ngl",
         "auto",
         "How many of the target's layers go to the GPU; -1 lets llama.cpp decide (its auto).",
+    ),
+    "target_on": KnobHelp(
+        "-dev",
+        "every GPU",
+        "The GPUs the target's layers are split over, by their free memory: every GPU (llama.cpp's default) "
+        "or one of them, e.g. the big card while the draft has the small one.",
+        stated=False,
+    ),
+    "draft_on": KnobHelp(
+        "-devd",
+        "the target's GPUs",
+        "Where the draft's layers go: the target's GPUs (llama.cpp's default), one GPU of its own, or the CPU "
+        "(written as -ngld 0), which leaves every GPU byte to the target.",
+        stated=False,
+    ),
+    "n_cpu_moe": KnobHelp(
+        "-ncmoe",
+        "none",
+        "MoE targets: the expert weights of the first N layers stay in RAM and run on the CPU, so that a model "
+        "too big for the GPU fits; each token reads only a few experts, so this costs less than moving layers.",
+        stated=False,
     ),
     "threads": KnobHelp(
         "-t",

@@ -181,6 +181,21 @@ class LabPage(QWidget):
         too_big = check.too_big
         if too_big:
             pending, self._pending = self._pending, None
+            placed = self._placement_that_fits(settings)
+            if placed is not None:
+
+                def place_it() -> None:
+                    self.controls.apply_placement(placed)
+                    self._pending = pending
+                    if not self.load():
+                        self._pending = None
+
+                self._banner_handler = place_it
+                flags = " ".join(placed.flags(with_draft=settings.draft is not None))
+                self.banner.show_message(
+                    f"{too_big}\nIt fits placed otherwise: {placed.describe()} ({flags}).", "warning", "Place it"
+                )
+                return False
 
             def load_anyway() -> None:
                 self._fit_override, self._pending = settings, pending
@@ -202,7 +217,38 @@ class LabPage(QWidget):
         loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
         budget = MemoryBudget.from_report(report, **self.controller.fit_context()) if report is not None else None
-        return preflight(settings.target, settings.draft, settings.ctx, budget, ngl=settings.ngl)
+        return preflight(
+            settings.target,
+            settings.draft,
+            settings.ctx,
+            budget,
+            ngl=settings.ngl,
+            ngl_draft=settings.ngl_draft,
+            n_cpu_moe=settings.n_cpu_moe,
+            n_cpu_moe_draft=settings.n_cpu_moe_draft,
+            target_devices=settings.device.split(",") if settings.device else None,
+            draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
+        )
+
+    def _placement_that_fits(self, settings: LoadSettings):
+        """Where the pair fits the GPUs when these settings do not (engine.planning.placement), or None: no
+        GPU, a file that cannot be read, or no arrangement fits."""
+        report = self.hardware_report() if self.hardware_report else None
+        if report is None:
+            return None
+        budget = MemoryBudget.from_report(report, **self.controller.fit_context())
+        if not budget.gpus:
+            return None
+        from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+        from engine.planning.placement import place
+
+        try:
+            target = inspect_gguf(settings.target)
+            draft = inspect_gguf(settings.draft) if settings.draft else None
+            placed = place(target, draft, settings.ctx, list(budget.gpus), lambda free: 0)
+        except (GGUFInspectError, OSError, ValueError):
+            return None
+        return None if placed is None or placed[0].is_default else placed[0]
 
     @property
     def loaded_settings(self) -> LoadSettings | None:
@@ -320,6 +366,9 @@ class LabPage(QWidget):
 
     # -- engine events ----------------------------------------------------
     def _on_hello(self, ev: dict) -> None:
+        names = [str(d.get("name", "")) for d in ev.get("devices", [])]
+        gpus = [n for n in names if n and not n.upper().startswith("CPU")]
+        self.controls.set_gpu_devices(gpus)
         # after a restart, bring back the pair that was loaded before the crash
         if isinstance(self._pending, tuple) and self._pending[0] == "reload":
             self._pending = self._pending[1]  # then do what the load was for

@@ -151,8 +151,15 @@ class RecommendPanel(QWidget):
             self.tree.setCurrentItem(top.child(0))
 
     def _candidate(self, parent: QTreeWidgetItem, c, prefix: str) -> QTreeWidgetItem:
+        placed = f" · {c.placement.describe()}" if c.placement else ""  # fits only placed so (the Lab offers it)
         item = QTreeWidgetItem(
-            [f"{prefix}{c.label}", f"{c.score:+.1f}", format_bytes(c.needed_bytes), c.speed_text(), c.preset or ""]
+            [
+                f"{prefix}{c.label}{placed}",
+                f"{c.score:+.1f}",
+                format_bytes(c.needed_bytes),
+                c.speed_text(),
+                c.preset or "",
+            ]
         )
         item.setData(0, ROLE, c)
         item.setToolTip(0, f"{c.target.repo}/{c.target.filename}\n{c.draft.repo}/{c.draft.filename}")
@@ -180,6 +187,8 @@ class RecommendPanel(QWidget):
             self.selection_label.setText("")
             return
         what = f"preset {c.preset}" if c.preset else "no preset: both files are fetched by name"
+        if c.placement is not None:
+            what += f" · fits with {c.placement.describe()} ({' '.join(c.placement_flags())}); the Lab places it so"
         miss = f" · {error_text(c.why_not, bold=False)}" if c.why_not else ""
         self.selection_label.setText(f"<b>{c.label}</b> · {what}{miss}")
 
