@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/prediction_error.py [--cases all|small] [--rounds 2] [--tokens 48] [--save]
 
-Six target/draft pairs with real models' proportions (engine.models.synthetic, with a 32000-token
-vocabulary, so the embeddings and the output layer weigh what Llama 2's or Mistral's do), written
+Six dense target/draft pairs with real models' proportions and two mixture-of-experts ones
+(engine.models.synthetic, with a 32000-token vocabulary, so the embeddings and the output layer
+weigh what Llama 2's or Mistral's do; the MoE pairs are qwen3moe, Qwen3-30B-A3B's routing at a
+smaller width: 32 experts of which 4, and 64 of which 8, route each token), written
 as F16 once and quantized to Q8_0 and Q4_K_M by llama.cpp's own quantizer (the bundled
 llama-quantize); the draft is the target's first layers, as the synthetic pairs are built.
 Kept in the user cache, so a second run starts at once.
@@ -73,6 +75,15 @@ SHAPES = {
     "0.1B": (ModelShape(n_embd=768, n_layer=12, n_head=12, n_head_kv=4, n_ff=2048, n_ctx_train=4096), 1),
     "0.35B": (ModelShape(n_embd=1024, n_layer=24, n_head=16, n_head_kv=4, n_ff=2816, n_ctx_train=4096), 2),
     "1.4B": (ModelShape(n_embd=1536, n_layer=28, n_head=12, n_head_kv=2, n_ff=8960, n_ctx_train=4096), 2),
+    # MoE: total / active parameters (embeddings and output included) about 0.41B / 0.09B and 1.1B / 0.2B
+    "moe-0.35B": (
+        ModelShape(768, 12, 12, 4, 2048, 4096, n_expert=32, n_expert_used=4, n_ff_exp=384),
+        1,
+    ),
+    "moe-1.1B": (
+        ModelShape(1024, 16, 16, 4, 2816, 4096, n_expert=64, n_expert_used=8, n_ff_exp=320),
+        2,
+    ),
 }
 CASES = {
     "all": [
@@ -82,8 +93,11 @@ CASES = {
         ("0.35B", "Q4_K_M"),
         ("1.4B", "Q8_0"),
         ("1.4B", "Q4_K_M"),
+        ("moe-0.35B", "Q8_0"),
+        ("moe-1.1B", "Q4_K_M"),
     ],
     "small": [("0.1B", "F16"), ("0.1B", "Q4_K_M"), ("0.35B", "Q8_0")],
+    "moe": [("moe-0.35B", "Q8_0"), ("moe-1.1B", "Q4_K_M")],
 }
 
 

@@ -59,9 +59,25 @@ class ModelCost:
     # the matrix products' (bytes, multiply-adds) by weight class (weight_class); the rest of
     # weight_bytes (norms, an untied embedding's row) is small and counted at the plain figures
     by_class: tuple[tuple[str, int, int], ...] = ()
+    # MoE: the share of the experts one token routes to (n_expert_used / n_expert), and all the experts'
+    # bytes by weight class. The figures above count one token's share; a batch of B tokens reads every
+    # expert any of them routes to, 1 - (1 - share)^B of them for independent picks
+    expert_share: float = 0.0
+    expert_bytes_by_class: tuple[tuple[str, int], ...] = ()
 
-    def bytes_read(self, n_past: int) -> float:
-        return self.weight_bytes + self.kv_bytes_per_position * n_past
+    def experts_touched(self, batch: int) -> float:
+        """The share of the experts a pass of ``batch`` tokens reads (0 for a dense model)."""
+        return 1.0 - (1.0 - self.expert_share) ** max(batch, 1) if self.expert_share else 0.0
+
+    def extra_expert_bytes(self, batch: int, cls: str | None = None) -> float:
+        """Expert bytes a batch reads beyond one token's share: why verifying costs an MoE more."""
+        if not self.expert_share or batch <= 1:
+            return 0.0
+        more = self.experts_touched(batch) - self.expert_share
+        return sum(n * more for c, n in self.expert_bytes_by_class if cls is None or c == cls)
+
+    def bytes_read(self, n_past: int, batch: int = 1) -> float:
+        return self.weight_bytes + self.kv_bytes_per_position * n_past + self.extra_expert_bytes(batch)
 
     def flops(self, batch: int, n_past: int) -> float:
         return 2.0 * batch * (self.weight_macs + self.attention_macs_per_position * n_past)
@@ -77,12 +93,15 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
     tied = not any(t.name == "output.weight" for t in info.tensors)
     weight_bytes = weight_macs = 0
     classes: dict[str, list[int]] = {}
+    experts: dict[str, int] = {}
     for t in info.tensors:
         if only is not None and not only(t.name):
             continue
         share = 1.0
         if "_exps" in t.name and n_expert:
             share = n_expert_used / n_expert  # only the routed experts are read and multiplied
+            cls = weight_class(t.type_name)
+            experts[cls] = experts.get(cls, 0) + t.n_bytes
         if t.name == "token_embd.weight" and not tied:
             continue  # a lookup of one row per token, not a matrix product
         weight_bytes += int(t.n_bytes * share)
@@ -100,6 +119,8 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
         kv_bytes_per_position=layers * n_head_kv * (dim_k + dim_v) * KV_BYTES,
         attention_macs_per_position=layers * n_head * (dim_k + dim_v),
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
+        expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
+        expert_bytes_by_class=tuple(sorted(experts.items())),
     )
 
 
@@ -139,14 +160,15 @@ class DeviceSpeed:
     def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
         groups = list(cost.by_class) or [("F16", cost.weight_bytes, cost.weight_macs)]
         if self.overlap and not self.class_rates:
-            memory_s = cost.bytes_read(n_past) / self.bandwidth_bytes_per_s
+            memory_s = cost.bytes_read(n_past, batch) / self.bandwidth_bytes_per_s
             compute_s = cost.flops(batch, n_past) / self.flops_per_s
             return self.overhead_ms + 1000.0 * max(memory_s, compute_s)
         seconds = 0.0
         matrix_bytes = 0
         for cls, n_bytes, macs in groups:  # each class's products run one after another
             bandwidth, flops, reread = self.rates(cls)
-            seconds += self._pass(n_bytes / bandwidth, 2.0 * batch * macs / flops, reread if batch > 1 else 0.0)
+            read = n_bytes + cost.extra_expert_bytes(batch, cls)
+            seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread if batch > 1 else 0.0)
             matrix_bytes += n_bytes
         rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
         attention = 2.0 * batch * cost.attention_macs_per_position * n_past
