@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from engine.models.catalog import BUNDLED, BUNDLED_DIR, CATALOG_DIR, CatalogError, ModelFile, Preset, load_catalog
+from engine.models.compat import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, check_pair, vocab_compatibility
 from engine.models.demo_models import model_path
-from engine.planning.recommend import budget_from_size, estimated_file_bytes, recommend
+from engine.models.gguf_inspect import VocabInfo, inspect_gguf
+from engine.planning.recommend import _Models, budget_from_size, estimated_file_bytes, recommend
 
 REQUIRED_FAMILIES = {
     "llama-3",
@@ -24,6 +26,7 @@ REQUIRED_FAMILIES = {
     "mistral",
     "phi",
     "deepseek-r1-distill",
+    "gpt-oss",
 }
 
 # (model, quant, size in GB as the hub's file listing shows it, where): the weights the plan builds from the
@@ -54,6 +57,19 @@ PUBLIC_FILE_SIZES = [
     ("phi-4", "Q4_K_M", 9.05, "https://huggingface.co/bartowski/phi-4-GGUF"),
     ("phi-4", "Q3_K_M", 7.36, "https://huggingface.co/bartowski/phi-4-GGUF"),
     ("deepseek-r1-distill-qwen-32b", "Q6_K", 26.9, "https://huggingface.co/unsloth/DeepSeek-R1-Distill-Qwen-32B-GGUF"),
+    # mixtures of experts: exact byte counts a public installer checks its downloads against
+    (
+        "qwen3-coder-30b-a3b-instruct",
+        "Q4_K_M",
+        18.556689568,
+        "https://github.com/jawanjalkaustubh/strata-code/blob/53cb0570786e46964a46471ef2bcf55c40bcab65/scripts/mac/setup.sh",
+    ),
+    (
+        "qwen3-coder-30b-a3b-instruct",
+        "Q6_K",
+        25.092535456,
+        "https://github.com/jawanjalkaustubh/strata-code/blob/53cb0570786e46964a46471ef2bcf55c40bcab65/scripts/mac/setup.sh",
+    ),
 ]
 
 
@@ -99,9 +115,48 @@ def test_every_model_has_the_numbers_the_plan_needs_and_they_add_up(catalog):
 
 
 def test_weights_built_from_the_numbers_match_the_files_on_the_hub(catalog):
+    """The plan's weights come from the numbers, not from a recorded size (which would prove nothing)."""
+    models = _Models(catalog)
     for model_id, quant, gb, where in PUBLIC_FILE_SIZES:
-        estimate = estimated_file_bytes(catalog, catalog.model(model_id), quant)
+        estimate = models.info(catalog.model(model_id), quant).tensor_bytes
         assert estimate == pytest.approx(gb * 1e9, rel=0.05), f"{model_id} {quant}: see {where}"
+
+
+def test_recorded_sizes_agree_with_the_numbers(catalog):
+    """Every exact size the catalog records is within 6% of the weights its numbers give; the worst is
+    Qwen3-30B-A3B Q3_K_S, 5.1% over (llama-quantize's Q3_K_S mix leaves its experts leaner than the
+    Llama-3-8B average the quant table gives). estimated_file_bytes prefers the recorded size."""
+    models = _Models(catalog)
+    recorded = [(m, q, size) for m in catalog.models for q, size in m.sizes.items()]
+    assert len(recorded) >= 4
+    for m, quant, size in recorded:
+        assert models.info(m, quant).tensor_bytes == pytest.approx(size, rel=0.06), (m.id, quant)
+        assert estimated_file_bytes(catalog, m, quant) == size
+
+
+def test_mixtures_of_experts_count_every_expert_and_read_only_the_used_ones(catalog):
+    moe = [m for m in catalog.models if m.architecture.is_moe]
+    assert {"qwen3-30b-a3b", "qwen3-coder-30b-a3b-instruct", "gpt-oss-20b"} <= {m.id for m in moe}
+    for m in moe:
+        a = m.architecture
+        assert 1 <= a.n_expert_used < a.n_expert and a.n_ff_exp > 0, m.id
+        assert a.active_params < a.params / 4, m.id
+    # OpenAI publishes gpt-oss-20b's active count as 3.61B of 20.91B, counting the output matrix and not the
+    # input embeddings, as estimated_active_params does: a check of n_expert_used and n_ff_exp
+    gpt = catalog.model("gpt-oss-20b").architecture
+    assert gpt.estimated_active_params() == pytest.approx(3.61e9, rel=0.01)
+    info = _Models(catalog).info(catalog.model("qwen3-30b-a3b"), "Q4_K_M")
+    assert info._arch_int("expert_count") == 128 and info._arch_int("expert_used_count") == 8
+    assert sum(1 for t in info.tensors if t.name.endswith("_exps.weight")) == 3 * 48
+    # drafts are measured against the parameters a target token reads: the 1.7B model is too big for 30B-A3B
+    drafts = {d.id for d in recommend_drafts(catalog, "qwen3-30b-a3b")}
+    assert "qwen3-0.6b" in drafts and "qwen3-1.7b" not in drafts
+
+
+def recommend_drafts(catalog, target_id):
+    from engine.planning.recommend import _drafts
+
+    return _drafts(catalog, catalog.model(target_id))
 
 
 def test_every_preset_pairs_a_target_with_a_smaller_draft_of_its_tokenizer(catalog):
@@ -147,7 +202,9 @@ def test_file_names_and_repositories_look_like_the_hub(catalog):
             assert re.fullmatch(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+-GGUF", m.repo), m.repo
         for quant, filename in m.files.items():
             assert filename.endswith(".gguf") and "/" not in filename
-            assert quant.lower() in filename.lower(), (m.id, quant, filename)
+            # the quant's name, or for a type named after its weights (MXFP4_MOE) the weight type's
+            named = {quant.lower(), catalog.quant(quant).weight_type.lower()}
+            assert any(n in filename.lower() for n in named), (m.id, quant, filename)
         assert set(m.checked) <= set(m.files)
     with pytest.raises(CatalogError, match="no Q2_K file.*known: Q4_K_M"):
         catalog.model_file("qwen3-8b", "Q2_K")
@@ -320,3 +377,178 @@ def test_an_eagle3_file_is_never_a_plain_draft(copy):
         r"preset 'qwen3-8b\+0\.6b-q4km': the draft 'qwen3-8b-eagle3' is a draft head \(eagle3\), which llama\.cpp "
         r"runs only through its own method; pairings and presets pair plain models",
     )
+
+
+# -- the tokenizer ids against llama.cpp's own rule -----------------------------------------------------
+
+
+def _padded(vocab: VocabInfo, n_vocab: int) -> VocabInfo:
+    """The vocabulary as a model with n_vocab embedding rows carries it: convert_hf_to_gguf.py pads the
+    tokenizer's tokens to the model's vocab_size with "[PAD<id>]" tokens."""
+    assert n_vocab >= vocab.n_tokens, f"{n_vocab} rows cannot hold the {vocab.n_tokens}-token vocabulary"
+    pads = tuple(f"[PAD{i}]".encode() for i in range(vocab.n_tokens, n_vocab))
+    return VocabInfo(
+        vocab.tokenizer_model,
+        vocab.tokenizer_pre,
+        vocab.vocab_type,
+        n_vocab,
+        vocab.bos_id,
+        vocab.eos_id,
+        vocab.add_bos,
+        vocab.add_eos,
+        None,
+        vocab.load_error,
+        vocab.tokens + pads,
+    )
+
+
+@pytest.fixture(scope="module")
+def pinned_vocabs(catalog):
+    """The pinned llama.cpp's vocabulary files the catalog names, read; skips where the sources are absent."""
+    from .test_gguf_inspect import vocab_dir
+
+    folder = vocab_dir()
+    names = {n for t in catalog.tokenizers for n in (t.vocab_gguf, t.nearest_gguf) if n}
+    missing = sorted(n for n in names if not (folder / n).is_file())
+    assert not missing, f"named in tokenizers.json but not in {folder}: {missing}"
+    return {n: inspect_gguf(folder / n).vocab for n in names}
+
+
+def test_every_tokenizer_id_is_declared_and_says_whether_llama_cpp_ships_it(catalog):
+    used = {m.tokenizer for m in catalog.models}
+    declared = {t.id for t in catalog.tokenizers}
+    assert used <= declared
+    with_file = {t.id for t in catalog.tokenizers if t.vocab_gguf}
+    # only these families have a vocabulary file of their own among the pinned llama.cpp's ggml-vocab-*.gguf
+    assert with_file == {"phi-3", "gemma-4"}
+    for t in catalog.tokenizers:
+        assert t.vocab_gguf or t.notes, f"{t.id}: say why no vocabulary file stands for it"
+
+
+def test_models_claimed_compatible_are_by_llama_cpps_rule(catalog, pinned_vocabs):
+    """Where a pinned vocabulary file holds a tokenizer, every two catalog models of that id pass llama.cpp's
+    rule on it, each with its own embedding rows (the size rule: within 128); where none does, the catalog's
+    row counts still pass the size rule."""
+    by_id: dict[str, list] = {}
+    for m in catalog.models:
+        by_id.setdefault(m.tokenizer, []).append(m)
+    checked = 0
+    for tokenizer_id, models in by_id.items():
+        t = catalog.tokenizer(tokenizer_id)
+        for a in models:
+            for b in models:
+                gap = abs(a.architecture.n_vocab - b.architecture.n_vocab)
+                assert gap <= SPEC_VOCAB_MAX_SIZE_DIFFERENCE, (a.id, b.id, gap)
+                if t.vocab_gguf and a.id < b.id:
+                    vocab = pinned_vocabs[t.vocab_gguf]
+                    assert vocab.load_error is None
+                    verdict = vocab_compatibility(
+                        _padded(vocab, a.architecture.n_vocab), _padded(vocab, b.architecture.n_vocab)
+                    )
+                    assert verdict == {"compatible": True, "reasons": []}, (a.id, b.id, verdict)
+                    checked += 1
+    assert checked >= 1  # Phi-3 medium with Phi-3.5 mini
+
+
+def _as_catalog_states(catalog, tokenizer_id: str, pinned_vocabs) -> VocabInfo | None:
+    """A tokenizer id's vocabulary as far as the pinned files show it: its own file, else the file of its
+    lineage (nearest_gguf: the regular tokens it shares), padded to the rows its catalog models state."""
+    t = catalog.tokenizer(tokenizer_id)
+    name = t.vocab_gguf or t.nearest_gguf
+    rows = {m.architecture.n_vocab for m in catalog.models if m.tokenizer == tokenizer_id}
+    if name is None:
+        return None
+    vocab = pinned_vocabs[name]
+    n_vocab = min(rows) if rows else vocab.n_tokens
+    return _padded(vocab, n_vocab) if n_vocab >= vocab.n_tokens else None
+
+
+def test_different_tokenizer_ids_are_refused_by_llama_cpps_rule(catalog, pinned_vocabs):
+    """A tokenizer with a pinned vocabulary file of its own is refused, by llama.cpp's rule, against every
+    other tokenizer id of the catalog that the pinned files show (its own file, or its lineage's padded to
+    its models' rows). A lineage file that is the very file of the first id (Gemma 3 next to Gemma 4) shows
+    nothing and is skipped: the ids differ in special tokens no pinned file holds."""
+    refused = 0
+    for a in (t for t in catalog.tokenizers if t.vocab_gguf):
+        mine = _as_catalog_states(catalog, a.id, pinned_vocabs)
+        for b in catalog.tokenizers:
+            if b.id == a.id or a.vocab_gguf in (b.vocab_gguf, b.nearest_gguf):
+                continue
+            theirs = _as_catalog_states(catalog, b.id, pinned_vocabs)
+            if theirs is None:
+                continue
+            verdict = vocab_compatibility(mine, theirs)
+            assert not verdict["compatible"] and verdict["reasons"], (a.id, b.id)
+            refused += 1
+    assert refused >= 10
+
+
+def test_phi_3_passes_llama_cpps_rule_against_llama_2(pinned_vocabs):
+    """Found while writing the test above, and why it compares what the catalog's models state rather than
+    bare files: Phi-3's 32064 tokens are Llama 2's 32000 with 64 added, within llama.cpp's tolerance of 128,
+    so llama.cpp would let a Llama-2-vocabulary model and a Phi-3 model draft for each other. Mistral v3,
+    which extends the same vocabulary to 32768 rows, is past it."""
+    phi3, llama2 = pinned_vocabs["ggml-vocab-phi-3.gguf"], pinned_vocabs["ggml-vocab-llama-spm.gguf"]
+    assert vocab_compatibility(phi3, llama2) == {"compatible": True, "reasons": []}
+    assert not vocab_compatibility(phi3, _padded(llama2, 32768))["compatible"]
+
+
+def test_a_nearest_file_is_not_the_tokenizer_it_stands_next_to(catalog, pinned_vocabs):
+    """What the notes say, where llama.cpp's rule can show it: Mistral v3's 32768 rows are past the size
+    tolerance of Llama 2's 32000-token file; Llama 3.1's models have Llama 3.0's 128256 rows, and only the
+    token text tells them apart (ids from 128004 on, which the file names reserved tokens)."""
+    mistral = catalog.model("mistral-7b-instruct-v0.3").architecture.n_vocab
+    spm = pinned_vocabs[catalog.tokenizer("mistral-v3").nearest_gguf]
+    assert mistral - spm.n_tokens > SPEC_VOCAB_MAX_SIZE_DIFFERENCE
+    bpe = pinned_vocabs[catalog.tokenizer("llama-3.1").nearest_gguf]
+    assert bpe.n_tokens == catalog.model("llama-3.1-8b-instruct").architecture.n_vocab
+    assert bpe.token_text(128004) == b"<|reserved_special_token_2|>"  # <|finetune_right_pad_id|> in 3.1
+    qwen = pinned_vocabs[catalog.tokenizer("qwen3").nearest_gguf]
+    assert qwen.token_text(151646) == b"[PAD151646]"  # <|object_ref_start|> in Qwen2.5 and Qwen3
+
+
+def test_the_bundled_pair_is_compatible_by_llama_cpps_rule_on_the_files(catalog):
+    target, draft = catalog.model("spectune-demo-target"), catalog.model("spectune-demo-draft")
+    assert target.tokenizer == draft.tokenizer
+    for quant in ("F16", "Q8_0"):
+        t, d = catalog.model_file(target.id, quant), catalog.model_file(draft.id, quant)
+        assert check_pair(t.bundled_path, d.bundled_path) == {"compatible": True, "reasons": []}
+
+
+# -- the MoE and tokenizer parts of the schema say what is wrong ------------------------------------------
+
+
+def test_a_mixture_of_experts_needs_all_three_numbers(copy):
+    edit(copy / "families" / "qwen3.json", lambda d: d["models"][-1]["arch"].pop("n_ff_exp"))
+    expect(
+        copy,
+        r"'qwen3-coder-30b-a3b-instruct'\): arch: a mixture of experts needs 'n_expert', 'n_expert_used', "
+        r"'n_ff_exp'; missing 'n_ff_exp'",
+    )
+
+
+def test_more_experts_used_than_there_are(copy):
+    edit(copy / "families" / "gpt-oss.json", lambda d: d["models"][0]["arch"].update(n_expert_used=33))
+    expect(copy, r"'gpt-oss-20b'\): arch: n_expert_used 33 is more than n_expert 32")
+
+
+def test_a_wrong_expert_width_fails_the_parameter_count(copy):
+    edit(copy / "families" / "gpt-oss.json", lambda d: d["models"][0]["arch"].update(n_ff_exp=1440))
+    a = load_catalog(copy).model("gpt-oss-20b").architecture
+    assert a.estimated_params() != pytest.approx(a.params, rel=0.015)
+
+
+def test_a_tokenizer_the_catalog_does_not_declare(copy):
+    edit(copy / "tokenizers.json", lambda d: d.update(tokenizers=[t for t in d["tokenizers"] if t["id"] != "phi-4"]))
+    expect(copy, r"phi\.json: model 'phi-4' uses the tokenizer 'phi-4', which .*tokenizers\.json does not declare")
+
+
+def test_a_vocabulary_file_must_be_a_pinned_vocab_name_with_its_source(copy):
+    def rename(d):
+        d["tokenizers"][0]["vocab_gguf"] = "qwen2.gguf"
+
+    edit(copy / "tokenizers.json", rename)
+    expect(copy, r"tokenizer 'qwen2.5': 'vocab_gguf' must be a file name ggml-vocab-<name>\.gguf")
+    shutil.copy(CATALOG_DIR / "tokenizers.json", copy / "tokenizers.json")
+    edit(copy / "tokenizers.json", lambda d: d["tokenizers"][0].update(vocab_gguf="ggml-vocab-qwen2.gguf"))
+    expect(copy, r"tokenizer 'qwen2.5': 'vocab_source' must say which model ggml-vocab-qwen2\.gguf was made from")

@@ -152,6 +152,8 @@ def tiny_catalog(tmp_path_factory):
         ],
     }
     (root / "presets.json").write_text(json.dumps(presets))
+    tokenizers = {"format": 1, "tokenizers": [{"id": "tiny", "name": "Tiny", "vocab_gguf": None}]}
+    (root / "tokenizers.json").write_text(json.dumps(tokenizers))
     return load_catalog(root)
 
 

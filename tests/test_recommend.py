@@ -275,6 +275,9 @@ def test_a_draft_that_costs_too_much_is_a_near_miss_with_its_reason(tmp_path):
     (root / "families" / "toy.json").write_text(
         json.dumps({"format": 1, "family": {"id": "toy", "name": "Toy", "tokenizer": "toy"}, "models": [target, draft]})
     )
+    tokenizers = json.loads((root / "tokenizers.json").read_text(encoding="utf-8"))
+    tokenizers["tokenizers"].append({"id": "toy", "name": "Toy", "vocab_gguf": None})
+    (root / "tokenizers.json").write_text(json.dumps(tokenizers), encoding="utf-8")
     catalog = load_catalog(root)
     r = recommend(catalog, gpu_budget(24), ctx=4096, family="toy")
     assert r.recommended == []
@@ -304,7 +307,8 @@ def test_on_a_slow_cpu_big_targets_are_near_misses_that_say_how_slow(catalog):
     assert r.recommended, "small targets reach 5 tokens/s on 2 cores"
     for c in r.recommended:
         assert c.tokens_per_s >= 5 and c.prediction.device == SLOW_CPU
-        assert c.params < 8e9
+        # what a token reads decides: dense targets under 8B, and mixtures of experts that use about 3B a token
+        assert (c.active_params or c.params) < 8e9
     slow = [c for c in r.near_misses if "tokens/s here" in c.why_not]
     assert slow and all(c.fits_memory and c.tokens_per_s < 5 for c in slow)
     assert re.search(r"fits, but about [\d.]+ tokens/s here, under the floor of 5 tokens/s", slow[0].why_not)
@@ -350,6 +354,25 @@ def test_on_a_gpu_speculation_pays_and_the_speed_points_stop_at_the_cap(catalog)
         recommend(catalog, gpu_budget(23), device=device, speed_floor=-1)
 
 
+def test_moe_targets_are_recommended_whole_where_they_fit_and_with_experts_in_ram_where_not(catalog):
+    """Qwen3-30B-A3B at Q4_K_M: whole on a 24 GiB GPU; on 16 GiB llama.cpp's default does not fit, so the
+    recommendation keeps the experts of its first layers in RAM and says which flag does it."""
+    device = gpu_device(probe(FakeNVML([rtx4090(0)])))
+    whole = recommend(catalog, gpu_budget(24), ctx=8192, family="qwen3", device=device, limit=50)
+    moe = {c.target.quant: c for c in whole.recommended if c.target.model == "qwen3-30b-a3b-instruct-2507"}
+    assert moe["Q4_K_M"].placement is None and moe["Q4_K_M"].active_params
+    assert any("mixture of experts" in reason for reason in moe["Q4_K_M"].reasons())
+    # the MoE target reads about 3B parameters a token: predicted faster than the dense 32B on the same GPU
+    dense = next(c for c in whole.recommended if c.target.model == "qwen3-32b" and c.target.quant == "Q4_K_M")
+    assert moe["Q4_K_M"].plain_tokens_per_s > 2 * dense.plain_tokens_per_s
+    placed = recommend(catalog, gpu_budget(16), ctx=8192, family="qwen3", device=device, limit=50)
+    c = next(c for c in placed.recommended if c.target.model == "qwen3-30b-a3b" and c.target.quant == "Q4_K_M")
+    assert c.fits_memory and c.placement is not None and c.placement.n_cpu_moe > 0
+    assert c.placement_flags()[:2] == ["-ncmoe", str(c.placement.n_cpu_moe)]
+    assert c.to_dict()["placement"]["n_cpu_moe"] == c.placement.n_cpu_moe and c.to_dict()["active_params"]
+    assert c.plan.device_totals()["CUDA0"] == c.needed_bytes <= c.usable_bytes
+
+
 def test_unknown_family_and_bad_context(catalog):
     with pytest.raises(CatalogError, match="no family 'qwen9'.*qwen2.5-coder"):
         recommend(catalog, gpu_budget(24), family="qwen9")
@@ -375,9 +398,21 @@ def test_a_preset_fits_the_gpu_its_description_names(catalog):
         if (m := re.search(r"(\d+)(?:-(\d+))? GB", p.description))
     }
     assert len(claims) >= 10
+    assert {8, 12, 16, 24, 32} <= set(claims.values()), "a preset for each common GPU size"
+    descriptions = {p.name: p.description for p in catalog.presets}
+    placed = []
     for name, gib in claims.items():
         fit = next(f for f in preset_fits(catalog, gpu_budget(gib)) if f.name == name)
         assert fit.fits, f"{name}: {fit.why}"
+        if fit.placement is not None:
+            # a preset that fits only placed otherwise says so, and what it needs besides the GPU
+            where = "system RAM" if fit.placement.n_cpu_moe else "CPU"
+            assert where in descriptions[name], f"{name}: fits only with {fit.placement.describe()}"
+            assert fit.to_dict()["placement_flags"] == fit.placement.flags() and fit.placement.describe() in fit.why
+            placed.append((name, fit.placement))
+    # the MoE presets for small GPUs keep experts in RAM (-ncmoe), more of them on the smaller card
+    ncmoe = {name: p.n_cpu_moe for name, p in placed if p.n_cpu_moe}
+    assert ncmoe["qwen3-30b-a3b+0.6b-q4km"] > ncmoe["qwen3-coder-30b-a3b+0.6b-q3km"] > 0
 
 
 # -- the command line ----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ This module reads them, checks every entry, and answers questions about them:
   catalog = load_catalog()
   catalog.preset("qwen2.5-coder-7b+0.5b-q4km")     -> Preset(target=ModelFile, draft=ModelFile)
   catalog.model_file("qwen2.5-7b-instruct", "Q4_K_M") -> ModelFile(repo, filename, ...)
+  catalog.tokenizer("phi-3")                          -> Tokenizer(vocab_gguf="ggml-vocab-phi-3.gguf", ...)
 
 Any fault in a file becomes one CatalogError that names the file and the entry,
 so a broken edit is found at load time and not when someone clicks a preset.
@@ -64,6 +65,18 @@ class Family:
 
 
 @dataclass(frozen=True)
+class Tokenizer:
+    """A tokenizer id of the catalog (tokenizers.json): models that share it can draft for each other."""
+
+    id: str
+    name: str
+    vocab_gguf: str | None  # the pinned llama.cpp's models/ggml-vocab-*.gguf holding this vocabulary, if one does
+    vocab_source: str = ""  # the model that file was made from
+    nearest_gguf: str | None = None  # a vocabulary file of the same lineage that is not this tokenizer
+    notes: str = ""
+
+
+@dataclass(frozen=True)
 class Architecture:
     """The numbers engine.planning.memory_plan needs, as the model's config.json / GGUF header state them."""
 
@@ -79,13 +92,45 @@ class Architecture:
     tied_embeddings: bool
     params: int  # parameter count (of the language model; vision towers excluded)
     sliding_window: int | None = None
+    # a mixture of experts (0: dense): experts per layer, experts each token uses, rows of one expert's FFN
+    # (config.json: num_experts / num_local_experts, num_experts_per_tok, moe_intermediate_size). Every
+    # layer's FFN is then a routed one, as in qwen3moe and gpt-oss; n_ff stays the GGUF's feed_forward_length.
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_expert > 0
+
+    def _layer_params(self, experts: int) -> int:
+        attention = self.n_embd * self.head_dim * (2 * self.n_head + 2 * self.n_head_kv)
+        if self.is_moe:  # the router and `experts` experts' gate, up and down
+            ffn = self.n_embd * self.n_expert + experts * 3 * self.n_embd * self.n_ff_exp
+        else:
+            ffn = 3 * self.n_embd * self.n_ff
+        return attention + ffn
 
     def estimated_params(self) -> int:
-        """Parameters of a llama-style decoder with these numbers (norms and biases left out)."""
-        attention = self.n_embd * self.head_dim * (2 * self.n_head + 2 * self.n_head_kv)
-        ffn = 3 * self.n_embd * self.n_ff
+        """Parameters of a llama-style decoder with these numbers (norms and biases left out); an MoE model
+        counts every expert."""
         embeddings = self.n_vocab * self.n_embd * (1 if self.tied_embeddings else 2)
-        return self.n_layer * (attention + ffn) + embeddings
+        return self.n_layer * self._layer_params(self.n_expert) + embeddings
+
+    def estimated_active_params(self) -> int:
+        """The parameters one token passes through: the used experts only, and the output matrix but not the
+        input embeddings (a row is looked up, not multiplied). Equal to estimated_params less the input
+        embeddings for a dense model."""
+        output = self.n_vocab * self.n_embd
+        return self.n_layer * self._layer_params(self.n_expert_used if self.is_moe else 0) + output
+
+    @property
+    def active_params(self) -> int:
+        """The parameters a token uses: for an MoE model the published count scaled by the share of it a token
+        passes through (estimated_active_params / estimated_params); for a dense model the published count."""
+        if not self.is_moe:
+            return self.params
+        return round(self.params * self.estimated_active_params() / self.estimated_params())
 
 
 @dataclass(frozen=True)
@@ -168,6 +213,7 @@ class Catalog:
     quants: tuple[Quant, ...] = ()
     pairings: tuple[Pairing, ...] = ()
     path: Path | None = None
+    tokenizers: tuple[Tokenizer, ...] = ()
     _index: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -176,6 +222,7 @@ class Catalog:
             model={m.id: m for m in self.models},
             preset={p.name: p for p in self.presets},
             quant={q.name: q for q in self.quants},
+            tokenizer={t.id: t for t in self.tokenizers},
         )
 
     def _get(self, kind: str, key: str) -> Any:
@@ -204,6 +251,9 @@ class Catalog:
 
     def tokenizer_of(self, model_id: str) -> str:
         return self.model(model_id).tokenizer
+
+    def tokenizer(self, tokenizer_id: str) -> Tokenizer:
+        return self._get("tokenizer", tokenizer_id)
 
     def drafts_for(self, target_id: str) -> list[Model]:
         """Catalog models that can draft for the target as plain draft models (draft-simple): same tokenizer,
@@ -328,20 +378,31 @@ def _quants(path: Path) -> list[Quant]:
     return out
 
 
+_MOE_KEYS = ("n_expert", "n_expert_used", "n_ff_exp")
+
+
 def _architecture(raw: Any, where: str) -> Architecture:
     e = _Entry(raw, where)
     numbers = {
         key: e.get(key, int, check=_positive)
         for key in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train", "params")
     }
+    moe = {key: e.get(key, int, 0, check=_positive) for key in _MOE_KEYS}
     arch = Architecture(
         llama_arch=e.get("llama_arch", str, check=_nonempty),
         tied_embeddings=e.get("tied_embeddings", bool),
         sliding_window=e.get("sliding_window", (int, type(None)), None),
         **numbers,
+        **moe,
     )
     if arch.n_head % arch.n_head_kv:
         raise e.fail(f"n_head {arch.n_head} is not a multiple of n_head_kv {arch.n_head_kv}")
+    given = [key for key in _MOE_KEYS if key in e.data]
+    if given and len(given) != len(_MOE_KEYS):
+        missing = ", ".join(repr(k) for k in _MOE_KEYS if k not in given)
+        raise e.fail(f"a mixture of experts needs {', '.join(map(repr, _MOE_KEYS))}; missing {missing}")
+    if arch.n_expert_used > arch.n_expert:
+        raise e.fail(f"n_expert_used {arch.n_expert_used} is more than n_expert {arch.n_expert}")
     e.done()
     return arch
 
@@ -505,7 +566,57 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         checked_pairings.append(p)
 
     presets = _presets(root / "presets.json", by_id, tokenizer)
-    return Catalog(tuple(families), tuple(models), tuple(presets), tuple(quants), tuple(checked_pairings), root)
+    tokenizers = _tokenizers(root / "tokenizers.json")
+    declared = {t.id for t in tokenizers}
+    for m in models:
+        if m.tokenizer not in declared:
+            raise CatalogError(
+                f"{seen_models[m.id]}: model {m.id!r} uses the tokenizer {m.tokenizer!r}, which "
+                f"{root / 'tokenizers.json'} does not declare"
+            )
+    return Catalog(
+        tuple(families),
+        tuple(models),
+        tuple(presets),
+        tuple(quants),
+        tuple(checked_pairings),
+        root,
+        tuple(tokenizers),
+    )
+
+
+_VOCAB_FILE = re.compile(r"^ggml-vocab-[a-z0-9.-]+\.gguf$")
+
+
+def _vocab_file(value: str | None) -> str | None:
+    if value is None or _VOCAB_FILE.match(value):
+        return None
+    return "must be a file name ggml-vocab-<name>.gguf (the pinned llama.cpp's models/ folder) or null"
+
+
+def _tokenizers(path: Path) -> list[Tokenizer]:
+    top = _check_format(_read_json(path), path)
+    out: list[Tokenizer] = []
+    for i, raw in enumerate(top.get("tokenizers", list)):
+        e = _Entry(raw, f"{path}: tokenizers[{i}]")
+        tokenizer_id = e.get("id", str, check=_identifier)
+        e.where = f"{path}: tokenizer {tokenizer_id!r}"
+        if any(t.id == tokenizer_id for t in out):
+            raise e.fail("the id is declared twice")
+        t = Tokenizer(
+            id=tokenizer_id,
+            name=e.get("name", str, check=_nonempty),
+            vocab_gguf=e.get("vocab_gguf", (str, type(None)), check=_vocab_file),
+            vocab_source=e.get("vocab_source", str, ""),
+            nearest_gguf=e.get("nearest_gguf", (str, type(None)), None, check=_vocab_file),
+            notes=e.get("notes", str, ""),
+        )
+        if t.vocab_gguf and not t.vocab_source:
+            raise e.fail(f"'vocab_source' must say which model {t.vocab_gguf} was made from")
+        e.done()
+        out.append(t)
+    top.done()
+    return out
 
 
 def _check_pair(target: str, draft: str, by_id: dict[str, Model], tokenizer: dict[str, str], where: str) -> None:

@@ -8,7 +8,7 @@ plan     engine.planning.memory_plan on models built from the catalog's numbers
          (model_info_from_numbers): weights, both KV caches at the target's
          context, compute and output buffers.
 pairs    drafts share the target's tokenizer, have at most MAX_DRAFT_SHARE of its
-         parameters and come from its own family when it has any; each target
+         (active) parameters and come from its own family when it has any; each target
          quant is listed once, with its best draft and draft quant.
 speed    with the device's speed (engine.planning.device_speed: the GPU from NVML and a table,
          the CPU as measured or assumed), the speed model (engine.planning.speed_model)
@@ -17,7 +17,8 @@ speed    with the device's speed (engine.planning.device_speed: the GPU from NVM
          whose speculation is predicted slower than none is still a good target: it is
          listed with "run it without the draft" and its plain speed.
 rank     score = size + quant + speed, in points (each part reported):
-           size   10 x log2(target parameters in billions)  (twice the size: +10)
+           size   10 x log2(target parameters in billions)  (twice the size: +10); a mixture
+                  of experts counts as the geometric mean of its total and active parameters
            quant  -20 x perplexity increase of the target's quant on Llama-3-8B
                   (llama.cpp's quantize table; types without a published figure
                   are interpolated by bits per weight along the K-quants, and say so)
@@ -213,6 +214,9 @@ class _Models:
                 weight_type=q.weight_type,
                 bits_per_weight=q.bits_per_weight,
                 name=model.id,
+                n_expert=a.n_expert,
+                n_expert_used=a.n_expert_used,
+                n_ff_exp=a.n_ff_exp,
             )
         return self._cache[key]
 
@@ -241,10 +245,8 @@ class _Models:
 
     def bytes_per_token(self, model: Model, quant: str) -> int:
         """Weight bytes a decode step reads: all of them but the input embeddings (one row is gathered),
-        unless the output layer reuses them (tied embeddings)."""
-        info = self.info(model, quant)
-        embd = next(t.n_bytes for t in info.tensors if t.name == "token_embd.weight")
-        return info.tensor_bytes - (0 if model.architecture.tied_embeddings else embd)
+        unless the output layer reuses them (tied embeddings); of an MoE model's experts, only the used ones."""
+        return self.cost(model, quant).weight_bytes
 
 
 def estimated_file_bytes(catalog: Catalog, model: Model, quant: str) -> int:
@@ -317,6 +319,7 @@ class Candidate:
     speed_floor: float | None = None
     # where the models go when both on the GPUs does not fit (engine.planning.placement); None: the default
     placement: Placement | None = None
+    active_params: int = 0  # of an MoE target: the parameters a token uses (0: dense)
 
     @property
     def score(self) -> float:
@@ -387,8 +390,15 @@ class Candidate:
                 f"{p['speed']:+.1f}",
                 f"at acceptance {self.acceptance_prior:.2f} (prior), {pr.why()}",
             ]
+        size = f"{self.params / 1e9:.1f}B-parameter target"
+        if self.active_params:
+            counted = math.sqrt(self.params * self.active_params)
+            size = (
+                f"{self.params / 1e9:.1f}B-parameter mixture of experts, {self.active_params / 1e9:.1f}B active "
+                f"per token (sized as {counted / 1e9:.1f}B, the geometric mean)"
+            )
         out = [
-            f"{self.params / 1e9:.1f}B-parameter target: {p['size']:+.1f}",
+            f"{size}: {p['size']:+.1f}",
             quality,
             *speed,
             f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
@@ -432,6 +442,7 @@ class Candidate:
             "pull": pull_commands(self.target, self.draft if self.uses_draft else None, self.preset),
             "placement": self.placement.to_dict() if self.placement else None,
             "placement_flags": self.placement_flags(),
+            "active_params": self.active_params or None,
         }
         if self.why_not:
             d["why_not"] = self.why_not
@@ -659,14 +670,23 @@ def _fitting_ctx(catalog: Catalog, models: _Models, budget: Budget, ctx: int, c:
     return None
 
 
+def size_params(model: Model) -> float:
+    """The parameter count the size score uses: the published one for a dense model; for a mixture of
+    experts the geometric mean of its total and active parameters, a common rule of thumb for the dense
+    model it matches in quality (Qwen3-30B-A3B counts as about 10B, not 30B)."""
+    a = model.architecture
+    return math.sqrt(a.params * a.active_params) if a.is_moe else a.params
+
+
 def _drafts(catalog: Catalog, target: Model) -> list[Model]:
-    """Drafts worth planning for a target: the same tokenizer and at most MAX_DRAFT_SHARE of its parameters;
-    from the target's own family when it has any (a sibling model agrees with it more often)."""
+    """Drafts worth planning for a target: the same tokenizer and at most MAX_DRAFT_SHARE of the parameters
+    a target token passes through (an MoE target's used experts, not all of them); from the target's own
+    family when it has any (a sibling model agrees with it more often)."""
     able = [
         d
         for d in catalog.drafts_for(target.id)
         if (d.repo != BUNDLED or target.repo == BUNDLED)
-        and d.architecture.params <= MAX_DRAFT_SHARE * target.architecture.params
+        and d.architecture.params <= MAX_DRAFT_SHARE * target.architecture.active_params
     ]
     own = [d for d in able if d.family == target.family]
     return own or able
@@ -700,7 +720,7 @@ def _candidate(
     speedup, k, alpha = expected_speedup(cost_ratio, draft_ppl)
     params = target.architecture.params
     parts = {
-        "size": round(10 * math.log2(params / 1e9), 2),
+        "size": round(10 * math.log2(size_params(target) / 1e9), 2),
         "quant": round(-20 * ppl, 2),
         "speed": round(10 * math.log2(speedup), 2),
     }
@@ -724,6 +744,7 @@ def _candidate(
         parts,
         pairing_speedups.get((target.id, draft.id), []),
         presets.get((target.id, tq, draft.id, dq)),
+        active_params=target.architecture.active_params if target.architecture.is_moe else 0,
     )
 
 
@@ -741,6 +762,7 @@ class PresetFit:
     needed_bytes: int | None
     fits: bool | None
     why: str
+    placement: Placement | None = None  # how it fits when llama.cpp's default placement does not
 
     def to_dict(self) -> dict:
         return {
@@ -753,6 +775,8 @@ class PresetFit:
             "needed_bytes": self.needed_bytes,
             "fits": self.fits,
             "why": self.why,
+            "placement": self.placement.to_dict() if self.placement else None,
+            "placement_flags": self.placement.flags() if self.placement else [],
         }
 
 
@@ -770,14 +794,30 @@ def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX)
             else:
                 sizes.append(models.info(m, f.quant).tensor_bytes)
                 estimated = True
-        needed, fits, why = None, None, "no budget given"
+        needed, fits, why, placement = None, None, "no budget given", None
         if budget is not None:
             run_ctx = min(ctx, target.architecture.n_ctx_train)
             plan = _plan(models, budget, run_ctx, target, p.target.quant, draft, p.draft.quant)
             needed, fits = _needed(plan, budget)
+            if not fits and budget.kind == "gpu":
+                # as recommend does: the draft elsewhere, or an MoE target's experts partly in RAM
+                placed = place(
+                    models.info(target, p.target.quant),
+                    models.info(draft, p.draft.quant),
+                    run_ctx,
+                    list(budget.gpus),
+                    headroom,
+                )
+                if placed is not None:
+                    placement, plan = placed
+                    needed, fits = _needed(plan, budget)
             verdict = "fits" if fits else f"does not fit ({format_bytes(needed - budget.usable_bytes)} over)"
+            if placement is not None:
+                verdict += f" with {placement.describe()} ({' '.join(placement.flags())})"
             why = f"{format_bytes(needed)} of {format_bytes(budget.usable_bytes)} usable at {run_ctx} tokens: {verdict}"
-        out.append(PresetFit(p.name, p.description, p.target, p.draft, sum(sizes), estimated, needed, fits, why))
+        out.append(
+            PresetFit(p.name, p.description, p.target, p.draft, sum(sizes), estimated, needed, fits, why, placement)
+        )
     return out
 
 
