@@ -552,3 +552,19 @@ def test_a_vocabulary_file_must_be_a_pinned_vocab_name_with_its_source(copy):
     shutil.copy(CATALOG_DIR / "tokenizers.json", copy / "tokenizers.json")
     edit(copy / "tokenizers.json", lambda d: d["tokenizers"][0].update(vocab_gguf="ggml-vocab-qwen2.gguf"))
     expect(copy, r"tokenizer 'qwen2.5': 'vocab_source' must say which model ggml-vocab-qwen2\.gguf was made from")
+
+
+def test_tokenizers_that_differ_in_their_special_tokens_are_kept_apart(catalog):
+    """DeepSeek-R1-0528-Qwen3-8B has Qwen3-8B's shape but DeepSeek's special tokens, so no Qwen3 model drafts
+    for it; Ministral 3's Tekken names [THINK]/[/THINK] where Small 3.x has placeholders, so it drafts only for
+    its own release. Neither has a pinned vocabulary file: these rest on the models' tokenizer files."""
+    r1 = catalog.model("deepseek-r1-0528-qwen3-8b")
+    assert r1.tokenizer != catalog.model("qwen3-8b").tokenizer
+    assert r1.architecture.estimated_params() == pytest.approx(
+        catalog.model("qwen3-8b").architecture.estimated_params()
+    )
+    assert not [p for p in catalog.pairings if r1.id in (p.target, p.draft)]
+    ministral = {m.id for m in catalog.models if m.tokenizer == "mistral-tekken-2512"}
+    assert len(ministral) == 3
+    for p in catalog.pairings:
+        assert (p.target in ministral) == (p.draft in ministral), (p.target, p.draft)
