@@ -81,6 +81,7 @@ class LabControls(QWidget):
     startRequested = Signal()
     stopRequested = Signal()
     baselineRequested = Signal()
+    checkRequested = Signal()
     loadRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
@@ -217,7 +218,12 @@ class LabControls(QWidget):
         self.stop_button.setToolTip("stop the running generation (Esc)")
         self.baseline_button = QPushButton("Baseline")
         self.baseline_button.setToolTip("measure tokens/s without speculation on the same models (Ctrl+B)")
-        for b in (self.start_button, self.stop_button, self.baseline_button):
+        self.check_button = QPushButton("Quick check")
+        self.check_button.setToolTip(
+            "measure in a few seconds which of a few settings pays on this machine, against no speculation, "
+            "and set the knobs to the best (Ctrl+Shift+Q); the Tune page searches thoroughly"
+        )
+        for b in (self.start_button, self.stop_button, self.baseline_button, self.check_button):
             buttons.addWidget(b)
         col.addLayout(buttons)
         col.addStretch(1)
@@ -253,6 +259,7 @@ class LabControls(QWidget):
         self.start_button.clicked.connect(self.startRequested)
         self.stop_button.clicked.connect(self.stopRequested)
         self.baseline_button.clicked.connect(self.baselineRequested)
+        self.check_button.clicked.connect(self.checkRequested)
         self.workload.currentTextChanged.connect(lambda t: self.prompt.setEnabled(t == CUSTOM_PROMPT))
         self.workload.activated.connect(self._workload_activated)
         self.chat_mode_box.currentIndexChanged.connect(lambda _i: self.chatModeChanged.emit())
@@ -489,6 +496,7 @@ class LabControls(QWidget):
     def set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
         self.baseline_button.setEnabled(not running)
+        self.check_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
         self.load_button.setEnabled(not running)
         for w in (

@@ -41,6 +41,7 @@ KNOB_SETTLE_MS = 150  # a knob must rest this long before it is sent
 
 class LabPage(QWidget):
     runFinished = Signal(dict)  # a summary, for history and other pages
+    quickCheckDone = Signal(object)  # list[engine.measure.quick_check.Outcome], best first
 
     def __init__(
         self,
@@ -56,7 +57,8 @@ class LabPage(QWidget):
         self.controller = controller
         self.live = LiveSession()
         self.mode = "idle"  # idle | loading | running | baseline | stopping
-        self._pending = None  # what to do once the pair is loaded: "start" | "baseline"
+        self._pending = None  # what to do once the pair is loaded: "start" | "baseline" | "quick_check"
+        self._check: dict | None = None  # the quick check under way: its schedule, results and prompt
         self._prompts: list[Prompt] = []
         self._prompt_index = 0
         self._sent_spec: dict = {}
@@ -65,6 +67,7 @@ class LabPage(QWidget):
         self._dirty = False
         self._bars_due = False  # the next repaint brings the bar charts up to date as well
         self.last_summary: dict | None = None
+        self.last_check: list = []  # the last quick check's outcomes, best first
         self.last_error: dict | None = None
         self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
@@ -123,6 +126,7 @@ class LabPage(QWidget):
         c.startRequested.connect(self.start)
         c.stopRequested.connect(self.stop)
         c.baselineRequested.connect(self.baseline)
+        c.checkRequested.connect(self.quick_check)
         c.loadRequested.connect(self.load)
         c.knobsChanged.connect(self._knobs_moved)
         c.pairChanged.connect(self._update_chat_hint)
@@ -147,6 +151,7 @@ class LabPage(QWidget):
                 ("Ctrl+Enter", self.start),
                 ("Esc", self.stop),
                 ("Ctrl+B", self.baseline),
+                ("Ctrl+Shift+Q", self.quick_check),
                 ("Ctrl+L", self.load),
             ),
         )
@@ -310,7 +315,7 @@ class LabPage(QWidget):
         )
 
     def stop(self) -> None:
-        if self.mode in ("running", "baseline"):
+        if self.mode in ("running", "baseline", "checking"):
             self.mode = "stopping"
             self.controller.cancel()
         elif self.mode == "loading" and self.controller.state == LOADING:
@@ -392,6 +397,8 @@ class LabPage(QWidget):
             self.start()
         elif action == "baseline":
             self.baseline()
+        elif isinstance(action, tuple) and action[0] == "quick_check":
+            self.quick_check(then_start=action[1])
 
     def _on_unloaded(self) -> None:
         self.controls.badges.setText(
@@ -412,7 +419,85 @@ class LabPage(QWidget):
             self.live.mark(label, cycle=ev["from_cycle"])
             self._dirty = True
 
+    # -- the quick check ----------------------------------------------------
+    def quick_check(self, then_start: bool = False) -> None:
+        """Measure which of a few settings pays on this machine (engine.measure.quick_check), set the knobs
+        to the best, say what was measured, and (then_start) start the live run with it."""
+        if self.mode != "idle" or self._refused_while_busy():
+            return
+        try:
+            prompt = self.session.collect_prompts()[0]
+            sampling = to_dict(self.controls.sampling_settings().validate())
+        except (SettingsError, ValueError) as exc:
+            self.banner.show_message(str(exc), "warning")
+            return
+        if not self._ready_for("quick_check"):
+            if self._pending == "quick_check":
+                self._pending = ("quick_check", then_start)
+            return
+        from engine.measure.quick_check import schedule
+
+        plan = schedule(self._runnable_candidates())
+        self._check = {"plan": plan, "done": [], "prompt": prompt, "sampling": sampling, "then_start": then_start}
+        self.mode = "checking"
+        self.controls.set_running(True)
+        self._next_check_run()
+
+    def _runnable_candidates(self) -> tuple:
+        """The quick check's settings this pair can run (no draft model: the n-gram ones alone)."""
+        from engine.measure.quick_check import CANDIDATES
+
+        has_draft = bool(self.controls.draft.path())
+        return tuple(s for s in CANDIDATES if has_draft or "draft-simple" not in s.types)
+
+    def _next_check_run(self) -> None:
+        from engine.measure.quick_check import BASELINE, MAX_TOKENS
+
+        check = self._check
+        assert check is not None
+        done, plan = check["done"], check["plan"]
+        r, spec = plan[len(done)]
+        self.banner.show_message(
+            f"Checking which setting pays on this machine: run {len(done) + 1} of {len(plan)} "
+            f"({'no speculation' if spec == BASELINE else spec.spec_type}); Esc stops it",
+            "info",
+        )
+        self.controller.generate(
+            check["prompt"], MAX_TOKENS, to_dict(spec), check["sampling"], baseline=spec == BASELINE
+        )
+
+    def _check_run_finished(self, ev: dict) -> None:
+        from engine.measure.quick_check import summary, verdict
+
+        check = self._check
+        assert check is not None
+        if ev.get("event") != "done" or self.mode == "stopping":  # stopped (the last run may have ended first)
+            self._check, self.mode = None, "idle"
+            self.controls.set_running(False)
+            self.banner.show_message("Quick check stopped; the knobs are as they were.", "info")
+            return
+        r, spec = check["plan"][len(check["done"])]
+        check["done"].append((r, spec, float(ev.get("summary", {}).get("tokens_per_s") or 0.0)))
+        if len(check["done"]) < len(check["plan"]):
+            self._next_check_run()
+            return
+        outcomes = verdict(check["done"])
+        self._check, self.mode = None, "idle"
+        self.controls.set_running(False)
+        self.last_check = outcomes
+        if outcomes:
+            self.session.set_spec_settings(outcomes[0].spec)
+        self.banner.show_message(summary(outcomes), "info")
+        self.quickCheckDone.emit(outcomes)
+        if check["then_start"] and outcomes:
+            self.start()
+            self.banner.show_message(summary(outcomes), "info")
+
     def _on_run_finished(self, ev: dict) -> None:
+        if self.mode == "checking" or (self.mode == "stopping" and self._check is not None):
+            self._dirty = True
+            self._check_run_finished(ev)
+            return
         summary = ev.get("summary", {})
         self._dirty = self._bars_due = True  # the bars show the run's last cycles too
         if self.mode == "baseline":
@@ -446,10 +531,11 @@ class LabPage(QWidget):
             )
             return
         self.banner.show_message(f"{ev.get('message')} ({ev.get('kind')})", "error")
-        if self.mode in ("loading", "stopping", "baseline") or (
+        if self.mode in ("loading", "stopping", "baseline", "checking") or (
             self.mode == "running" and self.controller.state == ERROR
         ):
             self._pending = None
+            self._check = None
             self.mode = "idle"
             self.controls.set_running(False)
 

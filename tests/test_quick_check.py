@@ -1,0 +1,80 @@
+"""The quick check (engine.measure.quick_check): which setting pays here, measured in alternating rounds
+against no speculation; and the Lab running it on the real engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.core.settings import SpecSettings
+from engine.measure.quick_check import BASELINE, CANDIDATES, schedule, summary, verdict
+
+A, B = SpecSettings("draft-simple", draft_n_max=2), SpecSettings("ngram-mod")
+
+
+def test_every_round_runs_every_setting_and_no_speculation_in_alternating_order():
+    plan = schedule((A, B), rounds=3)
+    assert [spec for r, spec in plan if r == 0] == [BASELINE, A, B]
+    assert [spec for r, spec in plan if r == 1] == [B, A, BASELINE]
+    assert len(plan) == 9 and {r for r, _ in plan} == {0, 1, 2}
+
+
+def test_each_ratio_comes_from_its_own_round_and_a_round_without_baseline_does_not_count():
+    results = [(0, BASELINE, 10.0), (0, A, 8.0), (0, B, 12.0), (1, B, 26.0), (1, A, 16.0), (1, BASELINE, 20.0)]
+    results.append((2, A, 99.0))  # stopped before round 2's baseline ran
+    out = verdict(results)
+    assert [o.spec for o in out] == [B, A]
+    assert out[0].by_round == (1.2, 1.3) and out[0].speedup == pytest.approx(1.25)
+    assert out[1].by_round == (0.8, 0.8)
+    assert "ngram-mod pays best: x1.25" in summary(out)
+    slow = verdict([(0, BASELINE, 10.0), (0, A, 8.0)])
+    assert summary(slow).startswith("No setting beat no speculation")
+
+
+def test_the_lab_checks_on_the_real_engine_sets_the_best_and_can_be_stopped(qtbot, window, pair):
+    pytest.importorskip("PySide6")
+    from .conftest import GUI_WAIT
+    from .test_gui import set_pair
+
+    set_pair(window, pair, max_tokens=32)
+    lab = window.lab
+    done: list = []
+    lab.quickCheckDone.connect(done.append)
+    lab.quick_check()
+    qtbot.waitUntil(lambda: bool(done), timeout=GUI_WAIT)
+    outcomes = done[0]
+    assert {o.spec for o in outcomes} == set(CANDIDATES)  # the synthetic pair has a draft: all of them
+    assert lab.mode == "idle" and lab.controls.spec_settings() == outcomes[0].spec
+    assert "measured just now" in lab.banner.label.text() or "No setting beat" in lab.banner.label.text()
+    # stopped half-way: nothing changes
+    lab.controls.k.setValue(7)
+    before = lab.controls.spec_settings()
+    lab.quick_check()
+    assert lab.mode == "checking" and "run 1 of" in lab.banner.label.text()
+    lab.stop()  # the first run is under way: whether the cancel or its end arrives first, the check stops
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=GUI_WAIT)
+    assert "Quick check stopped" in lab.banner.label.text() and lab.controls.spec_settings() == before
+    # then_start: the live run goes on with the measured best
+    lab.quick_check(then_start=True)
+    qtbot.waitUntil(lambda: lab.mode == "running" and lab.live.cycles > 0, timeout=GUI_WAIT)
+    assert lab.controls.spec_settings() == lab.last_check[0].spec
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=GUI_WAIT)
+
+
+def test_the_interactive_demo_starts_with_the_setting_measured_to_pay_here(qtbot, window):
+    """`spectune gui --demo`: the demo pair, a baseline, the quick check, then the live run with its best."""
+    pytest.importorskip("PySide6")
+    from app.scripted import ScriptedSession
+
+    from .conftest import GUI_WAIT
+
+    window.lab.controls.threads.setValue(1)
+    script = ScriptedSession(window, exit_when_done=False, keep_running=True)
+    script.begin()
+    lab = window.lab
+    qtbot.waitUntil(lambda: lab.mode == "running" and bool(lab.last_check) and lab.live.cycles > 0, timeout=GUI_WAIT)
+    assert lab.live.baseline_tps and lab.controls.spec_settings() == lab.last_check[0].spec
+    text = lab.banner.label.text()
+    assert "measured just now" in text or "No setting beat" in text, text
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=GUI_WAIT)
