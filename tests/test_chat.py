@@ -229,3 +229,15 @@ def test_the_run_command_prompts_through_the_template_by_default_on_an_instruct_
         counts[mode] = first["n_prompt"]
     # <|im_start|>, "user", "\n", <|im_end|>, "\n", <|im_start|>, "assistant", "\n": the frame adds tokens
     assert counts["auto"] > counts["raw"] + 6, counts
+
+
+def test_the_tuner_measures_conversations_on_an_instruct_model(chat_pair, capsys):
+    """spectune tune on a model with a template: the prompts run as conversations (auto), and the verdict
+    comes from the same rendered prompts for the best and for no speculation."""
+    target, draft = chat_pair
+    args = ["tune", "--target", str(target), "--draft", str(draft), "--ctx", "1024", "--max-tokens", "16"]
+    args += ["--k-max", "3", "--budget-s", "5", "--json", "--prompt", "def total(x):", "--prompt", "class data:"]
+    rc, out, _ = run_registered(run_cli.register, args, capsys)
+    assert rc == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["runs"] > 0 and result["baseline_tps"] > 0 and "verdict_text" in result
