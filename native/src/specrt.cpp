@@ -685,7 +685,7 @@ void set_target_params(common_params & cp, const specrt_load_params * p) {
     cp.n_gpu_layers = p->n_gpu_layers;
     cp.n_parallel = 1;
     cp.fit_params = false;      // the memory plan is SpecTune's job; load exactly what was asked
-    cp.warmup = false;
+    cp.warmup = true;           // as llama-server: the first decode's one-time costs are paid at load, not measured
     cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
     cp.no_extra_bufts = p->no_repack != 0;
     keep_experts_on_cpu(p->n_cpu_moe, cp.tensor_buft_overrides);
