@@ -75,10 +75,11 @@ def trim_sdist(src: Path, dest: Path) -> None:
 def setup_cmake_args() -> list[str]:
     """scripts/setup.sh's CMAKE_ARGS, read from it so the two cannot drift apart, plus the CUDA switch."""
     text = (REPO / "scripts" / "setup.sh").read_text()
-    m = re.search(r'^cmake_args="([^"]+)"', text, re.M)
-    if not m or "-DGGML_CUDA=on" not in text:
-        raise SystemExit("cuda_build: scripts/setup.sh no longer has the cmake_args line this check reads")
-    return m.group(1).split() + ["-DGGML_CUDA=on"]
+    # the unindented lines that set or extend cmake_args for every build (the CUDA ones are indented)
+    parts = re.findall(r'^cmake_args="(?:\$cmake_args )?([^"]+)"', text, re.M)
+    if not parts or "-DGGML_CUDA=on" not in text:
+        raise SystemExit("cuda_build: scripts/setup.sh no longer has the cmake_args lines this check reads")
+    return " ".join(parts).replace("\\$", "$").split() + ["-DGGML_CUDA=on"]
 
 
 def _cuda_home() -> Path:

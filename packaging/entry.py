@@ -35,8 +35,8 @@ def specrt_name(platform: str = sys.platform) -> str:
 def bundle_paths(bundle: Path, platform: str = sys.platform) -> tuple[Path, Path]:
     """(the llama.cpp site-packages root, the bundled libspecrt) inside an unpacked bundle."""
     root = bundle.joinpath(*LLAMA_DIR)
-    # lib/ on every platform (on Windows too, where the spec puts the DLLs there): the folder that
-    # find_install() checks and that LlamaInstall.loader_env() puts on the loader path
+    # lib/ on every platform; on Windows llama.cpp's DLLs sit in bin/ beside llama-server.exe, and the
+    # binding adds that folder to the DLL search path before it loads specrt.dll
     return root, root / "lib" / specrt_name(platform)
 
 

@@ -5,7 +5,11 @@ engine.llama.install.find_install() recognises an install, so the engine needs
 no frozen-only code path:
 
     site-packages/bin/llama-server        the server, RUNPATH $ORIGIN/../lib
-    site-packages/lib/lib*.so.N           only the libraries that llama-server, libspecrt and the
+    site-packages/bin/llama-quantize      for the models SpecTune quantizes itself (the CPU probe's); as the server
+    site-packages/bin/libggml-cpu-*.so    ggml's backend modules (GGML_BACKEND_DL: one per CPU level, and
+                                          libggml-cuda.so in a CUDA build) beside the server, which looks
+                                          for them in its own folder; RUNPATH $ORIGIN/../lib
+    site-packages/lib/lib*.so.N           only the libraries that the two tools, libspecrt and the
                                           ggml backends need, each once, under its SONAME
     site-packages/lib/libllama-common.so  a link: find_install() looks for this name
     site-packages/lib/libspecrt.so        RUNPATH $ORIGIN, so it loads wherever the bundle lies
@@ -26,6 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+# the llama.cpp programs the engine runs (engine.llama.server, engine.llama.quantize)
+TOOLS = ("llama-server", "llama-quantize")
 # the CUDA runtime libraries ggml-cuda links; shipped with a CUDA build so that
 # the user needs only the NVIDIA driver, not the toolkit
 CUDA_RUNTIME_PREFIXES = ("libcudart.so", "libcublas.so", "libcublasLt.so")
@@ -62,8 +68,14 @@ def library_closure(patchelf: str, roots: list[Path], lib_dir: Path) -> list[Pat
     return sorted(seen.values())
 
 
+def backend_modules(bin_dir: Path) -> list[Path]:
+    """ggml's backend modules of a GGML_BACKEND_DL build, which llama.cpp installs beside the tools."""
+    return sorted(p for p in bin_dir.glob("libggml-*.so") if p.is_file())
+
+
 def _ggml_backends(lib_dir: Path) -> list[Path]:
-    """The ggml backend libraries under their runtime names (GGML_BACKEND_DL builds load them by file)."""
+    """The ggml backend libraries linked into libggml (a build without GGML_BACKEND_DL), under their runtime
+    names."""
     found = {}
     for path in sorted(lib_dir.glob("libggml-*.so*")):
         stem = path.name.split(".so")[0]
@@ -102,18 +114,21 @@ def stage_linux(prefix: Path, bin_dir: Path, specrt: Path, stage: Path, patchelf
     (root / "bin").mkdir(parents=True)
     (root / "lib").mkdir()
     (root / "include").mkdir()
-    server = bin_dir / "llama-server"
-    if not server.is_file():
-        raise StageError(f"llama-server is not at {server}: build llama-cpp-python with scripts/setup.sh")
+    tools = [bin_dir / name for name in TOOLS]
+    for tool in tools:
+        if not tool.is_file():
+            raise StageError(f"{tool.name} is not at {tool}: build llama-cpp-python with scripts/setup.sh")
     lib_dir = prefix / "lib"
-    libs = library_closure(patchelf, [server, specrt, *_ggml_backends(lib_dir)], lib_dir)
+    modules = backend_modules(bin_dir)
+    libs = library_closure(patchelf, [*tools, specrt, *modules, *_ggml_backends(lib_dir)], lib_dir)
     libs += [p for p in _ggml_backends(lib_dir) if p not in libs]
     # the CUDA runtime goes in under the names ggml-cuda asks for, as NVIDIA built it (RUNPATH untouched)
-    cuda = _cuda_runtime(libs) if any(p.name.startswith("libggml-cuda") for p in libs) else {}
+    cuda = _cuda_runtime(libs + modules) if any(p.name.startswith("libggml-cuda") for p in libs + modules) else {}
     for src in libs:
         shutil.copy2(src, root / "lib" / src.name)
     shutil.copy2(specrt, root / "lib" / "libspecrt.so")
-    shutil.copy2(server, root / "bin" / "llama-server")
+    for tool in tools:
+        shutil.copy2(tool, root / "bin" / tool.name)
     shutil.copy2(prefix / "include" / "llama.h", root / "include" / "llama.h")
     common = next((p.name for p in libs if p.name.startswith("libllama-common.so.")), None)
     if common is None:
@@ -126,12 +141,17 @@ def stage_linux(prefix: Path, bin_dir: Path, specrt: Path, stage: Path, patchelf
     for name, src in cuda.items():
         shutil.copy2(src, root / "lib" / name)
     # bin/ sits as deep as lib/, so the bundle's top is the same number of folders up
-    _patchelf(patchelf, "--set-rpath", f"$ORIGIN/../lib:{BUNDLE_TOP_FROM_LIB}", str(root / "bin" / "llama-server"))
+    for module in modules:
+        shutil.copy2(module, root / "bin" / module.name)
+    for program in [*(root / "bin" / t.name for t in tools), *(root / "bin" / m.name for m in modules)]:
+        _patchelf(patchelf, "--set-rpath", f"$ORIGIN/../lib:{BUNDLE_TOP_FROM_LIB}", str(program))
     return root
 
 
 def stage_windows(site_packages: Path, specrt: Path, stage: Path, cuda_bin: Path | None) -> Path:
-    """The Windows layout: every DLL of the install (and the CUDA runtime) in lib/ beside specrt.dll."""
+    """The Windows layout: every DLL of the install (the backend modules among them) and the CUDA runtime in
+    bin/ beside llama-server.exe, as CMake installs them, so the server starts by itself and finds its
+    backends in its own folder; specrt.dll in lib/ (the binding adds bin/ to its DLL search path)."""
     root = stage / "site-packages"
     shutil.rmtree(root, ignore_errors=True)
     for sub in ("bin", "lib", "include"):
@@ -148,9 +168,10 @@ def stage_windows(site_packages: Path, specrt: Path, stage: Path, cuda_bin: Path
         for pattern in ("cudart64_*.dll", "cublas64_*.dll", "cublasLt64_*.dll"):
             dlls.update({p.name.lower(): p for p in cuda_bin.glob(pattern)})
     for src in dlls.values():
-        shutil.copy2(src, root / "lib" / src.name)
+        shutil.copy2(src, root / "bin" / src.name)
     shutil.copy2(specrt, root / "lib" / "specrt.dll")
-    shutil.copy2(server, root / "bin" / server.name)
+    for tool in TOOLS:
+        shutil.copy2(site_packages / "bin" / f"{tool}.exe", root / "bin" / f"{tool}.exe")
     shutil.copy2(site_packages / "include" / "llama.h", root / "include" / "llama.h")
     return root
 

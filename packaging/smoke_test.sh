@@ -6,11 +6,13 @@
 # It copies the bundle to a fresh folder first, so that nothing can lean on the
 # path it was built at, and runs it with an empty cache and config and without
 # PYTHONPATH, LD_LIBRARY_PATH or SPECTUNE_SPECRT:
-#   1. the llama.cpp libraries, libspecrt and llama-server resolve inside the bundle (ldd);
-#   2. `spectune server-path` names the bundled server, which starts on its own (--version);
+#   1. the llama.cpp libraries, libspecrt, llama-server and ggml's backend modules resolve inside the
+#      bundle (ldd);
+#   2. `spectune server-path` names the bundled server, which starts on its own (--version) and loads
+#      a CPU backend module from its own folder; `spectune gpus --json` names the same one;
 #   3. `spectune -m engine.runtime.worker`, the way engine.runtime.client starts the worker, says hello;
 #   4. `spectune run ... --json` on a synthetic pair (written by `python -m engine.models.synthetic`
-#      with the project's Python) drafts, accepts and reports;
+#      with the project's Python) drafts, accepts and reports; the bundled llama-quantize runs by itself;
 #   5. `spectune --selftest` with QT_QPA_PLATFORM=offscreen: the desktop app loads the demo
 #      pair through the frozen worker, runs a short generation and exits 0.
 # PYTHON names the interpreter for step 4's model writer (default .venv/bin/python).
@@ -36,7 +38,10 @@ fail() { printf 'FAIL: %s\n' "$*"; failures=$((failures + 1)); }
 t0=$SECONDS
 
 step "1. bundled libraries resolve inside the bundle (copied to $bundle)"
-for f in "$llama/bin/llama-server" "$llama/lib/libspecrt.so"; do
+modules=("$llama"/bin/libggml-*.so)
+[ -e "${modules[0]}" ] || fail "no ggml backend module (libggml-*.so) in $llama/bin"
+echo "${#modules[@]} backend modules in $llama/bin"
+for f in "$llama/bin/llama-server" "$llama/bin/llama-quantize" "$llama/lib/libspecrt.so" "${modules[@]}"; do
   out=$(ldd "$f")
   if grep -q "not found" <<<"$out"; then fail "$f: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')"; fi
   for lib in libllama.so.0 libllama-common.so.0 libggml.so.0 libggml-base.so.0; do
@@ -44,7 +49,7 @@ for f in "$llama/bin/llama-server" "$llama/lib/libspecrt.so"; do
     if [ -n "$where" ] && [[ "$where" != "$bundle"/* ]]; then fail "$(basename "$f") takes $lib from $where, outside the bundle"; fi
   done
 done
-echo "llama-server and libspecrt: every library found, llama.cpp's from the bundle"
+echo "llama-server, llama-quantize, libspecrt and the backend modules: every library found, llama.cpp's from the bundle"
 # every Qt library a kept plugin or module links must be in the bundle (system libraries such as
 # libwayland-* may be missing on a test machine without them, and come from the desktop anyway)
 internal="$bundle/_internal"
@@ -59,6 +64,17 @@ echo "$server"
 [[ "$server" == "$llama/bin/llama-server" ]] || fail "server-path printed $server, not the bundled server"
 if version=$("$server" --version 2>&1); then grep -m1 -i "version" <<<"$version" || true
 else fail "the bundled llama-server does not start without LD_LIBRARY_PATH: $version"; fi
+# run from elsewhere: it must take its CPU module from its own folder (-v logs which one)
+loaded=$(cd / && "$server" -v --list-devices 2>&1 | sed -n 's/.*loaded CPU backend from //p' | head -n 1)
+echo "llama-server loads ${loaded:-no CPU backend}"
+[[ "$loaded" == "$llama/bin/libggml-cpu-"* ]] || fail "llama-server did not load a CPU module from $llama/bin"
+gpus=$("$exe" gpus --json 2>"$work/gpus.err") || { fail "spectune gpus --json failed: $(tail -3 "$work/gpus.err")"; gpus='{}'; }
+if ! "$py" - "$gpus" "$loaded" "$llama/bin" <<'EOF'; then fail "spectune gpus --json does not report the module llama-server loads"; fi
+import json, sys
+b = json.loads(sys.argv[1]).get("backends", {})
+print(f"spectune gpus: the {b.get('cpu_variant')} variant from {b.get('directory')}")
+sys.exit(0 if b.get("directory") == sys.argv[3] and sys.argv[2].endswith(f"libggml-cpu-{b.get('cpu_variant')}.so") else 1)
+EOF
 
 step "3. the frozen worker, started as engine.runtime.client starts it"
 hello=$(printf '%s\n' '{"cmd": "shutdown", "id": 1}' | "$exe" -m engine.runtime.worker 2>"$work/worker.err" | head -n 1 || true)
@@ -68,6 +84,10 @@ if "$exe" -m engine.not_a_worker >/dev/null 2>&1; then fail "-m with another mod
 
 step "4. spectune run --json on a synthetic pair"
 (cd "$root" && "$py" -m engine.models.synthetic "$work/pair" >/dev/null)
+# the bundled llama-quantize (the CPU probe's) runs by itself too
+if (cd / && "$llama/bin/llama-quantize" "$work/pair/draft.gguf" "$work/draft-q8_0.gguf" Q8_0 >"$work/quantize.log" 2>&1) \
+  && [ -s "$work/draft-q8_0.gguf" ]; then echo "the bundled llama-quantize wrote draft-q8_0.gguf"
+else fail "the bundled llama-quantize failed: $(tail -3 "$work/quantize.log")"; fi
 run_json=$("$exe" run --target "$work/pair/target.gguf" --draft "$work/pair/draft.gguf" --spec-type draft-simple \
   --draft-n-max 4 --prompt "def the value of the data is" --max-tokens 48 --baseline --json 2>"$work/run.err") \
   || { fail "spectune run exited non-zero: $(tail -5 "$work/run.err")"; run_json='{}'; }

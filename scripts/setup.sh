@@ -65,6 +65,15 @@ if [ ! -f "$sdist" ]; then
 fi
 
 cmake_args="-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAVA_BUILD=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_TOOLS_INSTALL=ON"
+# Built as llama.cpp builds its desktop releases, so that one wheel (and one bundle) runs on any
+# x86-64 PC: every backend is a module loaded at run time (GGML_BACKEND_DL), the CPU backend once
+# per instruction-set level (GGML_CPU_ALL_VARIANTS; ggml picks the best one the CPU supports), and
+# nothing else compiled for this machine's CPU (GGML_NATIVE=OFF). The modules install into bin/
+# beside llama-server, which looks for them in its own folder; a CUDA build adds one more there.
+cmake_args="$cmake_args -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
+# The tools in bin/ and the modules beside them find lib/ relative to themselves, wherever the venv
+# or the bundle lies, so llama-server runs without LD_LIBRARY_PATH (lib/../lib is lib/ for the libraries).
+cmake_args="$cmake_args -DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib"
 if [ "$variant" = cuda ]; then
   cmake_args="$cmake_args -DGGML_CUDA=on"
   if [ -z "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
@@ -79,10 +88,22 @@ key="$LLAMA_CPP_VERSION-$variant-$(printf '%s' "$cmake_args" | sha256sum | cut -
 wheel_dir="$cache/llama/wheels/$key"
 wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
-  say "building llama-cpp-python $LLAMA_CPP_VERSION ($variant, with llama-server); about 6 minutes on 2 cores, once"
-  mkdir -p "$wheel_dir.tmp"
-  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+  jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+  say "building llama-cpp-python $LLAMA_CPP_VERSION ($variant, with llama-server and every CPU variant); about 25 minutes on 2 idle cores, once"
+  rm -rf "$wheel_dir.tmp" && mkdir -p "$wheel_dir.tmp"
+  started=$SECONDS
+  times > "$wheel_dir.tmp/times"  # second line: CPU time of this script's finished children (user, system)
+  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
     "$vpy" -m pip wheel -q --no-deps --no-cache-dir -w "$wheel_dir.tmp" "$sdist"
+  times >> "$wheel_dir.tmp/times"
+  # what bench/llama_wheel.py reports: how long this build took, and how. The CPU seconds and the load
+  # average tell a build slowed by other work on a shared machine from a slow build.
+  cpu_seconds=$(awk 'NR % 2 == 0 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s[NR] += t[1] * 60 + t[2] } }
+    END { printf "%d", s[4] - s[2] }' "$wheel_dir.tmp/times")
+  rm -f "$wheel_dir.tmp/times"
+  printf 'seconds %s\ncpu_seconds %s\njobs %s\ncpus %s\nload %s\ndate %s\ncmake_args %s\n' "$((SECONDS - started))" \
+    "$cpu_seconds" "$jobs" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" \
+    "$(date -u +%Y-%m-%dT%H:%MZ)" "$cmake_args" > "$wheel_dir.tmp/build.txt"
   rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
   wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl | head -n 1)
 fi

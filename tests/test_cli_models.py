@@ -49,9 +49,12 @@ def test_gpus(capsys):
     report = json.loads(out)
     assert rc == 0 and report["status"] == "ok"
     assert [g["llama_name"] for g in report["gpus"]] == ["CUDA0", "CUDA1"]
+    # llama.cpp's side, real: the backends this machine loads from the install
+    assert report["backends"]["error"] == "" and report["backends"]["devices"][0]["name"] == "CPU"
     assert report["gpus"][1]["pcie_width"] is None and report["cpu"]["logical_cores"] >= 1
     rc, out, _ = run(["gpus"], capsys, nvml)
     assert rc == 0 and "CUDA0  NVIDIA GeForce RTX 4090" in out and "1008 GB/s peak" in out
+    assert "llama.cpp backends (" in out and "\n  CPU: " in out
     assert "pcie_width: Not Supported" in out
 
 

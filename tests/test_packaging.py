@@ -110,9 +110,7 @@ def test_the_bundle_layout_satisfies_find_install(tmp_path, monkeypatch):
     monkeypatch.setattr(li, "installed_version", lambda: li.LLAMA_CPP_PYTHON_VERSION)
     install = li.find_install()
     assert install.prefix == root and install.tool("llama-server") == root / "bin" / "llama-server"
-    assert install.loader_env()["LD_LIBRARY_PATH" if sys.platform.startswith("linux") else "PATH"].startswith(
-        str(root / "lib")
-    )
+    assert install.backend_dir == root / "bin"  # the backend modules sit beside the server
 
 
 def test_the_worker_runs_through_the_entry_unfrozen():
@@ -257,6 +255,9 @@ def test_an_architecture_the_toolkit_cannot_build_is_refused():
 def test_the_cuda_build_uses_setup_sh_arguments():
     args = cuda_build.setup_cmake_args()
     assert "-DGGML_CUDA=on" in args and "-DLLAMA_BUILD_SERVER=ON" in args and "-DLLAMA_TOOLS_INSTALL=ON" in args
+    # the same backend layout as the CPU build: CUDA is one more module beside the CPU variants
+    assert "-DGGML_BACKEND_DL=ON" in args and "-DGGML_CPU_ALL_VARIANTS=ON" in args
+    assert "-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib" in args
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """The Hardware page: every NVIDIA GPU (NVML, through engine.planning.hardware) with its
 VRAM bar, bandwidth, PCIe link and load, the CPU and RAM, and the devices the
-engine's llama.cpp build actually runs on. Without a GPU or a driver the page
+engine's llama.cpp build actually runs on: which backend modules its worker loaded (the CPU
+variant ggml picked for this CPU) and, for each one that did not load, why (from the worker's
+hello, engine.llama.backends). Without a GPU or a driver the page
 says so plainly and shows the CPU fallback. Re-read every 2 s while visible.
 
 The speed model's figures sit beside them: each GPU's FP16 throughput from SpecTune's table, and
@@ -11,6 +13,7 @@ seconds in an engine worker of its own, run on request and cached; engine.measur
 from __future__ import annotations
 
 import threading
+from html import escape
 from pathlib import Path
 from types import ModuleType
 
@@ -21,6 +24,7 @@ from app.jobs import MeasuringJobs
 from app.pages.models.background import BackgroundJob
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import WARNING_BACKGROUND, error_text
+from engine.llama.backends import BackendReport
 from engine.measure.device_probe import probe_cpu_speed
 from engine.planning.device_speed import cached_cpu_speed, cpu_key, gpu_speed
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
@@ -250,14 +254,25 @@ class HardwarePage(QWidget):
         if cached is not None and self.cpu_speed is None:
             self._show_cpu_speed(cached)
         devices = ", ".join(f"{d['name']} ({d['description']})" for d in ev.get("devices", []))
+        backends = BackendReport.from_dict(ev.get("backends") or {})
         warn = ""
         if self.report.gpus and not any(d["name"].startswith("CUDA") for d in ev.get("devices", [])):
-            warn = (
-                "<br>"
-                + error_text("An NVIDIA GPU is present but this engine is a CPU build.")
-                + " Rebuild with <code>bash scripts/setup.sh --cuda</code>."
-            )
-        self.engine_label.setText(f"<b>llama.cpp devices:</b> {devices}{warn}<br><small>{ev.get('llama', '')}</small>")
+            cuda = next((m for m in backends.modules if m.backend == "cuda"), None)
+            if cuda is not None:
+                warn = error_text("An NVIDIA GPU is present but the engine's CUDA backend did not load:")
+                warn = f"<br>{warn} {escape(cuda.why)}"
+            else:
+                warn = (
+                    "<br>"
+                    + error_text("An NVIDIA GPU is present but this engine is a CPU build.")
+                    + " Rebuild with <code>bash scripts/setup.sh --cuda</code>."
+                )
+        # which backend modules loaded (the CPU variant ggml picked for this CPU) and why the others did not
+        loaded = "".join(f"<br>{escape(line)}" for line in backends.lines())
+        self.engine_label.setText(
+            f"<b>llama.cpp devices:</b> {devices}{warn}<br><b>backends</b> "
+            f"<small>({escape(backends.directory)})</small>:{loaded}<br><small>{ev.get('llama', '')}</small>"
+        )
 
     def vram_summary(self) -> str:
         r = self.report

@@ -1,6 +1,6 @@
 """The ``spectune`` subcommands about hardware and model files.
 
-  spectune gpus [--json]                      NVIDIA GPUs (NVML), CPU and RAM
+  spectune gpus [--json]                      NVIDIA GPUs (NVML), CPU and RAM, llama.cpp's backends
   spectune inspect FILE [--json]              what a GGUF holds (header only)
   spectune compat TARGET DRAFT [--json]       llama.cpp's draft/target vocab rule
   spectune plan --target T [--draft D] --ctx N [--ngl N] [--ngl-draft N]
@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from engine.cli.errors import guarded
+from engine.llama.backends import load_backends
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.models.gguf_inspect import format_report as format_model
@@ -37,7 +38,14 @@ _guarded = guarded(GGUFInspectError, PlanError)
 
 def cmd_gpus(a: argparse.Namespace) -> int:
     report = probe(a.nvml)
-    print(json.dumps(report.to_dict()) if a.json else format_hardware(report))
+    # llama.cpp's side: the backend modules loaded here as the engine loads them, and why any was not
+    backends = load_backends()
+    if a.json:
+        print(json.dumps(report.to_dict() | {"backends": backends.to_dict()}))
+    else:
+        print(format_hardware(report))
+        print(f"llama.cpp backends ({backends.directory or 'no install'}):")
+        print("\n".join(f"  {line}" for line in backends.lines()))
     return 0
 
 
@@ -134,7 +142,9 @@ def cmd_plan(a: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None = None) -> None:
     """Add gpus, inspect, compat and plan. nvml: an NVML module to use instead of pynvml (tests)."""
-    g = subparsers.add_parser("gpus", help="list NVIDIA GPUs (NVML), CPU cores and RAM")
+    g = subparsers.add_parser(
+        "gpus", help="list NVIDIA GPUs (NVML), CPU cores and RAM, and which llama.cpp backends load here"
+    )
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_guarded(cmd_gpus), nvml=nvml)
 

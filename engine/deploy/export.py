@@ -230,15 +230,14 @@ class ServerExport:
     argv: list[str]
     dialect: str
     warnings: list[str] = field(default_factory=list)
-    # the bundled llama-server finds its shared libraries only through the loader path: (variable, dirs)
-    loader_path: tuple[str, list[str]] | None = None
 
     def line(self, shell: str) -> str:
-        """The command line for a terminal, the loader path included when the binary needs one."""
-        from engine.deploy.shell_quote import join_with_path
+        """The command line for a terminal. Nothing goes in front of the program, not for the bundled
+        llama-server either: it finds its libraries through its RPATH ($ORIGIN/../lib) on Linux, and on
+        Windows they sit beside it."""
+        from engine.deploy.shell_quote import join
 
-        var, dirs = self.loader_path or (None, None)
-        return join_with_path(self.argv, shell, var, dirs)
+        return join(self.argv, shell)
 
 
 def export_llama_server(
@@ -263,21 +262,7 @@ def export_llama_server(
         argv,
         dialect.name,
         export_warnings(load, spec, dialect, gpus=gpus, ram_available=ram_available),
-        bundled_loader_path(path),
     )
-
-
-def bundled_loader_path(path: Path) -> tuple[str, list[str]] | None:
-    """The loader path the bundled llama-server needs when run from a terminal; None for any other binary."""
-    from engine.llama.install import LlamaInstallError, find_install
-
-    try:
-        install = find_install()
-    except LlamaInstallError:
-        return None
-    if Path(path).resolve().parent != Path(install.bin_dir).resolve():
-        return None
-    return install.loader_path()
 
 
 def export_warnings(

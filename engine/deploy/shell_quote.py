@@ -204,32 +204,6 @@ def cmd_join(argv: list[str], *, batch: bool = False) -> str:
     return line
 
 
-def join_with_path(argv: list[str], shell: str, var: str | None = None, dirs: list[str] | None = None) -> str:
-    """``join`` with ``dirs`` put in front of the search-path variable ``var`` for this one command
-    (LD_LIBRARY_PATH for the bundled llama-server on Linux, PATH on Windows), on the same line, so the
-    line still runs when pasted into a terminal. Nothing is added without dirs."""
-    line = join(argv, shell)
-    if not var or not dirs:
-        return line
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-        raise ValueError(f"not an environment variable name: {var!r}")
-    if shell == "bash":
-        # bash: VAR=value cmd sets it for that command only; the caller's own value stays behind ours
-        value = ":".join(dirs)
-        return f'{var}={bash_quote(value)}"${{{var}:+:${var}}}" {line}'
-    if shell == "pwsh":
-        sep = ";" if var.upper() == "PATH" else ":"  # Windows' PATH; a loader path on Linux or macOS
-        value = sep.join(dirs) + sep
-        return f"$env:{var} = {pwsh_quote(value)} + $env:{var}; {line}"
-    if shell == "cmd":
-        value = ";".join(dirs)
-        bad = [c for c in '"%!^&|<>' if c in value]
-        if bad:
-            raise ValueError(f"cmd cannot set {var} to a path holding {' or '.join(bad)}: {value!r}")
-        return f'set "{var}={value};%{var}%" && {line}'
-    raise ValueError(f"unknown shell {shell!r}; known: {', '.join(SHELLS)}")
-
-
 def join(argv: list[str], shell: str) -> str:
     """The command line for ``shell`` (bash, pwsh or cmd)."""
     if shell == "bash":

@@ -237,35 +237,18 @@ def resolve_server(server: str | Path | None) -> Path:
     return path
 
 
-def _is_bundled(path: Path) -> bool:
-    try:
-        from engine.llama.install import LlamaInstallError, find_install
-    except ImportError:
-        return False
-    try:
-        return path.resolve().parent == find_install().bin_dir.resolve()
-    except LlamaInstallError:
-        return False
-
-
 def _disk_cache_dir() -> Path:
 
     return cache_dir() / "server-help"
 
 
 def _run_help(path: Path) -> str:
-    env = None
-    if _is_bundled(path):
-        from engine.llama.install import find_install
-
-        env = find_install().loader_env()  # the bundled tools need their lib folder on the loader path
     try:
         proc = subprocess.run(
             [str(path), "--help"],
             capture_output=True,
             text=True,
             errors="replace",
-            env=env,
             stdin=subprocess.DEVNULL,
             timeout=HELP_TIMEOUT_S,
         )

@@ -2,7 +2,9 @@
 
 llama-cpp-python (built by scripts/setup.sh with the server tools) installs
 libllama, libllama-common, ggml, headers and CMake config under site-packages,
-and llama-server with its friends under site-packages/bin. The sources that the
+and llama-server with its friends under site-packages/bin, beside ggml's backend
+modules (engine.llama.backends loads those). The tools carry an RPATH of
+$ORIGIN/../lib, so they run from anywhere without a loader path. The sources that the
 wheel does not install (common/*.h, src/llama-ext.h, the vocab GGUFs) come from
 the same pinned sdist, which setup keeps in the user cache.
 """
@@ -64,29 +66,20 @@ class LlamaInstall:
     version: str
 
     @property
+    def backend_dir(self) -> Path:
+        """Where ggml's backend modules are: beside llama-server, the folder it searches itself."""
+        return self.bin_dir
+
+    @property
     def is_cuda(self) -> bool:
-        return any(self.lib_dir.glob(f"{LIB_PREFIX}ggml-cuda*"))
+        # a module in backend_dir; linked into lib/ in a build without GGML_BACKEND_DL
+        return any(any(d.glob(f"{LIB_PREFIX}ggml-cuda*")) for d in (self.backend_dir, self.lib_dir))
 
     def library(self, name: str) -> Path:
         return self.lib_dir / f"{LIB_PREFIX}{name}{LIB_SUFFIX}"
 
     def tool(self, name: str) -> Path:
         return self.bin_dir / f"{name}{EXE_SUFFIX}"
-
-    def loader_path(self) -> tuple[str, list[str]]:
-        """The loader variable and the directories a bundled tool needs on it (the wheel's tools find
-        their shared libraries only there: they carry no rpath)."""
-        var = {"win32": "PATH", "darwin": "DYLD_LIBRARY_PATH"}.get(sys.platform, "LD_LIBRARY_PATH")
-        dirs = [self.lib_dir] + ([self.bin_dir] if sys.platform == "win32" else [])
-        return var, [str(d) for d in dirs]
-
-    def loader_env(self) -> dict[str, str]:
-        """Environment for running a bundled tool: its shared libraries on the loader path."""
-        env = dict(os.environ)
-        var, dirs = self.loader_path()
-        parts = dirs + ([env[var]] if env.get(var) else [])
-        env[var] = os.pathsep.join(parts)
-        return env
 
 
 def _site_roots() -> list[Path]:
@@ -101,11 +94,13 @@ def _site_roots() -> list[Path]:
 
 def find_install() -> LlamaInstall:
     version = installed_version()
-    # on Windows the DLLs land in bin\ and lib\ holds the import libraries
-    markers = [f"{LIB_PREFIX}llama-common{LIB_SUFFIX}"] + (["llama-common.lib"] if sys.platform == "win32" else [])
+    # on Windows the DLLs land in bin\ (the bundle's too) and lib\ holds the import libraries
+    markers = [Path("lib", f"{LIB_PREFIX}llama-common{LIB_SUFFIX}")]
+    if sys.platform == "win32":
+        markers += [Path("lib", "llama-common.lib"), Path("bin", "llama-common.dll")]
     for root in _site_roots():
         for prefix in (root, root / "llama_cpp"):
-            if any((prefix / "lib" / m).exists() for m in markers) and (prefix / "include" / "llama.h").exists():
+            if any((prefix / m).exists() for m in markers) and (prefix / "include" / "llama.h").exists():
                 return LlamaInstall(prefix, prefix / "lib", root / "bin", version)
     raise LlamaInstallError(
         f"llama-cpp-python {version} is installed without its headers or libllama-common; "

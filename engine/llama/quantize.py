@@ -23,7 +23,6 @@ def quantize(source: Path, out: Path, ftype: str, timeout_s: float = 1800.0) -> 
         [str(install.tool("llama-quantize")), str(source), str(part), ftype],
         capture_output=True,
         text=True,
-        env=install.loader_env(),
         timeout=timeout_s,
     )
     if r.returncode != 0:

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from engine.llama.install import find_install, server_path
+from engine.llama.install import server_path
 
 
 class ServerError(RuntimeError):
@@ -73,9 +73,8 @@ class LlamaServer:
     def start(self) -> LlamaServer:
         if self._aborted:
             raise ServerError("llama-server was stopped before it started")
-        env = find_install().loader_env()
         self._proc = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
         threading.Thread(target=self._pump, daemon=True).start()
         deadline = time.monotonic() + self.startup_timeout

@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.core.paths import cache_dir
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.core.stats import RunStats
-from engine.deploy.export import ServerExport, bundled_loader_path, llama_server_argv
+from engine.deploy.export import ServerExport, llama_server_argv
 from engine.llama.install import server_path
 from engine.measure.generate import generate
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
@@ -143,12 +143,9 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
     best_spec = SpecSettings(**best["spec"])
     try:
         server = str(server_path())
-        loader = bundled_loader_path(Path(server))  # the bundled binary needs its library folder
     except RuntimeError:
-        server, loader = "llama-server", None
-    command = ServerExport(llama_server_argv(load, best_spec, sampling, server), "current", loader_path=loader).line(
-        "bash"
-    )
+        server = "llama-server"
+    command = ServerExport(llama_server_argv(load, best_spec, sampling, server), "current").line("bash")
     if json_output:
         print(
             json.dumps(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.llama.backends import load_backends
 from engine.runtime.native_build import ensure_built
 
 ABI_VERSION = 5
@@ -164,12 +165,18 @@ def load_library(path: Path | None = None) -> C.CDLL:
     with _lib_lock:
         if _lib is not None:
             return _lib
-        if sys.platform == "win32" and path is None:
-            # specrt.dll in the cache must find llama.dll and ggml*.dll next to llama-server
+        path = path or ensure_built()
+        if sys.platform == "win32":
+            # specrt.dll (in the cache, or lib\ of the bundle) must find llama.dll and ggml*.dll next to llama-server
             from engine.llama.install import find_install
 
             os.add_dll_directory(str(find_install().bin_dir))
-        lib = C.CDLL(str(path or ensure_built()))
+        # first the backend modules, from the install: libspecrt's llama_backend_init() would otherwise
+        # look for them beside the Python interpreter and in the working directory (engine.llama.backends)
+        backends = load_backends()
+        if backends.error:
+            raise SpecrtError(-2, f"llama.cpp has no backend to run on: {backends.error}")
+        lib = C.CDLL(str(path))
         P = C.POINTER
         sig = {
             "specrt_abi_version": ([], C.c_int32),

@@ -27,7 +27,8 @@ Requests (client -> worker) carry ``cmd`` and an ``id`` the replies echo:
   shutdown  {}                                     -> bye, then the worker exits
 
 Events (worker -> client) carry ``event``. The worker speaks first with
-``hello`` (protocol version, engine version, llama.cpp build, devices); a
+``hello`` (protocol version, engine version, llama.cpp build, devices, and the
+backends: engine.llama.backends.BackendReport.to_dict()); a
 client refuses a worker whose protocol differs from its own. ``error`` events
 carry ``kind`` (a stable word) and ``message`` (for people).
 """

@@ -462,6 +462,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     worker = Worker(proto_out)
     try:
+        from engine.llama.backends import load_backends
         from engine.runtime.binding import build_info, devices, load_library
 
         load_library()
@@ -472,6 +473,7 @@ def main() -> int:
             pid=os.getpid(),
             llama=build_info(),
             devices=devices(),
+            backends=load_backends().to_dict(),
         )
     except Exception as exc:
         worker.send("fatal", kind="native_unavailable", message=str(exc))

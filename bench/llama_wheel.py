@@ -1,0 +1,140 @@
+"""bench/results/llama_wheel-cpu.txt: what scripts/setup.sh's llama.cpp build costs, holds and loads here.
+
+    .venv/bin/python bench/llama_wheel.py [--wheel PATH] [--save FILE]
+
+Reads the record setup.sh writes beside the wheel it builds (seconds, parallel jobs, CPUs, CMake
+arguments) and the wheel itself (size, files, the same bytes stored more than once, ggml's backend
+modules), then asks this machine which CPU variant is loaded: by the engine (engine.llama.backends,
+the way the worker loads them) and by the installed llama-server (its own log line), and reads the
+RUNPATH that lets the tools start without LD_LIBRARY_PATH. The wheel defaults to the one this
+checkout's .venv was set up with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import platform
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.llama.backends import load_backends  # noqa: E402
+from engine.llama.install import find_install  # noqa: E402
+
+MB = 1e6
+LOADED = re.compile(r"loaded CPU backend from (\S+)")
+RUNPATH_OF = ("bin/llama-server", "bin/llama-quantize", "bin/libggml-cpu-x64.so", "lib/libllama-server-impl.so")
+
+
+def setup_wheel() -> Path:
+    """The wheel named in .venv/.spectune-setup (written by scripts/setup.sh)."""
+    stamp = (ROOT / ".venv" / ".spectune-setup").read_text().split()
+    return Path(stamp[-1])
+
+
+def build_record(wheel: Path) -> dict[str, str]:
+    record = wheel.parent / "build.txt"
+    if not record.is_file():
+        return {}
+    return dict(line.split(" ", 1) for line in record.read_text().splitlines() if " " in line)
+
+
+def wheel_contents(wheel: Path) -> tuple[int, int, int, list[tuple[str, int]]]:
+    """(files, bytes unpacked, bytes of distinct contents, [(backend module, bytes)])."""
+    seen: set[str] = set()
+    unpacked = distinct = 0
+    modules = []
+    with zipfile.ZipFile(wheel) as z:
+        infos = [i for i in z.infolist() if not i.is_dir()]
+        for info in infos:
+            unpacked += info.file_size
+            digest = hashlib.sha256(z.read(info)).hexdigest()
+            if digest not in seen:
+                seen.add(digest)
+                distinct += info.file_size
+            name = info.filename
+            if name.startswith("bin/libggml-"):
+                modules.append((name.removeprefix("bin/"), info.file_size))
+    return len(infos), unpacked, distinct, modules
+
+
+def runpath(path: Path) -> str:
+    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+    found = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]", out)
+    return found[1] if found else "(none)"
+
+
+def server_variant(server: Path) -> str:
+    """The CPU module llama-server loads, from its log (-v), run from / with a bare environment."""
+    r = subprocess.run(
+        [str(server), "-v", "--list-devices"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    found = LOADED.search(r.stdout + r.stderr)
+    return found[1] if found else f"(no 'loaded CPU backend' line; exit status {r.returncode})"
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "?"
+
+
+def report(wheel: Path) -> str:
+    rec = build_record(wheel)
+    files, unpacked, distinct, modules = wheel_contents(wheel)
+    install = find_install()
+    backends = load_backends(install)
+    seconds = int(rec.get("seconds", "0"))
+    cpu = f"{int(rec['cpu_seconds']) / 60:.1f} CPU-minutes" if "cpu_seconds" in rec else "CPU time not recorded"
+    lines = [
+        f"llama-cpp-python {install.version} wheel, as scripts/setup.sh builds it ({rec.get('date', 'date unknown')})",
+        "",
+        f"build time      {seconds / 60:.1f} min ({seconds} s) with {rec.get('jobs', '?')} parallel jobs "
+        f"on {rec.get('cpus', '?')} CPUs; {cpu}; load average at the end {rec.get('load', 'not recorded')}",
+        f"CMake arguments {rec.get('cmake_args', '(no build record)')}",
+        f"wheel           {wheel.stat().st_size / MB:.1f} MB compressed, {unpacked / MB:.1f} MB in {files} files "
+        f"unpacked, {distinct / MB:.1f} MB of distinct contents (the rest: copies of the same library)",
+        f"backend modules {len(modules)} in bin/, {sum(s for _, s in modules) / MB:.1f} MB unpacked:",
+    ]
+    lines += [f"  {name:<34} {size / MB:5.1f} MB" for name, size in sorted(modules)]
+    lines += [
+        "",
+        "RUNPATH (tools and modules find lib/ wherever the install lies):",
+        *(f"  {rel:<34} {runpath(install.prefix / rel)}" for rel in RUNPATH_OF),
+        "",
+        f"this machine: {cpu_model()}, {platform.machine()}",
+        *(f"  engine    {line}" for line in backends.lines()),
+        f"  llama-server loads {server_variant(install.tool('llama-server'))}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--wheel", type=Path, help="the wheel (default: the one .venv was set up with)")
+    p.add_argument("--save", type=Path, help="also write the report to this file")
+    p.add_argument("--note", help="what the record cannot know (the machine's load during the build, ...)")
+    a = p.parse_args()
+    text = report(a.wheel or setup_wheel())
+    if a.note:
+        text += f"\nnote: {a.note}\n"
+    print(text, end="")
+    if a.save:
+        a.save.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""engine.llama.backends: ggml's backend modules, loaded from the install and accounted for, on the real build."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.llama.backends import (
+    BackendReport,
+    load_backends,
+    module_files,
+    split_module_name,
+    why_not_loadable,
+)
+from engine.llama.install import find_install
+from engine.models.synthetic import PairSpec, write_pair
+
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+# the variants below haswell: the x86-64 levels without AVX2 (ggml/src/CMakeLists.txt)
+BELOW_AVX2 = {"x64", "sse42", "sandybridge", "ivybridge", "piledriver"}
+
+
+def mapped_files() -> set[str]:
+    """The files mapped into this process (Linux), to see which module the loader really took."""
+    return {line.split(maxsplit=5)[-1] for line in Path("/proc/self/maps").read_text().splitlines() if "/" in line}
+
+
+def cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("libggml-cpu-haswell.so", ("cpu", "haswell")),
+        ("libggml-cpu-android_armv8.2_1.so", ("cpu", "android_armv8.2_1")),
+        ("libggml-cuda.so", ("cuda", "")),
+        ("ggml-cpu-x64.dll", ("cpu", "x64")),
+    ],
+)
+def test_module_names(name, expected):
+    assert split_module_name(name) == expected
+
+
+def test_a_missing_driver_is_said_as_such():
+    message = "libcuda.so.1: cannot open shared object file: No such file or directory"
+    assert why_not_loadable("cuda", message) == f"CUDA backend present; no NVIDIA driver ({message})"
+    assert why_not_loadable("cuda", "x.so: invalid ELF header") == "cannot be loaded: x.so: invalid ELF header"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not X86, reason="the x86-64 CPU variants, on Linux")
+def test_the_install_loads_the_best_cpu_variant_and_says_why_not_the_others():
+    install = find_install()
+    report = load_backends()
+    assert report.error == "" and report.directory == str(install.backend_dir)
+    cpu = [m for m in report.modules if m.backend == "cpu"]
+    assert {"x64", "sse42", "haswell", "skylakex"} <= {m.variant for m in cpu}  # GGML_CPU_ALL_VARIANTS
+    picked = report.cpu_variant
+    assert [m.variant for m in cpu if m.loaded] == [picked]
+    # what the loader really took, from the install's folder, and nothing else of ggml-cpu
+    maps = mapped_files()
+    assert str(install.backend_dir / f"libggml-cpu-{picked}.so") in maps
+    assert not [f for f in maps if "libggml-cpu-" in f and not f.endswith(f"libggml-cpu-{picked}.so")]
+    # ggml's score agrees with the CPU's flags on the line that matters most (AVX2)
+    assert ("avx2" in cpu_flags()) == (picked not in BELOW_AVX2)
+    for m in cpu:
+        if not m.loaded:
+            assert m.why, m
+    if picked != "x64":  # the baseline runs on any x86-64 CPU
+        assert next(m for m in cpu if m.variant == "x64").why == f"runs on this CPU, but {picked} scores higher"
+    assert [d.type for d in report.devices] == ["CPU"] and report.devices[0].backend == "CPU"
+    line = report.lines()[0]
+    assert line.startswith(f"CPU: the {picked} variant of {len(cpu)}")
+    assert BackendReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+
+
+def test_specrt_runs_on_the_backends_loaded_here():
+    """libspecrt, loaded after them, shares libggml with engine.llama.backends: the same devices."""
+    from engine.runtime.binding import devices
+
+    assert [d["name"] for d in devices()] == [d.name for d in load_backends().devices]
+
+
+def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    """A fresh process: ggml's registry is one per process, and this one's is loaded already."""
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps")
+def test_the_working_directory_is_not_searched(tmp_path):
+    """llama.cpp's default (llama_backend_init -> ggml_backend_load_all) would take a module from the working
+    directory; the engine takes them from the install only."""
+    install = find_install()
+    # the very module ggml would choose, so that without the engine's own loading it would come from here
+    stray = next(m for m in module_files(install.backend_dir) if m.name.startswith("libggml-cpu"))
+    if load_backends().cpu_variant:
+        stray = install.backend_dir / f"libggml-cpu-{load_backends().cpu_variant}.so"
+    shutil.copy2(stray, tmp_path / stray.name)
+    r = run_python(
+        "from engine.runtime.binding import devices; devices()\n"
+        "print('\\n'.join(l.split()[-1] for l in open('/proc/self/maps') if 'libggml-cpu' in l))",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    taken = set(r.stdout.split())
+    assert taken and all(Path(f).parent == install.backend_dir for f in taken), taken
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds an ELF shared library")
+def test_a_module_the_loader_refuses_is_reported_with_its_reason(tmp_path):
+    """A CUDA module on a machine without the NVIDIA driver, made for real: a library that needs
+    libcuda.so.1, built against a stub that is then taken away. The CPU still loads."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    stub_dir, backends = tmp_path / "stub", tmp_path / "bin"
+    stub_dir.mkdir()
+    backends.mkdir()
+    (tmp_path / "stub.c").write_text("int cuInit(unsigned flags) { return 0; }\n")
+    (tmp_path / "cuda.c").write_text("int cuInit(unsigned); int ggml_backend_score(void) { return cuInit(0) + 1; }\n")
+    shared = [cc, "-shared", "-fPIC"]
+    subprocess.run(
+        [*shared, "-Wl,-soname,libcuda.so.1", "-o", stub_dir / "libcuda.so.1", tmp_path / "stub.c"], check=True
+    )
+    (stub_dir / "libcuda.so").symlink_to("libcuda.so.1")
+    cuda = [*shared, "-o", backends / "libggml-cuda.so", tmp_path / "cuda.c", f"-L{stub_dir}", "-lcuda"]
+    subprocess.run(cuda, check=True)
+    shutil.rmtree(stub_dir)
+    install = find_install()
+    for module in module_files(install.backend_dir):
+        shutil.copy2(module, backends / module.name)
+    r = run_python(
+        "import dataclasses, json\n"
+        "from pathlib import Path\n"
+        "from engine.llama.backends import load_backends\n"
+        "from engine.llama.install import find_install\n"
+        f"install = dataclasses.replace(find_install(), bin_dir=Path({str(backends)!r}))\n"
+        "print(json.dumps(load_backends(install).to_dict()))",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = BackendReport.from_dict(json.loads(r.stdout))
+    cuda = next(m for m in report.modules if m.backend == "cuda")
+    assert not cuda.loaded and cuda.why.startswith("CUDA backend present; no NVIDIA driver (")
+    assert "libcuda.so.1" in cuda.why
+    assert report.cpu_variant == load_backends().cpu_variant and not report.error
+    assert any(line.startswith("CUDA: not loaded: CUDA backend present; no NVIDIA driver") for line in report.lines())
+
+
+def test_llama_cpp_pythons_own_bindings_run_on_the_backends_loaded_from_the_install(tmp_path):
+    """Nothing in SpecTune imports llama-cpp-python's bindings today; whoever does calls load_backends()
+    first, and the bindings' libllama then shares that libggml (by SONAME) and its backends. Without it
+    they would have none: the wheel's libggml loads no module by itself."""
+    target, _ = write_pair(tmp_path, PairSpec())
+    r = run_python(
+        "from engine.llama.backends import load_backends\n"
+        "report = load_backends()\n"
+        "import llama_cpp\n"
+        f"llm = llama_cpp.Llama(model_path={str(target)!r}, n_ctx=64, verbose=False)\n"
+        "out = llm('def', max_tokens=4, temperature=0.0)\n"
+        "print(report.cpu_variant, out['usage']['completion_tokens'])",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    variant, generated = r.stdout.split()
+    assert variant == str(load_backends().cpu_variant) and int(generated) > 0
