@@ -233,6 +233,20 @@ def test_specrt_drafts_nothing_with_a_dflash_draft_yet(heads, kind):
     assert sum(c.drafted for c in cycles) == 0
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("kind", ["dflash", "dspark"])
+def test_the_bundled_llama_server_drafts_with_the_same_dflash_files(heads, kind):
+    """What NOT_IN_ENGINE says: the files are good, llama-server drafts with them; an export may use them."""
+    from engine.deploy.export import export_llama_server
+    from engine.llama.server import LlamaServer, server_summary
+
+    spec = SpecSettings(f"draft-{kind}", draft_n_max=3)
+    exported = export_llama_server(LoadSettings(heads["target"], heads[kind], ctx=512), spec, GREEDY)
+    with LlamaServer(exported.argv) as server:
+        summary = server_summary(server.complete(PROMPTS[0], 24, temperature=0.0))
+    assert summary["drafted"] > 0
+
+
 # -- the worker and the command line refuse what the pair cannot run ------------------------------------
 
 

@@ -18,6 +18,7 @@ from engine.llama import dialect as server_dialect
 from engine.llama.dialect import CURRENT, DialectError, detect_dialect, parse_help, read_help
 from engine.llama.install import LlamaInstallError, server_path, source_tree
 from engine.llama.server import LlamaServer, ServerError, server_summary
+from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft
 from engine.planning.memory_plan import GpuBudget
 
 from .conftest import PROMPTS
@@ -451,7 +452,8 @@ def test_cli_export_prints_the_command_last_and_warnings_on_stderr(pair):
 
 
 def test_cli_export_errors_are_one_line_with_status_2(tmp_path, pair):
-    target, draft = pair
+    target, _ = pair
+    draft = write_eagle3_draft(tmp_path / "eagle3.gguf")  # what draft-eagle3 needs, so the dialect is what fails
     server = _help_printer(tmp_path / "llama-server", OLD_HELP)
     proc = run_cli(
         "export",
@@ -470,6 +472,19 @@ def test_cli_export_errors_are_one_line_with_status_2(tmp_path, pair):
     assert "Traceback" not in proc.stderr
     missing = run_cli("export", "--target", str(tmp_path / "none.gguf"))
     assert missing.returncode == 2 and "spectune: error: target model not found" in missing.stderr
+
+
+def test_cli_export_refuses_a_method_no_llama_cpp_runs_on_the_pair_and_not_one_only_the_lab_lacks(tmp_path, pair):
+    """draft-eagle3 with an ordinary draft fails in llama-server too; draft-dflash with a DFlash draft runs
+    there, though SpecTune's engine cannot run it yet (engine.models.draft_heads.NOT_IN_ENGINE)."""
+    target, draft = pair
+    wrong = run_cli("export", "--target", str(target), "--draft", str(draft), "--spec-type", "draft-eagle3")
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert wrong.stderr == "spectune: error: draft-eagle3 needs an EAGLE-3 draft file; the draft is an ordinary model\n"
+    dflash = write_dflash_draft(tmp_path / "dflash.gguf")
+    ok = run_cli("export", "--target", str(target), "--draft", str(dflash), "--spec-type", "draft-dflash")
+    assert ok.returncode == 0, ok.stderr
+    assert "--spec-type draft-dflash" in ok.stdout.strip().splitlines()[-1]
 
 
 # -- the bundled llama-server takes what we export ----------------------------------------------------

@@ -119,7 +119,11 @@ def _default_spec_type(has_draft: bool, verdicts: dict[str, MethodVerdict]) -> s
     return next((m for m in ("draft-simple", *HEAD_METHODS.values()) if verdicts[m].runs), "draft-simple")
 
 
-def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
+def settings_from(
+    a: argparse.Namespace, *, export: bool = False
+) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
+    """export: the settings are for an exported command, not for SpecTune's engine: a method only the engine
+    cannot run yet is let through (engine.models.draft_heads.unavailable)."""
     resolve_models(a)
     load = LoadSettings(
         target=a.target,
@@ -146,6 +150,6 @@ def settings_from(a: argparse.Namespace) -> tuple[LoadSettings, SpecSettings, Sa
         ngram_mod_n_match=a.ngram_mod_n_match,
         ngram_mod_n_min=a.ngram_mod_n_min,
         ngram_mod_n_max=a.ngram_mod_n_max,
-    ).validate(has_draft=a.draft is not None, unavailable=unavailable(verdicts))
+    ).validate(has_draft=a.draft is not None, unavailable=unavailable(verdicts, export=export))
     sampling = SamplingSettings(temp=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed).validate()
     return load, spec, sampling

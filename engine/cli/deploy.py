@@ -51,7 +51,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     from engine.deploy.export import export_llama_server
     from engine.deploy.shell_quote import bash_join, pwsh_warnings
 
-    load, spec, sampling = settings_from(a)
+    load, spec, sampling = settings_from(a, export=True)
     if a.format in ENGINE_FORMATS:
         if a.server is not None:
             _warn([f"--server is a llama-server binary; it does not apply to --format {a.format}"])

@@ -8,10 +8,12 @@ The draft-model types each need their own kind of file (common/speculative.cpp o
   draft-dspark   a DFlash file with the DSpark Markov head (markov_w1 / markov_w2 / conf_proj)
   draft-mtp      the target's own next-n (MTP) block, for the architectures whose llama.cpp graph has one
 
-Asking a pair for a type it has no file for is not refused by llama.cpp: draft-dflash on an ordinary
-draft aborts the process, draft-eagle3 and draft-mtp run their graphs on the wrong context. So every
-place that sends a method to the engine (the Lab, the worker, ``spectune run`` / ``tune``) asks this
-module first. The n-gram types draft from the text alone: every pair runs them.
+llama.cpp does not check this up front. Seen with the pinned build and an ordinary draft model: draft-dflash
+aborts the process (GGML_ASSERT: the model has no target layers), draft-eagle3 fails once the generation
+starts ("draft model is not eagle3"), and draft-mtp runs its drafter on the draft model's context, which is
+no MTP head, so whatever it measures means nothing. So every place that sends a method to the engine (the
+Lab, the worker, ``spectune run`` / ``tune``) asks this module first. The n-gram types draft from the text
+alone: every pair runs them.
 
 A head is also made for one target: an EAGLE-3 or DFlash file reads the hidden states of given target
 layers (``<arch>.target_layers``) of a given width, and llama.cpp aborts when the target has no such
@@ -93,6 +95,12 @@ class MethodVerdict:
     method: str
     runs: bool
     reason: str = ""  # why not, in one sentence a user can act on; empty when it runs
+
+    @property
+    def only_here(self) -> bool:
+        """Refused only because SpecTune's engine cannot run it yet (NOT_IN_ENGINE): llama-server can, so an
+        exported command may still use it."""
+        return not self.runs and self.reason == NOT_IN_ENGINE.get(self.method)
 
 
 def is_head(model: HeadFacts | None) -> bool:
@@ -210,9 +218,11 @@ def method_verdicts(target: ModelInfo | None, draft: ModelInfo | None) -> dict[s
     return out
 
 
-def unavailable(verdicts: Mapping[str, MethodVerdict]) -> dict[str, str]:
-    """method -> reason, for the methods the pair cannot run: what SpecSettings.validate(unavailable=) takes."""
-    return {m: v.reason for m, v in verdicts.items() if not v.runs}
+def unavailable(verdicts: Mapping[str, MethodVerdict], *, export: bool = False) -> dict[str, str]:
+    """method -> reason, for the methods the pair cannot run: what SpecSettings.validate(unavailable=) takes.
+    export: for an exported command (llama-server, vLLM, SGLang), not SpecTune's engine: what only the
+    engine lacks is left out."""
+    return {m: v.reason for m, v in verdicts.items() if not v.runs and not (export and v.only_here)}
 
 
 def spec_type_reason(spec_type: str, verdicts: Mapping[str, MethodVerdict]) -> str:

@@ -69,7 +69,8 @@ def rank_catalog(catalog, nvml, ctx: int, speed_floor: float = 10.0, probe_cache
 
 
 def _methods_text(methods) -> str:
-    """The methods with a drafter this pair can run (the n-gram ones always can), or why none can."""
+    """The methods with a drafter this pair can run; the n-gram ones run on every pair (the Lab says why the
+    others cannot, in each greyed-out entry)."""
     runs = [m for m, v in methods.items() if v.runs and not m.startswith("ngram-")]
     if "draft-mtp" in runs:
         runs[runs.index("draft-mtp")] = "draft-mtp (the target's own MTP head: no separate draft needed)"
