@@ -403,7 +403,9 @@ def test_without_a_gpu_the_budget_is_the_ram(qtbot, make_page):
 
 
 def test_closing_the_window_stops_a_download_and_keeps_its_partial_file(qtbot, tmp_path, hub, places, models):
-    data = models["T"].read_bytes()
+    # eight copies: a download of about nine seconds, so that the progress the page shows (signals that a
+    # loaded machine may deliver late) is never the download's last piece when the window closes
+    data = models["T"].read_bytes() * 8
     hub.add(REPO, TARGET, data, throttle_s=0.05)
     w = MainWindow(settings=QSettings(str(tmp_path / "c.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([FakeGpu()]))
     qtbot.addWidget(w)
