@@ -22,8 +22,9 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBo
 
 from app.jobs import MeasuringJobs
 from app.pages.models.background import BackgroundJob
+from app.widgets import style
 from app.widgets.page_shortcuts import add_page_shortcuts
-from app.widgets.style import WARNING_BACKGROUND, error_text
+from app.widgets.style import error_text
 from engine.llama.backends import BackendReport
 from engine.measure.device_probe import probe_cpu_speed
 from engine.planning.device_speed import cached_cpu_speed, cpu_key, gpu_speed
@@ -176,7 +177,9 @@ class HardwarePage(QWidget):
                 f"<b>No NVIDIA GPU in use.</b> {r.message}. SpecTune runs the engine on the CPU; "
                 "speeds will be far below a GPU's."
             )
-            self.status.setStyleSheet(f"background: {WARNING_BACKGROUND}; padding: 6px;")
+            # the scheme's own yellow (read at each refresh, so a switch to dark follows): the light one
+            # behind the dark scheme's pale text was unreadable
+            self.status.setStyleSheet(f"background: {style.current().warning_background}; padding: 6px;")
         while len(self.gpu_boxes) > len(r.gpus):
             box = self.gpu_boxes.pop()
             self.gpu_col.removeWidget(box)

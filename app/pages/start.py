@@ -68,10 +68,13 @@ class StartPage(QWidget):
         demo_box, demo_col = _step(
             "1 · See it work, offline",
             "The small demo pair ships with SpecTune: it loads in seconds, measures a baseline without "
-            "speculation, then runs live with the draft model while the charts show acceptance and tokens/s.",
+            "speculation, checks which setting pays on this machine, then runs live with it while the charts "
+            "show acceptance and tokens/s.",
         )
         self.demo_button = QPushButton("Run the demo pair")
-        self.demo_button.setToolTip("load the demo pair in the Lab, measure the baseline and start a live run")
+        self.demo_button.setToolTip(
+            "load the demo pair in the Lab, measure the baseline, check which setting pays here and start a live run"
+        )
         self.demo_button.clicked.connect(self.demoRequested)
         demo_col.addWidget(self.demo_button, 0, Qt.AlignmentFlag.AlignLeft)
         col.addWidget(demo_box)
