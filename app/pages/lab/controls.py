@@ -15,7 +15,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -28,9 +27,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.pages.lab.knob_help import knob_tooltip
-from app.session import CHAT_MODES, CUSTOM_PROMPT, PICK_FILE, WORKLOAD_FILES
+from app.session import CHAT_MODES, CUSTOM_PROMPT
 from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
 from app.widgets.style import error_text
+from app.widgets.workload_box import WorkloadBox
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
 from engine.models.draft_heads import MethodVerdict, method_verdicts, pair_verdicts, spec_type_reason, unavailable
 
@@ -182,13 +182,12 @@ class LabControls(QWidget):
 
         prompt = QGroupBox("Prompts")
         f = QFormLayout(prompt)
-        self.workload = QComboBox()
-        self.workload.addItems([CUSTOM_PROMPT, PICK_FILE])
+        self.workload = WorkloadBox(files_before=CUSTOM_PROMPT, title="Choose prompts")
+        self.workload.set_sets([], [CUSTOM_PROMPT])
         self.workload.setToolTip(
             "the prompts a run goes through: a shipped set, your own set (JSON), your own conversations "
             "(JSONL, one OpenAI chat request per line, e.g. from your logs), or the prompt typed below"
         )
-        self._previous_workload = 0
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("prompt used when 'custom prompt' is selected")
         self.prompt.setMaximumHeight(80)
@@ -261,7 +260,6 @@ class LabControls(QWidget):
         self.baseline_button.clicked.connect(self.baselineRequested)
         self.check_button.clicked.connect(self.checkRequested)
         self.workload.currentTextChanged.connect(lambda t: self.prompt.setEnabled(t == CUSTOM_PROMPT))
-        self.workload.activated.connect(self._workload_activated)
         self.chat_mode_box.currentIndexChanged.connect(lambda _i: self.chatModeChanged.emit())
 
     # -- the pair ---------------------------------------------------------
@@ -442,33 +440,12 @@ class LabControls(QWidget):
     def set_workloads(self, names: list[str]) -> None:
         """The workload sets on offer (CUSTOM_PROMPT and PICK_FILE come last); the choice stays when it
         still exists."""
-        current = self.workload.currentText()
-        self.workload.clear()
-        self.workload.addItems(list(names) + [CUSTOM_PROMPT, PICK_FILE])
-        idx = self.workload.findText(current)
-        self.workload.setCurrentIndex(idx if idx >= 0 and current != PICK_FILE else 0)
-        self._previous_workload = self.workload.currentIndex()
+        self.workload.set_sets(names, [CUSTOM_PROMPT])
 
     def set_workload_file(self, path: str | Path) -> None:
         """Use a workload file (a set's JSON, or chat requests as JSONL): it joins the list before the
         custom prompt."""
-        text = str(path)
-        idx = self.workload.findText(text)
-        if idx < 0:
-            idx = self.workload.findText(CUSTOM_PROMPT)
-            self.workload.insertItem(idx, text)
-        self.workload.setCurrentIndex(idx)
-        self._previous_workload = idx
-
-    def _workload_activated(self, index: int) -> None:
-        if self.workload.itemText(index) != PICK_FILE:
-            self._previous_workload = index
-            return
-        path, _ = QFileDialog.getOpenFileName(self, "Choose prompts", str(Path.home()), WORKLOAD_FILES)
-        if path:
-            self.set_workload_file(path)
-        else:
-            self.workload.setCurrentIndex(self._previous_workload)
+        self.workload.add_file(path)
 
     def chat_mode(self) -> str:
         return str(self.chat_mode_box.currentData())
@@ -592,10 +569,7 @@ class LabControls(QWidget):
         if self.workload.findText(workload) < 0 and Path(workload).suffix.lower() in (".json", ".jsonl"):
             if Path(workload).is_file():
                 self.set_workload_file(workload)  # the user's own file, chosen last time
-        idx = self.workload.findText(workload)
-        if idx >= 0 and workload != PICK_FILE:
-            self.workload.setCurrentIndex(idx)
-            self._previous_workload = idx
+        self.workload.choose(workload)
         self.set_chat_mode(get("chat_mode", str, "auto"))
         self.prompt.setPlainText(get("prompt", str, ""))
         self.max_tokens.setValue(get("max_tokens", int, self.max_tokens.value()))

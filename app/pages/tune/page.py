@@ -25,8 +25,6 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
-    QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
@@ -39,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from app.jobs import MeasuringJobs
 from app.pages.tune.runner import TuneRunner
-from app.session import PICK_FILE, WORKLOAD_FILES, LabSession, shipped_workloads
+from app.session import PICK_FILE, LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.forms import spin_box
 from app.widgets.needs_pair import NeedsPairBar
@@ -47,6 +45,7 @@ from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
+from app.widgets.workload_box import WorkloadBox
 from engine.core.chat import Prompt
 from engine.core.settings import SettingsError
 from engine.measure.tuner import TuneResult
@@ -73,7 +72,6 @@ class TunePage(QWidget):
         self.last_error: tuple[str, str] | None = None
         self._started_at = 0.0
         self._run_load = self._run_sampling = None
-        self._previous_workload = 0
         self._last_message = "starting"
 
         self._build_layout()
@@ -111,7 +109,7 @@ class TunePage(QWidget):
 
     def _build_inputs(self) -> QHBoxLayout:
         """One row of inputs: the page's height belongs to the table and the charts."""
-        self.workload = QComboBox()
+        self.workload = WorkloadBox(files_before=PICK_FILE, title="Choose a workload file")
         self.workload.setToolTip("the prompts the candidates are measured on")
         self.workload.setMinimumWidth(180)
         self.max_prompts = spin_box(
@@ -213,7 +211,6 @@ class TunePage(QWidget):
         self.cancel_button.clicked.connect(self.cancel)
         self.apply_button.clicked.connect(self.apply_to_lab)
         self.export_button.clicked.connect(self.export_best)
-        self.workload.activated.connect(self._workload_activated)
         for changed in (self.session.pairChanged, self.session.loadChanged, self.session.knobsChanged):
             changed.connect(self.refresh_lab_summary)
         add_page_shortcuts(self, (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.cancel)))
@@ -222,32 +219,11 @@ class TunePage(QWidget):
 
     # -- inputs -------------------------------------------------------------------------------------
     def set_workloads(self, names: list[str]) -> None:
-        current = self.workload.currentText()
-        self.workload.clear()
-        self.workload.addItems(list(names) + [LAB_PROMPT, PICK_FILE])
-        idx = self.workload.findText(current)
-        self.workload.setCurrentIndex(idx if idx >= 0 and current != PICK_FILE else 0)
-        self._previous_workload = self.workload.currentIndex()
+        self.workload.set_sets(names, [LAB_PROMPT])
 
     def set_workload_file(self, path: str | Path) -> None:
-        """Use a workload JSON file (engine.core.workloads format); it joins the list before 'a file…'."""
-        text = str(path)
-        idx = self.workload.findText(text)
-        if idx < 0:
-            idx = self.workload.count() - 1
-            self.workload.insertItem(idx, text)
-        self.workload.setCurrentIndex(idx)
-        self._previous_workload = idx
-
-    def _workload_activated(self, index: int) -> None:
-        if self.workload.itemText(index) != PICK_FILE:
-            self._previous_workload = index
-            return
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a workload file", str(Path.home()), WORKLOAD_FILES)
-        if path:
-            self.set_workload_file(path)
-        else:
-            self.workload.setCurrentIndex(self._previous_workload)
+        """Use a workload file (a set's JSON, or chat requests as JSONL); it joins the list before 'a file…'."""
+        self.workload.add_file(path)
 
     def collect_prompts(self) -> list[Prompt]:
         """The chosen set's prompts, as the Lab runs them (raw text, or conversations in chat mode)."""
@@ -528,11 +504,8 @@ class TunePage(QWidget):
 
         workload = str(state.get("workload", ""))
         if workload and workload not in (PICK_FILE,):
-            if self.workload.findText(workload) >= 0:
-                self.workload.setCurrentIndex(self.workload.findText(workload))
-            elif Path(workload).is_file():
+            if not self.workload.choose(workload) and Path(workload).is_file():
                 self.set_workload_file(workload)
-            self._previous_workload = self.workload.currentIndex()
         for key, spin in (
             ("max_prompts", self.max_prompts),
             ("budget", self.budget),
