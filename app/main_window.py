@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -64,6 +64,21 @@ def pair_text(target: Path | None, draft: Path | None) -> str:
     if target is None:
         return "no model pair"
     return f"{target.stem} + {draft.stem}" if draft is not None else f"{target.stem} (no draft)"
+
+
+# the window's size at a first start, in logical pixels: 1400 x 900 where the screen has room, else most
+# of the screen (a 1920 x 1080 laptop at 150 % scaling offers 1280 x 720 less the task bar)
+FIRST_SIZE = (1400, 900)
+SCREEN_SHARE = 0.92
+
+
+def first_size(available: QSize | None) -> tuple[int, int]:
+    if available is None:
+        return FIRST_SIZE
+    return (
+        min(FIRST_SIZE[0], int(available.width() * SCREEN_SHARE)),
+        min(FIRST_SIZE[1], int(available.height() * SCREEN_SHARE)),
+    )
 
 
 class MainWindow(QMainWindow):
@@ -257,9 +272,9 @@ class MainWindow(QMainWindow):
     def _restore(self) -> None:
         geometry = self.settings.value("window/geometry")
         if geometry is not None:
-            self.restoreGeometry(geometry)
+            self.restoreGeometry(geometry)  # Qt moves it back onto a screen that is there now
         else:
-            self.resize(1400, 900)
+            self.resize(*first_size(self.screen().availableGeometry().size() if self.screen() else None))
         # a first start opens on the Start page; later starts where the user left
         page = self.settings.value("window/page", "Start")
         self.show_page(page if page in PAGE_NAMES else "Start")

@@ -70,3 +70,42 @@ def test_pages_that_need_a_pair_offer_one(qtbot, window):
     assert not window.tune.needs_pair.isVisible()
     assert window.session.target() is not None and window.session.target().is_file()
     assert "demo" in window.windowTitle()
+
+
+# -- a scaled laptop screen: 1920 x 1080 at 150 % offers 1280 x 720 logical pixels, less the task bar ---------
+
+
+def test_a_first_start_fits_the_screen():
+    from PySide6.QtCore import QSize
+
+    from app.main_window import first_size
+
+    assert first_size(QSize(2560, 1400)) == (1400, 900)  # room: the usual size
+    assert first_size(QSize(1280, 680)) == (1177, 625)  # 1080p at 150 %: most of the screen
+    assert first_size(None) == (1400, 900)
+
+
+def test_long_messages_never_widen_the_window_past_a_scaled_laptop(qtbot, window, pair):
+    """The window's minimum width is the widest page's; a tuner message or a run summary that cannot wrap
+    once pushed it to 1458 px at 150 % (wider than the 1280 px such a screen has), found in a screenshot."""
+    long = " ".join(["ngram-simple,draft-simple K=3 measured 712.4 tokens/s on 3 prompts"] * 6)
+    window.session.set_pair(*pair)
+    window.tune.progress_line.setText(long)
+    window.tune.status.setText(long)
+    window.lab.summary.setText(f"<b>{long}</b>")
+    window.lab.why.setText(long)
+    for name in ("Start", "Lab", "Tune", "Export"):
+        window.show_page(name)
+        qtbot.wait(1)
+        assert window.minimumSizeHint().width() <= 1177, name
+
+
+def test_the_live_charts_scroll_rather_than_squeeze_on_a_short_window(qtbot, window):
+    from app.widgets.live_charts import MIN_VIEW_HEIGHT
+
+    window.show_page("Lab")
+    window.resize(1177, 625)
+    qtbot.wait(20)
+    charts = window.lab.charts
+    assert charts.view.height() >= MIN_VIEW_HEIGHT
+    assert charts.scroll.verticalScrollBar().maximum() > 0  # the rest of the plots is a scroll away

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QFrame, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets import style
 from app.widgets.chart_ranges import StickyCeiling, time_window
@@ -62,6 +62,9 @@ def _curve(plot: pg.PlotItem, pen, name: str | None = None) -> pg.PlotCurveItem:
     return curve
 
 
+MIN_VIEW_HEIGHT = 560  # logical pixels, for the four rows of plots
+
+
 class LiveCharts(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -77,7 +80,17 @@ class LiveCharts(QWidget):
         )
         self.whole_run.toggled.connect(self._bars_scope_changed)
         layout.addWidget(self.whole_run, 0, Qt.AlignmentFlag.AlignRight)
-        layout.addWidget(self.view)
+        # four rows of plots stay readable (about 140 px a row, axis labels apart) on a short window, such as
+        # a 1080p laptop at 150 % scaling: they scroll there instead of being squeezed flat
+        self.view.setMinimumHeight(MIN_VIEW_HEIGHT)
+        # as wide as the scroll area, whatever the plots' titles would ask for
+        self.view.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.view)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        layout.addWidget(self.scroll)
         self._last_snapshot: Snapshot | None = None
         self._bars_title = ""
         self.ceiling_tps: float | None = None
@@ -88,11 +101,15 @@ class LiveCharts(QWidget):
         self.p_pos = self.view.addPlot(row=2, col=0, title="acceptance by draft position")
         self.p_hist = self.view.addPlot(row=2, col=1, title="accepted length (steps)")
         self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
+        # the two bar charts share the width alike, whatever their titles ask for
+        self.view.ci.layout.setColumnStretchFactor(0, 1)
+        self.view.ci.layout.setColumnStretchFactor(1, 1)
         for p in (self.p_tps, self.p_acc, self.p_time):
             # no downsampling or clipping by pyqtgraph: every point is in view and refresh() thins them
             # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
-            p.setLabel("bottom", "s")
             p.addLegend(offset=(5, 5))
+        # the three share one time axis: its unit once, under the lowest, leaves the others room for data
+        self.p_time.setLabel("bottom", "seconds since the run started")
         for p in (self.p_tps, self.p_acc, self.p_time, self.p_pos, self.p_hist):
             p.disableAutoRange()
             p.setMouseEnabled(x=False, y=False)
@@ -241,8 +258,8 @@ class LiveCharts(QWidget):
             scope = f"since {snap.current_since}"
         if scope != self._bars_title:
             self._bars_title = scope
-            self.p_pos.setTitle(f"acceptance by draft position ({scope})")
-            self.p_hist.setTitle(f"accepted length, steps ({scope})")
+            self.p_pos.setTitle(f"acceptance by position ({scope})")
+            self.p_hist.setTitle(f"accepted length ({scope})")
         steps = max(int(histogram.sum()), 1)
         n_pos, n_len = len(accepted), len(histogram)
         # as llama-server prints it: steps that accepted position i / all verify steps (of this scope)

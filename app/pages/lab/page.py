@@ -87,6 +87,7 @@ class LabPage(QWidget):
         self.banner = Banner()
         self.charts = LiveCharts()
         self.summary = QLabel("no run yet")
+        self.summary.setWordWrap(True)  # one line where there is room; never wider than a scaled laptop screen
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         # why the current setting is as fast as it is (engine.measure.why), in a sentence
         self.why = QLabel("")

@@ -158,6 +158,8 @@ class TunePage(QWidget):
         self.progress_bar.setMaximumWidth(160)
         self.progress_bar.setTextVisible(False)
         self.progress_line = QLabel("no tune yet")
+        # the tuner's messages are long; wrapped, they never widen the window past a scaled laptop screen
+        self.progress_line.setWordWrap(True)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.banner = Banner()
