@@ -15,6 +15,10 @@ llama.cpp's merges), which satisfies llama.cpp's draft/target vocab rule.
 qwen3moe architecture (llama.cpp runs it; Qwen3-30B-A3B's layout): each block's FFN is
 E experts of ``--n-ff-exp`` rows with a router, K of them active per token.
 
+``--sliding-window N`` writes a gemma3 pair instead (Gemma 3's layout: q/k norms and
+norms after attention and after the FFN), five of every six layers attending over the
+last N tokens only, so sliding-window KV caches are tested on what llama.cpp builds.
+
 ``--chat-template chatml`` (or a path to a jinja file) writes a chat template into
 both files, with ChatML's <|im_start|> / <|im_end|> as control tokens, so chat mode
 is tested on what an instruct model carries.
@@ -62,6 +66,7 @@ class ModelShape:
     n_expert: int = 0  # 0: a dense llama; otherwise a qwen3moe with this many experts per layer
     n_expert_used: int = 0
     n_ff_exp: int = 0  # rows of each expert's FFN (0: n_ff // n_expert_used, llama.cpp's default)
+    sliding_window: int = 0  # > 0: a dense gemma3, five of every six layers attending over this many tokens
 
     @property
     def is_moe(self) -> bool:
@@ -69,6 +74,8 @@ class ModelShape:
 
     @property
     def arch(self) -> str:
+        if self.sliding_window:
+            return "gemma3"
         return "qwen3moe" if self.is_moe else "llama"
 
     @property
@@ -152,6 +159,12 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
         "attn_output.weight": w(d, d, gain=scale_out),
         "ffn_norm.weight": np.ones(d, dtype=np.float32),
     }
+    if shape.sliding_window:
+        # gemma3: RMS norms on q and k per head, and after attention and after the FFN
+        block["attn_q_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+        block["attn_k_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+        block["post_attention_norm.weight"] = np.ones(d, dtype=np.float32)
+        block["post_ffw_norm.weight"] = np.ones(d, dtype=np.float32)
     if not shape.is_moe:
         block["ffn_gate.weight"] = w(ff, d)
         block["ffn_up.weight"] = w(ff, d)
@@ -193,6 +206,8 @@ def _write(
     w.add_head_count_kv(shape.n_head_kv)
     w.add_rope_dimension_count(shape.n_embd // shape.n_head)
     w.add_layer_norm_rms_eps(1e-5)
+    if shape.sliding_window:
+        w.add_sliding_window(shape.sliding_window)
     if shape.is_moe:
         w.add_expert_count(shape.n_expert)
         w.add_expert_used_count(shape.n_expert_used)
@@ -285,13 +300,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-expert-used", type=int, default=2, help="experts active per token (with --n-expert)")
     p.add_argument("--n-ff-exp", type=int, default=0, help="rows of each expert's FFN (default n_ff / used)")
     p.add_argument(
+        "--sliding-window",
+        type=int,
+        default=0,
+        help="tokens: a gemma3 pair whose layers slide over this window, five of every six",
+    )
+    p.add_argument(
         "--chat-template",
         metavar="chatml|FILE",
         help="write a chat template into both models: 'chatml', or a jinja file's text",
     )
     a = p.parse_args(argv)
     moe = {"n_expert": a.n_expert, "n_expert_used": a.n_expert_used, "n_ff_exp": a.n_ff_exp} if a.n_expert else {}
-    shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe)
+    if a.sliding_window and a.n_expert:
+        p.error("--sliding-window writes a dense gemma3; it does not combine with --n-expert")
+    shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe, sliding_window=a.sliding_window)
     template = None
     if a.chat_template == "chatml":
         template = CHATML_TEMPLATE

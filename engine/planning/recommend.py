@@ -217,6 +217,7 @@ class _Models:
                 n_expert=a.n_expert,
                 n_expert_used=a.n_expert_used,
                 n_ff_exp=a.n_ff_exp,
+                sliding_window=a.sliding_window,
             )
         return self._cache[key]
 
