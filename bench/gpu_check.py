@@ -1,12 +1,13 @@
 """GPU check: SpecTune's CUDA variant, built and measured on one lent GPU machine.
 
     bench/gpu_check.sh                   drives this file; its header says how to prepare and run
-    python bench/gpu_check.py run --mode gpu|cpu --site DIR --sdist FILE [--wheel FILE] [--out-dir DIR]
+    python bench/gpu_check.py run --mode gpu|cpu --site DIR --sdist FILE --wheel FILE [--out-dir DIR]
     python bench/gpu_check.py models --mode gpu|cpu DIR
 
-``run`` (mode gpu): builds the llama-cpp-python wheel from the carried sdist with
-scripts/setup.sh's CUDA arguments and CMAKE_CUDA_ARCHITECTURES=90 (packaging/cuda_build.py),
-installs it into DIR (a folder named site-packages on PYTHONPATH, where find_install() looks), builds
+``run`` (mode gpu): compiles ggml's CUDA module from the carried sdist with scripts/setup.sh's
+ggml arguments and CMAKE_CUDA_ARCHITECTURES=90 and adds it to the carried CPU wheel
+(packaging/cuda_build.py, as ``setup.sh --cuda`` does), installs that into DIR (a folder named
+site-packages on PYTHONPATH, where find_install() looks), builds
 native/ against it, and meanwhile writes random-weight pairs with the shapes of
 Llama-3.1-8B and Llama-3.2-1B (engine.models.synthetic.write_pair, f16, its small vocab;
 each draft is the target's first two blocks). Then, per pair, through the engine
@@ -40,7 +41,7 @@ for folder in (REPO, REPO / "packaging"):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from cuda_build import build_cuda_wheel, install_wheel, prepend_env  # noqa: E402  (packaging/cuda_build.py)
+from cuda_build import build_cuda_module, install_wheel, prepend_env, wheel_with_module  # noqa: E402
 
 CUDA_ARCHITECTURES = "90"  # the H200 (compute capability 9.0); packaging/cuda_arch.py says why not 90a
 GIB = 2**30
@@ -431,9 +432,12 @@ def run(a: argparse.Namespace) -> int:
     )
     try:
         if a.mode == "gpu":
-            wheel, seconds, info = build_cuda_wheel(Path(a.sdist), work, log, CUDA_ARCHITECTURES)
+            # the CPU wheel built here and carried, plus ggml's CUDA module compiled there (scripts/setup.sh
+            # --cuda makes the same wheel)
+            module, seconds, info = build_cuda_module(Path(a.sdist), work, log, CUDA_ARCHITECTURES, os.cpu_count() or 4)
+            wheel = wheel_with_module(Path(a.wheel), module, work / "cuda-wheel")
             prepend_env(os.environ, "LD_LIBRARY_PATH", info["loader_dirs"])
-            report.say(f"# CUDA wheel built in {seconds:.0f} s: CMAKE_ARGS={' '.join(info['cmake_args'])}")
+            report.say(f"# CUDA module built in {seconds:.0f} s: {' '.join(info['cmake_args'])}")
         else:
             wheel = Path(a.wheel)
             report.say(f"# rehearsal: {wheel.name} from the cache stands in for the CUDA build")
@@ -514,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the folder the wheel is installed into (ends in site-packages, and is on PYTHONPATH)",
     )
     r.add_argument("--sdist", required=True, help="the (trimmed) llama-cpp-python sdist")
-    r.add_argument("--wheel", help="mode cpu: the wheel that stands in for the CUDA build")
+    r.add_argument("--wheel", help="the CPU wheel: extended with the CUDA module (gpu), or as it is (cpu)")
     r.add_argument("--work", default="/tmp/gpu_check-work")
     r.add_argument("--budget-s", type=float, default=540.0)
     r.add_argument("--out-dir", help="also write the report, raw rows and build log here ($OUT)")
@@ -525,8 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "models":
         write_models(a.mode, a.out_dir)
         return 0
-    if a.mode == "cpu" and not a.wheel:
-        ap.error("--mode cpu needs --wheel")
+    if not a.wheel:
+        ap.error("run needs --wheel (the CPU wheel of scripts/setup.sh; gpu_check.sh --prepare carries it)")
     return run(a)
 
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU check of SpecTune's CUDA variant, for one lent NVIDIA H200 machine (Python, nvcc and
-# CMake there, no network). In one run it builds the pinned llama-cpp-python with CUDA
-# (scripts/setup.sh's arguments, CMAKE_CUDA_ARCHITECTURES=90) from a carried sdist, builds
-# native/ against it, writes random-weight pairs shaped like Llama-3.1-8B and Llama-3.2-1B
+# CMake there, no network). In one run it compiles ggml's CUDA module (scripts/setup.sh's
+# ggml arguments, CMAKE_CUDA_ARCHITECTURES=90) from a carried sdist and adds it to the CPU
+# wheel built here and carried (what `scripts/setup.sh --cuda` makes), builds native/ against it, writes random-weight pairs shaped like Llama-3.1-8B and Llama-3.2-1B
 # (in parallel with the build), and prints one table: plain decode tok/s and its share of
 # the memory-bandwidth limit, speculative tok/s per method and K, the lab against
 # llama-server, and NVML readings. bench/gpu_check.py does the work; see its docstring.
 #
-# Time: NOT YET RUN ON A GPU. The CUDA build (about 290 CUDA objects for one architecture)
-# is estimated at 5-6 minutes on 16 cores, the 8B model (14 GiB, single-threaded numpy)
+# Time: NOT YET RUN ON A GPU. The CUDA module (144 CUDA objects for one architecture; about
+# 40 CPU-minutes here) is estimated at 3-4 minutes on 16 cores, the 8B model (14 GiB, single-threaded numpy)
 # at 2-4 minutes beside it, the measurements at 1-2 minutes. The Python side keeps to
 # GPU_CHECK_BUDGET_S (default 540 s from its start): rows that would start too late are
 # reported as skipped, most telling ones first (8B plain, K=4, server comparisons). If
@@ -20,15 +20,15 @@
 #   grep -qx '/.whl/' .gitignore                       # .whl/ must stay ignored: it travels by `carry`
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-#     -d .whl gguf==0.19.0 platformdirs==4.14.8 scikit-build-core==1.1.2 pathspec==1.1.1
+#     -d .whl gguf==0.19.0 platformdirs==4.14.8
 #   python3 packaging/cuda_build.py trim-sdist ~/.cache/spectune/llama/sdist/llama_cpp_python-VERSION.tar.gz \
 #     .whl/llama_cpp_python-VERSION.tar.gz
+#   cp ~/.cache/spectune/llama/wheels/VERSION-cpu-*/llama_cpp_python-*.whl .whl/llama/   # the newest
 # The machine's image has numpy, pyyaml, requests, tqdm, nvidia-ml-py, packaging, cmake and
-# ninja already; the wheels above are what it lacks (scikit-build-core and pathspec pinned so
-# the build does not depend on the image's versions). The sdist (73 MiB, over the 64 MiB a
+# ninja already; the wheels above are what it lacks. The sdist (73 MiB, over the 64 MiB a
 # call may carry) is repacked without git history, docs, benchmark data and test
-# vocabularies: about 12 MiB. Check `du -sh .whl` and that the working tree has no other
-# large untracked files before the call.
+# vocabularies: about 12 MiB; the CPU wheel is 28 MB. Check `du -sh .whl` (about 42 MiB) and
+# that the working tree has no other large untracked files before the call.
 #
 # Run on the device machine (device tool), with nothing else:
 #   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=600)
@@ -40,21 +40,21 @@
 # on a busy machine late rows are reported as skipped rather than the run taking longer):
 #   bash bench/gpu_check.sh --cpu-dry-run
 # The same path with python3 and PYTHONPATH as on the device, the carried wheels installed
-# the same way, and the cached CPU wheel of scripts/setup.sh in place of the CUDA build.
+# the same way, and the carried CPU wheel as it is in place of the CUDA one.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 LLAMA_CPP_VERSION=$(sed -n 's/^ *"llama-cpp-python==\([^"]*\)".*/\1/p' "$root/pyproject.toml" | head -n 1)   # the one pin
 [ -n "$LLAMA_CPP_VERSION" ] || { echo "$0: no llama-cpp-python==VERSION in pyproject.toml" >&2; exit 1; }
-CARRIED="gguf==0.19.0 platformdirs==4.14.8 scikit-build-core==1.1.2 pathspec==1.1.1"
+CARRIED="gguf==0.19.0 platformdirs==4.14.8"
 sdist=".whl/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz"
 mode=gpu
 case "${1:-}" in
   "") ;;
   --cpu-dry-run) mode=cpu ;;
   --prepare) mode=prepare ;;
-  -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
   *) echo "gpu_check.sh: unknown option $1 (--prepare, --cpu-dry-run, or nothing on the GPU machine)" >&2; exit 2 ;;
 esac
 py=python3
@@ -69,11 +69,15 @@ if [ "$mode" = prepare ]; then
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d .whl $CARRIED
   "$py" packaging/cuda_build.py trim-sdist "$src" "$sdist"
+  cpu_wheel=$(ls -t "$cache"/llama/wheels/"$LLAMA_CPP_VERSION"-cpu-*/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
+  [ -n "$cpu_wheel" ] || { echo "gpu_check.sh: no CPU wheel in $cache/llama/wheels; run scripts/setup.sh first" >&2; exit 1; }
+  rm -rf .whl/llama && mkdir -p .whl/llama && cp "$cpu_wheel" .whl/llama/
   du -sh .whl
   exit 0
 fi
 
-[ -f "$sdist" ] || { echo "gpu_check.sh: $sdist is missing: run 'bash bench/gpu_check.sh --prepare' here and carry .whl" >&2; exit 1; }
+wheel=$(ls .whl/llama/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
+[ -f "$sdist" ] && [ -n "$wheel" ] || { echo "gpu_check.sh: $sdist or .whl/llama/ is missing: run 'bash bench/gpu_check.sh --prepare' here and carry .whl" >&2; exit 1; }
 work=/tmp/gpu_check-$mode
 site=$work/site-packages          # find_install() looks in sys.path folders named site-packages
 mkdir -p "$work"
@@ -92,15 +96,12 @@ log=$work/gpu_check.log
   "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   budget=540; [ "$mode" = cpu ] && budget=100
-  args=(run --mode "$mode" --site "$site" --sdist "$sdist" --work "$work" --budget-s "${GPU_CHECK_BUDGET_S:-$budget}")
+  args=(run --mode "$mode" --site "$site" --sdist "$sdist" --wheel "$wheel" --work "$work" --budget-s "${GPU_CHECK_BUDGET_S:-$budget}")
   [ -n "$out" ] && args+=(--out-dir "$out")
   if [ "$mode" = cpu ]; then
     # what the device image has and this Python may lack, fetched here (the device needs no network)
     "$py" -m pip install -q --no-deps --upgrade --target "$work/image-stand-ins" tqdm nvidia-ml-py
     export PYTHONPATH="$PYTHONPATH:$work/image-stand-ins"
-    cache=${SPECTUNE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spectune}
-    wheel=$(ls -t "$cache"/llama/wheels/"$LLAMA_CPP_VERSION"-cpu-*/llama_cpp_python-*.whl | head -n 1)
-    args+=(--wheel "$wheel")
   fi
   PYTHONUNBUFFERED=1 "$py" bench/gpu_check.py "${args[@]}"
 } 2>&1 | tee "$log"

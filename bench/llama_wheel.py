@@ -70,8 +70,14 @@ def runpath(path: Path) -> str:
     return found[1] if found else "(none)"
 
 
-def server_variant(server: Path) -> str:
-    """The CPU module llama-server loads, from its log (-v), run from / with a bare environment."""
+def needed(path: Path) -> list[str]:
+    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", out)
+
+
+def server_backends(server: Path) -> list[str]:
+    """What llama-server's own loader says of each backend module (-v --list-devices), run from / with a bare
+    environment: the CPU variant it loaded, and a module it could not load with the loader's reason."""
     r = subprocess.run(
         [str(server), "-v", "--list-devices"],
         capture_output=True,
@@ -80,8 +86,16 @@ def server_variant(server: Path) -> str:
         env={"PATH": "/usr/bin:/bin"},
         timeout=60,
     )
-    found = LOADED.search(r.stdout + r.stderr)
-    return found[1] if found else f"(no 'loaded CPU backend' line; exit status {r.returncode})"
+    log = r.stdout + r.stderr
+    lines = [f"loads {m[1]}" for m in LOADED.finditer(log)] or [f"(no 'loaded CPU backend' line; exit {r.returncode})"]
+    lines += [m[0].strip() for m in re.finditer(r"^.*failed to load.*$", log, re.M)]
+    devices = re.search(r"Available devices:\n((?:\s+.*\n?)*)", log)
+    lines.append(
+        "devices: " + (", ".join(x.strip() for x in devices[1].splitlines() if x.strip()) or "none")
+        if devices
+        else "devices: (no list)"
+    )
+    return lines
 
 
 def cpu_model() -> str:
@@ -91,32 +105,56 @@ def cpu_model() -> str:
     return platform.processor() or "?"
 
 
+def _build_line(rec: dict[str, str]) -> str:
+    seconds = int(rec.get("seconds", "0"))
+    cpu = f"{int(rec['cpu_seconds']) / 60:.1f} CPU-minutes" if "cpu_seconds" in rec else "CPU time not recorded"
+    return (
+        f"{seconds / 60:.1f} min ({seconds} s) with {rec.get('jobs', '?')} parallel jobs "
+        f"on {rec.get('cpus', '?')} CPUs; {cpu}; load average at the end {rec.get('load', 'not recorded')}"
+    )
+
+
 def report(wheel: Path) -> str:
     rec = build_record(wheel)
     files, unpacked, distinct, modules = wheel_contents(wheel)
     install = find_install()
     backends = load_backends(install)
-    seconds = int(rec.get("seconds", "0"))
-    cpu = f"{int(rec['cpu_seconds']) / 60:.1f} CPU-minutes" if "cpu_seconds" in rec else "CPU time not recorded"
+    cuda = "cpu_wheel" in rec  # packaging/cuda_build.py's record: the CPU wheel plus the CUDA module
     lines = [
-        f"llama-cpp-python {install.version} wheel, as scripts/setup.sh builds it ({rec.get('date', 'date unknown')})",
+        f"llama-cpp-python {install.version} wheel, {'CUDA' if cuda else 'CPU'} variant, as scripts/setup.sh "
+        f"{'--cuda ' if cuda else ''}builds it ({rec.get('date', 'date unknown')})",
         "",
-        f"build time      {seconds / 60:.1f} min ({seconds} s) with {rec.get('jobs', '?')} parallel jobs "
-        f"on {rec.get('cpus', '?')} CPUs; {cpu}; load average at the end {rec.get('load', 'not recorded')}",
+    ]
+    if cuda:
+        base = build_record(Path(rec["cpu_wheel"]))
+        lines += [
+            f"CUDA module     compiled in {_build_line(rec)}",
+            f"                and added to the CPU wheel {Path(rec['cpu_wheel']).parent.name}, built once before "
+            f"in {_build_line(base) if base else '(no record)'}",
+        ]
+    else:
+        lines.append(f"build time      {_build_line(rec)}")
+    lines += [
         f"CMake arguments {rec.get('cmake_args', '(no build record)')}",
         f"wheel           {wheel.stat().st_size / MB:.1f} MB compressed, {unpacked / MB:.1f} MB in {files} files "
         f"unpacked, {distinct / MB:.1f} MB of distinct contents (the rest: copies of the same library)",
         f"backend modules {len(modules)} in bin/, {sum(s for _, s in modules) / MB:.1f} MB unpacked:",
     ]
     lines += [f"  {name:<34} {size / MB:5.1f} MB" for name, size in sorted(modules)]
+    cuda_module = install.backend_dir / "libggml-cuda.so"
+    shown = [*RUNPATH_OF, *(["bin/libggml-cuda.so"] if cuda_module.is_file() else [])]
     lines += [
         "",
         "RUNPATH (tools and modules find lib/ wherever the install lies):",
-        *(f"  {rel:<34} {runpath(install.prefix / rel)}" for rel in RUNPATH_OF),
+        *(f"  {rel:<34} {runpath(install.prefix / rel)}" for rel in shown),
+    ]
+    if cuda_module.is_file():
+        lines.append(f"  bin/libggml-cuda.so needs {', '.join(needed(cuda_module))}")
+    lines += [
         "",
         f"this machine: {cpu_model()}, {platform.machine()}",
-        *(f"  engine    {line}" for line in backends.lines()),
-        f"  llama-server loads {server_variant(install.tool('llama-server'))}",
+        *(f"  engine        {line}" for line in backends.lines()),
+        *(f"  llama-server  {line}" for line in server_backends(install.tool("llama-server"))),
     ]
     return "\n".join(lines) + "\n"
 

@@ -56,10 +56,14 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
 vpy="$venv/bin/python"
-deps=$("$vpy" - <<'EOF'
-import tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-print(" ".join(d for d in deps if not d.replace("_", "-").startswith("llama-cpp-python")))
+deps=$(SPECTUNE_BUNDLE_VARIANT=$variant "$vpy" - <<'EOF'
+import os, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = [d for d in project["dependencies"] if not d.replace("_", "-").startswith("llama-cpp-python")]
+if os.environ["SPECTUNE_BUNDLE_VARIANT"] == "cuda":
+    # cuBLAS and the runtime that libggml-cuda.so links: llama_bundle.py copies them into the bundle
+    deps += project["optional-dependencies"]["cuda"]
+print(" ".join(deps))
 EOF
 )
 stamp="$venv/.spectune-build"

@@ -5,8 +5,9 @@
     CMAKE_CUDA_ARCHITECTURES=$(python packaging/cuda_arch.py) bash scripts/setup.sh --cuda
 
 Prints the value on stdout (';'-separated, as CMake wants it); what it found and
-why goes to stderr. Exits 1 when no GPU is visible and no list is given, and 2
-for a name it cannot read or one the installed nvcc cannot build.
+why goes to stderr. With no GPU visible and no list given it prints DEFAULT_ARCHS
+(Turing to Blackwell). Exits 2 for a name it cannot read or one the installed nvcc
+cannot build.
 
 The mapping follows the pinned llama.cpp (ggml/src/ggml-cuda/CMakeLists.txt):
 compute capability X.Y is CMake's "XY" (8.9 -> 89, 9.0 -> 90, 10.0 -> 100),
@@ -29,6 +30,14 @@ from pathlib import Path
 # CMake's forms: 90, 90a, 120f, with -real (machine code only) or -virtual (PTX only)
 CMAKE_ARCH = re.compile(r"^(\d{2,3})([af]?)(-real|-virtual)?$")
 CAPABILITY = re.compile(r"^(\d{1,2})\.(\d)$")
+
+
+# With no GPU to ask, the list llama.cpp's own CMakeLists builds for a CUDA 13 toolkit when it is not told
+# (GGML_NATIVE off): PTX for Turing (7.5) and Ampere (8.0), which the driver compiles for any newer GPU at
+# first use, machine code for the consumer cards RTX 30 (8.6) and RTX 40 (8.9), PTX for Hopper (9.0, and
+# through it the datacenter Blackwells 10.x), and machine code for consumer Blackwell, RTX 50 (12.0) and
+# DGX Spark (12.1). Each entry costs about one architecture's compile time.
+DEFAULT_ARCHS = ("75-virtual", "80-virtual", "86-real", "89-real", "90-virtual", "120a-real", "121a-real")
 
 
 class ArchError(ValueError):
@@ -136,13 +145,15 @@ def main(argv: list[str] | None = None, nvml=None, smi=_nvidia_smi) -> int:
         else:
             archs, seen = detected(nvml, smi)
             if not archs:
+                archs = list(DEFAULT_ARCHS)
                 print(
-                    f"cuda_arch: no NVIDIA GPU is visible ({seen}); name the architectures to build for, "
-                    "e.g. `python packaging/cuda_arch.py 8.6 8.9 9.0`",
+                    f"cuda_arch: no NVIDIA GPU is visible ({seen}); building for the GPUs people own, Turing to "
+                    f"Blackwell ({join(archs)}); name fewer to build faster, e.g. "
+                    "`python packaging/cuda_arch.py 8.9`",
                     file=sys.stderr,
                 )
-                return 1
-            print(f"cuda_arch: {seen}", file=sys.stderr)
+            else:
+                print(f"cuda_arch: {seen}", file=sys.stderr)
         if a.nvcc != "none":
             supported = nvcc_archs(a.nvcc)
             if supported is None:

@@ -1,18 +1,22 @@
-"""The CUDA build of the pinned llama.cpp on a machine without network or a full CUDA toolkit.
+"""The CUDA build of the pinned llama.cpp, on a machine without a full CUDA toolkit or a GPU.
 
+    python packaging/cuda_build.py wheel --cpu-wheel W --sdist S --architectures A --out DIR
     python packaging/cuda_build.py trim-sdist SRC DEST
 
-Used by bench/gpu_check.py on a lent GPU machine, which has nvcc and CMake but
-nothing can be downloaded there and its toolkit may lack cuBLAS (this
-workplace's CUDA image keeps cuBLAS in pip's nvidia wheels, beside PyTorch):
+``wheel`` is what ``scripts/setup.sh --cuda`` runs (here: nvcc without cuBLAS, no
+driver). bench/gpu_check.py uses the same parts on a lent GPU machine, which has
+nvcc and CMake but nothing can be downloaded there and its toolkit may lack cuBLAS
+(this workplace's CUDA image keeps cuBLAS in pip's nvidia wheels, beside PyTorch):
 
 - ``trim_sdist``: the llama-cpp-python sdist without what the build does not
   read (git history, docs, benchmark data, test vocabularies): 11 of 73 MiB, so
   it fits in what a device call carries;
 - ``cuda_link_setup``: where cuBLAS, cuBLASLt, their header and libcuda are, as
   CMake arguments and loader folders;
-- ``build_cuda_wheel``: ``pip wheel`` without build isolation, with
-  scripts/setup.sh's CMAKE_ARGS (read from it) plus the CUDA switches;
+- ``build_cuda_module`` and ``wheel_with_module``: ggml's CUDA backend compiled
+  alone (with scripts/setup.sh's ggml switches, read from it) and added to the
+  CPU wheel: the CUDA wheel of ``scripts/setup.sh --cuda`` (``wheel``) and of the
+  GPU check;
 - ``install_wheel``: into a folder named site-packages on PYTHONPATH, where
   engine.llama.install.find_install() looks.
 """
@@ -20,6 +24,8 @@ workplace's CUDA image keeps cuBLAS in pip's nvidia wheels, beside PyTorch):
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import importlib
 import os
 import re
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,9 +82,9 @@ def trim_sdist(src: Path, dest: Path) -> None:
 def setup_cmake_args() -> list[str]:
     """scripts/setup.sh's CMAKE_ARGS, read from it so the two cannot drift apart, plus the CUDA switch."""
     text = (REPO / "scripts" / "setup.sh").read_text()
-    # the unindented lines that set or extend cmake_args for every build (the CUDA ones are indented)
+    # the unindented lines that set or extend cmake_args (the CPU wheel's, which the CUDA variant extends)
     parts = re.findall(r'^cmake_args="(?:\$cmake_args )?([^"]+)"', text, re.M)
-    if not parts or "-DGGML_CUDA=on" not in text:
+    if not parts:
         raise SystemExit("cuda_build: scripts/setup.sh no longer has the cmake_args lines this check reads")
     return " ".join(parts).replace("\\$", "$").split() + ["-DGGML_CUDA=on"]
 
@@ -162,16 +169,47 @@ def cuda_link_setup(shim: Path, driver_dirs: tuple[Path, ...] = DRIVER_DIRS) -> 
         inc_dirs.append(str(header.parent))
     if not _find("libcuda.so", toolkit_libs + [d / "stubs" for d in toolkit_libs]):
         driver = _find("libcuda.so.1", list(driver_dirs)) or _ldconfig("libcuda.so.1")
-        if driver is None:
-            raise SystemExit("cuda_build: no libcuda.so (toolkit stub or driver); is the NVIDIA driver installed?")
         shim_lib.mkdir(parents=True, exist_ok=True)
         link = shim_lib / "libcuda.so"
         link.unlink(missing_ok=True)
-        link.symlink_to(driver)
+        if driver is not None:
+            link.symlink_to(driver)
+            lib_dirs.append(str(driver.parent))
+        else:
+            # no driver (a build machine without a GPU): link against a stub, as the toolkit's lib64/stubs does
+            cuda_h = _find("cuda.h", [home / "include"] + [d / "include" for d in nv])
+            if cuda_h is None:
+                raise SystemExit("cuda_build: no libcuda.so (toolkit stub or driver) and no cuda.h to make a stub from")
+            libcuda_stub(link, cuda_h)
         args.append(f"-DCUDA_cuda_driver_LIBRARY={link}")
-        lib_dirs.append(str(driver.parent))
     lib_dirs += [str(d) for d in toolkit_libs if d.is_dir()]
     return args, lib_dirs, inc_dirs
+
+
+def libcuda_stub(dest: Path, cuda_h: Path) -> Path:
+    """A link-time stand-in for the driver's libcuda.so.1: every CUresult function cuda.h declares (under
+    the names a normal compile maps them to, e.g. cuMemGetInfo_v2), each a dummy. ggml-cuda records the
+    SONAME libcuda.so.1 and, on the user's machine, the loader finds the real driver under that name. The
+    stub is never shipped: it stays in the build folder, and nothing's RUNPATH points there."""
+    proc = subprocess.run(
+        ["cc", "-E", "-P", "-x", "c", "-I", str(cuda_h.parent), str(cuda_h)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"cuda_build: could not preprocess {cuda_h}: {proc.stderr[-1000:]}")
+    names = sorted(set(re.findall(r"\bCUresult\s+(cu\w+)\s*\(", proc.stdout)))
+    if len(names) < 100:
+        raise SystemExit(f"cuda_build: found only {len(names)} driver functions in {cuda_h}; is it CUDA's cuda.h?")
+    source = dest.with_suffix(".stub.c")
+    source.write_text("".join(f"int {n}(void) {{ return 999; }}\n" for n in names))
+    proc = subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(dest), "-Wl,-soname,libcuda.so.1", str(source)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"cuda_build: could not build the libcuda link stub: {proc.stderr[-1000:]}")
+    print(f"cuda_build: no NVIDIA driver here; linking against a stub libcuda ({len(names)} functions, never shipped)")
+    return dest
 
 
 def prepend_env(env: dict, var: str, dirs: list[str]) -> None:
@@ -201,42 +239,6 @@ def run_logged(argv: list[str], log: Path, env: dict | None = None, what: str = 
     return time.monotonic() - t0
 
 
-def build_cuda_wheel(sdist: Path, work: Path, log: Path, architectures: str) -> tuple[Path, float, dict]:
-    """(the wheel, seconds, {"cmake_args", "loader_dirs"}); loader_dirs must be on LD_LIBRARY_PATH to run it."""
-    extra, lib_dirs, inc_dirs = cuda_link_setup(work / "cuda-shim")
-    cmake_args = setup_cmake_args() + [f"-DCMAKE_CUDA_ARCHITECTURES={architectures}"] + extra
-    env = dict(os.environ, CMAKE_ARGS=" ".join(cmake_args), CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
-    prepend_env(env, "CPATH", inc_dirs)  # nvcc preprocesses with the host compiler, which reads CPATH
-    prepend_env(env, "LIBRARY_PATH", lib_dirs)
-    # linking llama-server and friends, ld looks for libggml-cuda's own needs (libcublas.so.13, libcuda.so.1)
-    # along LD_LIBRARY_PATH
-    prepend_env(env, "LD_LIBRARY_PATH", lib_dirs)
-    print(f"CMAKE_ARGS={env['CMAKE_ARGS']}", flush=True)
-    wheel_dir = work / "wheel"
-    shutil.rmtree(wheel_dir, ignore_errors=True)
-    # no build isolation: nothing can be downloaded; scikit-build-core and pathspec travel as wheels
-    seconds = run_logged(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-v",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-cache-dir",
-            "-w",
-            str(wheel_dir),
-            str(sdist),
-        ],
-        log,
-        env,
-        "building the CUDA wheel",
-    )
-    wheel = next(wheel_dir.glob("llama_cpp_python-*.whl"))
-    return wheel, seconds, {"cmake_args": cmake_args, "loader_dirs": lib_dirs}
-
-
 def install_wheel(wheel: Path, site: Path, log: Path) -> None:
     run_logged(
         [
@@ -258,14 +260,168 @@ def install_wheel(wheel: Path, site: Path, log: Path) -> None:
     importlib.invalidate_caches()
 
 
+# -- the CUDA wheel: the CPU wheel plus ggml's CUDA backend module -------------------------------------
+#
+# With GGML_BACKEND_DL every backend is a module that links only libggml-base, which is built the same
+# way with or without CUDA. So the CUDA variant is the CPU wheel (cached, the one CI uses) with
+# bin/libggml-cuda.so added: only the CUDA code is compiled, and a change of architectures rebuilds
+# nothing else.
+
+
+def cuda_runtime_pins() -> list[str]:
+    """pyproject.toml's [project.optional-dependencies] cuda: the pinned nvidia-* wheels (cuBLAS, the runtime)."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    block = re.search(r"^cuda = \[(.*?)\]", text, re.M | re.S)
+    if not block:
+        raise SystemExit("cuda_build: pyproject.toml has no 'cuda' optional-dependency list")
+    return re.findall(r'"([^"]+)"', block[1])
+
+
+def _site_relative_rpath() -> list[str]:
+    """RUNPATH entries, relative to site-packages/bin, of the pip nvidia folders holding cuBLAS and the runtime."""
+    out = []
+    for d in _python_nvidia_dirs():
+        if any((d / "lib").glob("libcublas.so.*")) or any((d / "lib").glob("libcudart.so.*")):
+            out.append(f"$ORIGIN/../{d.parent.name}/{d.name}/lib")
+    return out
+
+
+def build_cuda_module(sdist: Path, work: Path, log: Path, architectures: str, jobs: int) -> tuple[Path, float, dict]:
+    """Compile ggml's CUDA backend from the pinned sdist: (libggml-cuda.so, seconds, {"cmake_args",
+    "loader_dirs"}); loader_dirs hold cuBLAS and the runtime where the module's RUNPATH does not reach."""
+    src = work / "src"
+    top = f"llama_cpp_python-{LLAMA_VERSION}/vendor/llama.cpp/"
+    if not (src / "ggml" / "src" / "ggml-cuda" / "CMakeLists.txt").is_file():
+        shutil.rmtree(src, ignore_errors=True)
+        with tarfile.open(sdist) as tar:
+            # llama.cpp's own top level (ggml as a subproject, as the wheel builds it), without the test
+            # vocabularies and docs
+            members = [
+                m
+                for m in tar.getmembers()
+                if m.name.startswith(top) and not m.name.startswith(tuple(top + d for d in ("models/", "docs/")))
+            ]
+            for m in members:
+                m.name = m.name[len(top) :]
+            tar.extractall(src, members=members, filter="data")
+    extra, lib_dirs, inc_dirs = cuda_link_setup(work / "cuda-shim")
+    rpath = ";".join(["$ORIGIN/../lib", *_site_relative_rpath()])
+    # the CPU wheel's switches that shape ggml (setup.sh's), then the CUDA ones; ggml alone is configured,
+    # since only its CUDA module is built
+    ggml_args = [a for a in setup_cmake_args() if a.startswith("-DGGML_")]
+    cmake_args = [
+        *ggml_args,
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DBUILD_SHARED_LIBS=ON",
+        # nothing of llama.cpp but ggml is built; the rest is switched off so configuring needs nothing more
+        "-DLLAMA_BUILD_TOOLS=OFF",
+        "-DLLAMA_BUILD_SERVER=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_CURL=OFF",
+        f"-DCMAKE_CUDA_ARCHITECTURES={architectures}",
+        # the module's own RUNPATH from the start: libggml-base in ../lib, cuBLAS and the runtime in the pip
+        # nvidia folders beside it in a venv (a bundle puts them in ../lib)
+        "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+        f"-DCMAKE_INSTALL_RPATH={rpath}",
+        *extra,
+    ]
+    env = dict(os.environ)
+    prepend_env(env, "CPATH", inc_dirs)
+    prepend_env(env, "LIBRARY_PATH", lib_dirs)
+    build = work / "build"
+    t0 = time.monotonic()
+    run_logged(["cmake", "-S", str(src), "-B", str(build), *cmake_args], log, env, "configuring ggml with CUDA")
+    run_logged(
+        ["cmake", "--build", str(build), "--target", "ggml-cuda", "--parallel", str(jobs)],
+        log,
+        env,
+        f"compiling ggml-cuda for {architectures}",
+    )
+    found = sorted(build.rglob("libggml-cuda.so"))
+    if not found:
+        raise SystemExit(f"cuda_build: the build finished without a libggml-cuda.so under {build}")
+    return found[0], time.monotonic() - t0, {"cmake_args": cmake_args, "loader_dirs": lib_dirs}
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel_with_module(cpu_wheel: Path, module: Path, out_dir: Path) -> Path:
+    """A copy of cpu_wheel with bin/<module> added (and listed in its RECORD), written to out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dest = out_dir / cpu_wheel.name
+    data = module.read_bytes()
+    arcname = f"bin/{module.name}"
+    with zipfile.ZipFile(cpu_wheel) as zin, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zout:
+        record_name = next(n for n in zin.namelist() if n.endswith(".dist-info/RECORD"))
+        if arcname in zin.namelist():
+            raise SystemExit(f"cuda_build: {cpu_wheel.name} already holds {arcname}; is it the CPU wheel?")
+        for info in zin.infolist():
+            if info.filename == record_name:
+                continue
+            zout.writestr(info, zin.read(info))
+        entry = zipfile.ZipInfo(arcname, date_time=time.localtime()[:6])
+        entry.external_attr = 0o100755 << 16
+        entry.compress_type = zipfile.ZIP_DEFLATED
+        zout.writestr(entry, data)
+        record = zin.read(record_name).decode().rstrip("\n").split("\n")
+        record.insert(len(record) - 1, f"{arcname},{_record_hash(data)},{len(data)}")
+        zout.writestr(zin.getinfo(record_name), "\n".join(record) + "\n")
+    return dest
+
+
+def ensure_cuda_runtime_wheels(log: Path) -> None:
+    """pip-install the pinned cuBLAS and runtime wheels into this Python (a no-op when they are there)."""
+    pins = cuda_runtime_pins()
+    run_logged([sys.executable, "-m", "pip", "install", "-q", *pins], log, what="installing cuBLAS and the runtime")
+    importlib.invalidate_caches()
+
+
+def cuda_wheel(cpu_wheel: Path, sdist: Path, architectures: str, out_dir: Path, jobs: int) -> Path:
+    """Build the CUDA module and write the CUDA wheel and its build record (build.txt) into out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = out_dir.parent / (out_dir.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    log = work / "build.log"
+    print(f"cuda_build: compiling ggml's CUDA backend for {architectures} with {jobs} jobs (log: {log})", flush=True)
+    ensure_cuda_runtime_wheels(log)
+    cpu0 = os.times()
+    module, seconds, info = build_cuda_module(sdist, work, log, architectures, jobs)
+    cmake_args = info["cmake_args"]
+    cpu1 = os.times()
+    wheel = wheel_with_module(cpu_wheel, module, out_dir)
+    cpu_seconds = (cpu1.children_user + cpu1.children_system) - (cpu0.children_user + cpu0.children_system)
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    (out_dir / "build.txt").write_text(
+        f"seconds {seconds:.0f}\ncpu_seconds {cpu_seconds:.0f}\njobs {jobs}\ncpus {os.cpu_count()}\nload {load}\n"
+        f"date {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}\ncmake_args {' '.join(cmake_args)}\n"
+        f"cpu_wheel {cpu_wheel}\nmodule_bytes {module.stat().st_size}\n"
+    )
+    shutil.copy2(log, out_dir / "build.log")
+    shutil.rmtree(work, ignore_errors=True)  # kept after a failure: the log, and the sources for the next try
+    print(f"cuda_build: {wheel} ({wheel.stat().st_size / 1e6:.1f} MB) in {seconds / 60:.1f} min", flush=True)
+    return wheel
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("trim-sdist", help="repack the sdist without what the build does not read")
     t.add_argument("src", type=Path)
     t.add_argument("dest", type=Path)
+    w = sub.add_parser("wheel", help="the CUDA wheel: the CPU wheel plus ggml's CUDA module compiled here")
+    w.add_argument("--cpu-wheel", type=Path, required=True)
+    w.add_argument("--sdist", type=Path, required=True)
+    w.add_argument("--architectures", required=True, help="CMAKE_CUDA_ARCHITECTURES (packaging/cuda_arch.py)")
+    w.add_argument("--out", type=Path, required=True, help="the folder for the wheel and build.txt")
+    w.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     a = ap.parse_args(argv)
-    trim_sdist(a.src, a.dest)
+    if a.cmd == "trim-sdist":
+        trim_sdist(a.src, a.dest)
+    else:
+        cuda_wheel(a.cpu_wheel, a.sdist, a.architectures, a.out, a.jobs)
     return 0
 
 

@@ -74,22 +74,13 @@ cmake_args="$cmake_args -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VA
 # The tools in bin/ and the modules beside them find lib/ relative to themselves, wherever the venv
 # or the bundle lies, so llama-server runs without LD_LIBRARY_PATH (lib/../lib is lib/ for the libraries).
 cmake_args="$cmake_args -DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib"
-if [ "$variant" = cuda ]; then
-  cmake_args="$cmake_args -DGGML_CUDA=on"
-  if [ -z "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
-    # the architectures of the GPUs present (or a clear error): part of the wheel's cache key
-    CMAKE_CUDA_ARCHITECTURES=$("$vpy" packaging/cuda_arch.py) || exit 1
-  fi
-  if [ -n "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
-    cmake_args="$cmake_args -DCMAKE_CUDA_ARCHITECTURES=$CMAKE_CUDA_ARCHITECTURES"
-  fi
-fi
-key="$LLAMA_CPP_VERSION-$variant-$(printf '%s' "$cmake_args" | sha256sum | cut -c1-12)"
+# The CUDA variant is this CPU wheel plus ggml's CUDA module (step 2b), so both start here.
+key="$LLAMA_CPP_VERSION-cpu-$(printf '%s' "$cmake_args" | sha256sum | cut -c1-12)"
 wheel_dir="$cache/llama/wheels/$key"
 wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
   jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-  say "building llama-cpp-python $LLAMA_CPP_VERSION ($variant, with llama-server and every CPU variant); about 25 minutes on 2 idle cores, once"
+  say "building llama-cpp-python $LLAMA_CPP_VERSION (with llama-server and every CPU variant); about 25 minutes on 2 idle cores, once"
   rm -rf "$wheel_dir.tmp" && mkdir -p "$wheel_dir.tmp"
   started=$SECONDS
   times > "$wheel_dir.tmp/times"  # second line: CPU time of this script's finished children (user, system)
@@ -108,6 +99,32 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl | head -n 1)
 fi
 
+# --- 2b. the CUDA variant: that wheel plus ggml's CUDA backend module ------------
+# Only the CUDA code is compiled (packaging/cuda_build.py): cuBLAS and the runtime come from the pinned
+# nvidia-* wheels of pyproject's "cuda" extra, nvcc from the toolkit, and where no NVIDIA driver is
+# installed the build links a stub libcuda that is never shipped.
+extras=test
+if [ "$variant" = cuda ]; then
+  extras=test,cuda
+  command -v nvcc >/dev/null 2>&1 || { echo "setup.sh: --cuda needs nvcc (the CUDA toolkit's compiler, 13.0; or pip install nvidia-cuda-nvcc==13.0.88 and put its bin/ on PATH)" >&2; exit 1; }
+  if [ -z "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
+    # the GPUs present, or with none the default list of packaging/cuda_arch.py (Turing to Blackwell)
+    CMAKE_CUDA_ARCHITECTURES=$("$vpy" packaging/cuda_arch.py) || exit 1
+  fi
+  cuda_key="$LLAMA_CPP_VERSION-cuda-$(printf '%s|%s|%s' "$key" "$CMAKE_CUDA_ARCHITECTURES" "$(sed -n '/^cuda = /p' pyproject.toml)" | sha256sum | cut -c1-12)"
+  cuda_dir="$cache/llama/wheels/$cuda_key"
+  cuda_wheel=$(ls "$cuda_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
+  if [ -z "$cuda_wheel" ]; then
+    say "compiling ggml's CUDA backend for $CMAKE_CUDA_ARCHITECTURES; about 12 minutes per architecture on 2 idle cores, once"
+    rm -rf "$cuda_dir.tmp"
+    "$vpy" packaging/cuda_build.py wheel --cpu-wheel "$wheel" --sdist "$sdist" \
+      --architectures "$CMAKE_CUDA_ARCHITECTURES" --jobs "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" --out "$cuda_dir.tmp"
+    rm -rf "$cuda_dir" && mv "$cuda_dir.tmp" "$cuda_dir"
+    cuda_wheel=$(ls "$cuda_dir"/llama_cpp_python-*.whl | head -n 1)
+  fi
+  wheel=$cuda_wheel
+fi
+
 # --- 3. the project and its Python dependencies -----------------------------
 stamp=.venv/.spectune-setup
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $wheel"
@@ -115,7 +132,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   say "installing the project and its dependencies into .venv"
   "$vpy" -m pip install -q --upgrade pip >/dev/null
   "$vpy" -m pip install -q --force-reinstall --no-deps "$wheel"
-  "$vpy" -m pip install -q -e ".[test]"
+  "$vpy" -m pip install -q -e ".[$extras]"
   printf '%s' "$want" > "$stamp"
 fi
 

@@ -226,9 +226,16 @@ def test_the_gpus_present_decide(capsys):
     assert capsys.readouterr().out.strip() == "89;90"
 
 
-def test_no_gpu_and_no_list_is_an_error(capsys):
-    assert cuda_arch.main(["--nvcc", "none"], nvml=FakeNVML([]), smi=lambda: []) == 1
-    assert "name the architectures" in capsys.readouterr().err
+def test_no_gpu_and_no_list_builds_for_turing_to_blackwell(capsys):
+    assert cuda_arch.main(["--nvcc", "none"], nvml=FakeNVML([]), smi=lambda: []) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == "75-virtual;80-virtual;86-real;89-real;90-virtual;120a-real;121a-real"
+    assert "no NVIDIA GPU is visible" in out.err and "Turing to Blackwell" in out.err
+
+
+@pytest.mark.skipif(cuda_arch.nvcc_archs(None) is None, reason="no nvcc on this machine")
+def test_the_installed_nvcc_builds_the_default_list():
+    cuda_arch.check_toolkit(list(cuda_arch.DEFAULT_ARCHS), cuda_arch.nvcc_archs(None))
 
 
 def test_nvidia_smi_answers_when_nvml_cannot(capsys):
@@ -334,3 +341,78 @@ def test_the_llama_cpp_python_pin_is_written_once():
         "bench/gpu_check.sh",
     ):
         assert pins[0] not in (REPO / script).read_text(encoding="utf-8"), script
+
+
+def test_the_cuda_runtime_pins_come_from_pyprojects_cuda_extra():
+    pins = cuda_build.cuda_runtime_pins()
+    assert {p.split("==")[0] for p in pins} == {"nvidia-cublas", "nvidia-cuda-runtime"}
+    assert all("==" in p for p in pins)  # exact, like every pin of what SpecTune ships
+
+
+def test_without_a_driver_the_build_links_a_stub_libcuda(tmp_path):
+    """The stub carries libcuda.so.1 as its SONAME (what ggml-cuda then asks the loader for) and defines the
+    driver functions under the names a normal compile references."""
+    header = tmp_path / "include" / "cuda.h"
+    header.parent.mkdir()
+    names = [f"cuFake{i}" for i in range(120)]
+    header.write_text(
+        "typedef int CUresult;\n#define cuMemGetInfo cuMemGetInfo_v2\n"
+        "CUresult cuMemGetInfo(unsigned long *free, unsigned long *total);\n"
+        + "".join(f"CUresult {n}(int x);\n" for n in names)
+    )
+    stub = cuda_build.libcuda_stub(tmp_path / "libcuda.so", header)
+    dynamic = subprocess.run(["readelf", "-d", "--dyn-syms", str(stub)], capture_output=True, text=True).stdout
+    assert "Library soname: [libcuda.so.1]" in dynamic
+    assert " cuMemGetInfo_v2" in dynamic and " cuFake119" in dynamic and " cuMemGetInfo\n" not in dynamic
+
+
+def test_too_few_functions_is_not_cudas_header(tmp_path):
+    header = tmp_path / "cuda.h"
+    header.write_text("typedef int CUresult;\nCUresult cuInit(unsigned int);\n")
+    with pytest.raises(SystemExit, match="found only 1 driver functions"):
+        cuda_build.libcuda_stub(tmp_path / "libcuda.so", header)
+
+
+def _tiny_wheel(path: Path) -> Path:
+    import zipfile
+
+    files = {
+        "pkg/__init__.py": b"",
+        "bin/tool": b"#!/bin/sh\n",
+        "pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
+        "pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [f"{n},{cuda_build._record_hash(d)},{len(d)}" for n, d in files.items()] + ["pkg-1.0.dist-info/RECORD,,"]
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr("pkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def test_the_cuda_wheel_is_the_cpu_wheel_plus_the_module(tmp_path):
+    import zipfile
+
+    cpu = _tiny_wheel(tmp_path / "pkg-1.0-py3-none-any.whl")
+    module = tmp_path / "libggml-cuda.so"
+    module.write_bytes(b"\x7fELF module bytes")
+    out = cuda_build.wheel_with_module(cpu, module, tmp_path / "cuda")
+    assert out.name == cpu.name and out.parent == tmp_path / "cuda"
+    with zipfile.ZipFile(out) as z, zipfile.ZipFile(cpu) as zc:
+        assert set(z.namelist()) == set(zc.namelist()) | {"bin/libggml-cuda.so"}
+        record = z.read("pkg-1.0.dist-info/RECORD").decode().splitlines()
+        # every file listed with its true hash, RECORD itself last and unhashed
+        assert record[-1] == "pkg-1.0.dist-info/RECORD,,"
+        for line in record[:-1]:
+            name, digest, size = line.rsplit(",", 2)
+            assert digest == cuda_build._record_hash(z.read(name)) and int(size) == len(z.read(name))
+        assert len(record) == len(zc.read("pkg-1.0.dist-info/RECORD").decode().splitlines()) + 1
+    # and pip installs it, module included
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(out)],
+        check=True,
+    )
+    assert (site / "bin" / "libggml-cuda.so").read_bytes() == module.read_bytes()
+    with pytest.raises(SystemExit, match="already holds"):
+        cuda_build.wheel_with_module(out, module, tmp_path / "again")
