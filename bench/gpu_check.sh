@@ -7,9 +7,10 @@
 # the memory-bandwidth limit, speculative tok/s per method and K, the lab against
 # llama-server, and NVML readings. bench/gpu_check.py does the work; see its docstring.
 #
-# Time: NOT YET RUN ON A GPU. The CUDA module (144 CUDA objects for one architecture; about
-# 40 CPU-minutes here) is estimated at 3-4 minutes on 16 cores, the 8B model (14 GiB, single-threaded numpy)
-# at 2-4 minutes beside it, the measurements at 1-2 minutes. The Python side keeps to
+# Time: NOT YET RUN ON A GPU. The CUDA module (144 CUDA objects for one architecture; 89
+# CPU-minutes measured here, bench/results/llama_wheel-cuda.txt) is estimated at 6 minutes
+# on 16 cores, the 8B model (14 GiB, single-threaded numpy) at 2-4 minutes beside it, the
+# measurements at 1-2 minutes: tight in an 8-minute call. The Python side keeps to
 # GPU_CHECK_BUDGET_S (default 540 s from its start): rows that would start too late are
 # reported as skipped, most telling ones first (8B plain, K=4, server comparisons). If
 # the call is cut off anyway, $OUT/gpu_check.log shows how far it got.
@@ -54,7 +55,7 @@ case "${1:-}" in
   "") ;;
   --cpu-dry-run) mode=cpu ;;
   --prepare) mode=prepare ;;
-  -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
   *) echo "gpu_check.sh: unknown option $1 (--prepare, --cpu-dry-run, or nothing on the GPU machine)" >&2; exit 2 ;;
 esac
 py=python3

@@ -137,7 +137,8 @@ def test_a_module_the_loader_refuses_is_reported_with_its_reason(tmp_path):
     shutil.rmtree(stub_dir)
     install = find_install()
     for module in module_files(install.backend_dir):
-        shutil.copy2(module, backends / module.name)
+        if split_module_name(module.name)[0] == "cpu":  # a CUDA build's own module would replace the made one
+            shutil.copy2(module, backends / module.name)
     r = run_python(
         "import dataclasses, json\n"
         "from pathlib import Path\n"
@@ -154,6 +155,19 @@ def test_a_module_the_loader_refuses_is_reported_with_its_reason(tmp_path):
     assert "libcuda.so.1" in cuda.why
     assert report.cpu_variant == load_backends().cpu_variant and not report.error
     assert any(line.startswith("CUDA: not loaded: CUDA backend present; no NVIDIA driver") for line in report.lines())
+
+
+@pytest.mark.skipif(not find_install().is_cuda, reason="the CPU build has no CUDA module")
+def test_the_cuda_builds_module_finds_cublas_and_says_when_the_driver_is_missing():
+    """The CUDA variant (setup.sh --cuda): its module finds cuBLAS and the runtime through its own RUNPATH,
+    so on a machine without the NVIDIA driver the one thing missing is the driver's libcuda.so.1."""
+    report = load_backends()
+    cuda = next(m for m in report.modules if m.backend == "cuda")
+    if cuda.loaded:  # a machine with the driver: the GPUs are devices of the CUDA backend
+        assert any(d.backend == "CUDA" for d in report.devices)
+        return
+    assert cuda.why.startswith("CUDA backend present; no NVIDIA driver (libcuda.so.1"), cuda.why
+    assert report.cpu_variant and not report.error  # the same install runs on the CPU
 
 
 def test_llama_cpp_pythons_own_bindings_run_on_the_backends_loaded_from_the_install(tmp_path):
