@@ -43,13 +43,16 @@ modules=("$llama"/bin/libggml-*.so)
 echo "${#modules[@]} backend modules in $llama/bin"
 for f in "$llama/bin/llama-server" "$llama/bin/llama-quantize" "$llama/lib/libspecrt.so" "${modules[@]}"; do
   out=$(ldd "$f")
-  if grep -q "not found" <<<"$out"; then fail "$f: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')"; fi
-  for lib in libllama.so.0 libllama-common.so.0 libggml.so.0 libggml-base.so.0; do
-    where=$(awk -v l="$lib" '$1 == l {print $3}' <<<"$out")
-    if [ -n "$where" ] && [[ "$where" != "$bundle"/* ]]; then fail "$(basename "$f") takes $lib from $where, outside the bundle"; fi
-  done
+  # libcuda.so.1 is the NVIDIA driver's own library, never bundled: a CUDA module on a machine without the
+  # driver lacks it, and llama.cpp then runs on the CPU (step 2 shows it)
+  lacking=$(grep "not found" <<<"$out" | grep -v "^[[:space:]]*libcuda\.so\.1 " || true)
+  if [ -n "$lacking" ]; then fail "$f: $(tr -s ' \t\n' ' ' <<<"$lacking")"; fi
+  # llama.cpp's libraries and the CUDA runtime a CUDA bundle carries must come from the bundle itself
+  while read -r lib where; do
+    if [[ "$where" != "$bundle"/* ]]; then fail "$(basename "$f") takes $lib from $where, outside the bundle"; fi
+  done < <(awk '$1 ~ /^lib(llama|llama-common|ggml|ggml-base|cudart|cublas|cublasLt)\.so\./ && $3 ~ /^\// {print $1, $3}' <<<"$out")
 done
-echo "llama-server, llama-quantize, libspecrt and the backend modules: every library found, llama.cpp's from the bundle"
+echo "llama-server, llama-quantize, libspecrt and the backend modules: every library found (but a missing driver's), llama.cpp's and the CUDA runtime's from the bundle"
 # every Qt library a kept plugin or module links must be in the bundle (system libraries such as
 # libwayland-* may be missing on a test machine without them, and come from the desktop anyway)
 internal="$bundle/_internal"
