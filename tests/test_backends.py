@@ -14,6 +14,7 @@ import pytest
 from engine.llama.backends import (
     BackendReport,
     load_backends,
+    loader_message,
     module_files,
     split_module_name,
     why_not_loadable,
@@ -187,3 +188,18 @@ def test_llama_cpp_pythons_own_bindings_run_on_the_backends_loaded_from_the_inst
     assert r.returncode == 0, r.stderr[-2000:]
     variant, generated = r.stdout.split()
     assert variant == str(load_backends().cpu_variant) and int(generated) > 0
+
+
+def test_the_loaders_words_survive_the_frozen_bundles_ctypes():
+    """PyInstaller's CDLL replaces the loader's OSError with its own, raised from it; the report keeps the
+    loader's (seen in the CUDA bundle: it had said 'not found when the application was frozen')."""
+    loader = OSError("libcuda.so.1: cannot open shared object file: No such file or directory")
+    try:
+        try:
+            raise loader
+        except OSError as base_error:
+            raise OSError("Failed to load dynlib/dll 'x.so'. Most likely ... frozen.") from base_error
+    except OSError as frozen:
+        assert loader_message(frozen) == str(loader)
+        assert why_not_loadable("cuda", loader_message(frozen)).startswith("CUDA backend present; no NVIDIA driver")
+    assert loader_message(OSError("plain")) == "plain"

@@ -156,6 +156,14 @@ def why_not_loadable(backend: str, loader_message: str) -> str:
     return f"cannot be loaded: {loader_message}"
 
 
+def loader_message(exc: OSError) -> str:
+    """The dynamic loader's own words for a module it refused. In the frozen bundle PyInstaller's ctypes
+    raises its own "Failed to load dynlib/dll ... not found when the application was frozen" instead,
+    with the loader's error as the cause."""
+    cause = exc.__cause__
+    return str(cause) if isinstance(cause, OSError) else str(exc)
+
+
 _report: BackendReport | None = None
 _lock = threading.Lock()
 
@@ -202,7 +210,8 @@ def _modules(files: list[Path], taken: dict[str, str]) -> list[BackendModule]:
         try:
             score = _score(path)
         except OSError as exc:
-            out.append(BackendModule(path.name, backend, variant, False, why_not_loadable(backend, str(exc))))
+            why = why_not_loadable(backend, loader_message(exc))
+            out.append(BackendModule(path.name, backend, variant, False, why))
             continue
         if score == 0:
             why = "needs instructions this CPU lacks" if backend == "cpu" else "not supported on this system"
