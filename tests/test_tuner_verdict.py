@@ -3,6 +3,8 @@ interval; "beats no speculation" only when the interval lies above 1."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from engine.core.paired import PairedRatio
@@ -65,3 +67,7 @@ def test_a_real_tune_ends_with_paired_alternating_runs_of_the_best_and_none(pair
         assert {first[1], second[1]} == {result.best.spec.spec_type, "none"}
     assert any(line.startswith("verdict:") for line in lines)
     assert result.to_dict()["verdict_text"] == result.verdict_text()
+    # the verdict's runs without speculation are also the speedup's baseline: past the first two prompts
+    # (the tuner's first baseline) no prompt runs it twice
+    baseline_runs = Counter(p for p, _, baseline in sent if baseline)
+    assert all(baseline_runs[p] == 1 for p in tuner.prompts[2:n]), baseline_runs

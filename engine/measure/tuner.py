@@ -238,7 +238,12 @@ class Tuner:
         for i, prompt in enumerate(prompts):
             tps = {}
             for arm in abba((0, 1), i):
-                s = self._run(best.spec, prompt) if arm == 0 else self._run(SpecSettings("none"), prompt, baseline=True)
+                if arm == 0:
+                    s = self._run(best.spec, prompt)
+                else:
+                    s = self._run(SpecSettings("none"), prompt, baseline=True)
+                    # it is this prompt's baseline as much as any: the speedup need not run it again
+                    self._baseline.setdefault(prompt, s)
                 tps[arm] = s["tokens_per_s"]
             ratios.append(tps[0] / tps[1] if tps[1] else 0.0)
         verdict = median_interval(ratios)
@@ -317,12 +322,13 @@ class Tuner:
             self._close_call(pool[:2])
             self._rank(pool)
         best = pool[0]
-        # the speedup compares like with like: the baseline on exactly the prompts the best ran
+        verdict = self._verdict(best)
+        # the speedup compares like with like: the baseline on exactly the prompts the best ran (the
+        # verdict has just run it on its prompts)
         missing = len({p for p in best.prompts_run if p not in self._baseline})
         if missing:
             self.progress(f"baseline on {missing} more prompt(s), the ones the best setting ran ...")
         baseline_tps = self._baseline_on(best.prompts_run)
-        verdict = self._verdict(best)
         return TuneResult(
             baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs, predicted_by_k, verdict
         )
