@@ -19,7 +19,7 @@ readings (utilisation, power, clocks, memory) for every row. Everything is fitte
 into --budget-s; what does not fit is reported as skipped.
 
 Mode cpu is the rehearsal on a machine without a GPU: the same path with tiny
-shapes, the CPU wheel from the cache standing in for the CUDA build.
+shapes, the carried CPU wheel as it is, standing in for the CUDA one.
 """
 
 from __future__ import annotations
@@ -440,7 +440,7 @@ def run(a: argparse.Namespace) -> int:
             report.say(f"# CUDA module built in {seconds:.0f} s: {' '.join(info['cmake_args'])}")
         else:
             wheel = Path(a.wheel)
-            report.say(f"# rehearsal: {wheel.name} from the cache stands in for the CUDA build")
+            report.say(f"# rehearsal: the carried CPU wheel {wheel.name} stands in for the CUDA one")
         install_wheel(wheel, site, log)
         from engine.llama.install import find_install
         from engine.runtime.native_build import ensure_built
