@@ -1,4 +1,4 @@
-"""bench/results/llama_wheel-cpu.txt: what scripts/setup.sh's llama.cpp build costs, holds and loads here.
+"""bench/results/llama_wheel-<cpu|cuda>.txt: what scripts/setup.sh's llama.cpp build costs, holds and loads here.
 
     .venv/bin/python bench/llama_wheel.py [--wheel PATH] [--save FILE]
 
@@ -64,15 +64,17 @@ def wheel_contents(wheel: Path) -> tuple[int, int, int, list[tuple[str, int]]]:
     return len(infos), unpacked, distinct, modules
 
 
-def runpath(path: Path) -> str:
-    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
-    found = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]", out)
+def dynamic_section(path: Path) -> str:
+    return subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
+
+
+def runpath(dynamic: str) -> str:
+    found = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic)
     return found[1] if found else "(none)"
 
 
-def needed(path: Path) -> list[str]:
-    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", out)
+def needed(dynamic: str) -> list[str]:
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic)
 
 
 def server_backends(server: Path) -> list[str]:
@@ -146,10 +148,10 @@ def report(wheel: Path) -> str:
     lines += [
         "",
         "RUNPATH (tools and modules find lib/ wherever the install lies):",
-        *(f"  {rel:<34} {runpath(install.prefix / rel)}" for rel in shown),
+        *(f"  {rel:<34} {runpath(dynamic_section(install.prefix / rel))}" for rel in shown),
     ]
     if cuda_module.is_file():
-        lines.append(f"  bin/libggml-cuda.so needs {', '.join(needed(cuda_module))}")
+        lines.append(f"  bin/libggml-cuda.so needs {', '.join(needed(dynamic_section(cuda_module)))}")
     lines += [
         "",
         f"this machine: {cpu_model()}, {platform.machine()}",
