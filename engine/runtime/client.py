@@ -184,13 +184,18 @@ class EngineClient:
     def _read_stdout(self, proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
         events = self._events  # this process's queue: a restart makes a new one
-        for line in proc.stdout:
-            try:
-                ev = protocol.decode(line)
-            except protocol.ProtocolError:
-                self._stderr_tail.append(f"[unparsable output] {line[:200]!r}\n")
-                continue
-            self._on_event(ev)
+        try:
+            for line in proc.stdout:
+                try:
+                    ev = protocol.decode(line)
+                except protocol.ProtocolError:
+                    self._stderr_tail.append(f"[unparsable output] {line[:200]!r}\n")
+                    continue
+                self._on_event(ev)
+        except ValueError:
+            # close() closed the pipe before this thread read its end: the process is going anyway
+            if not proc.stdout.closed:
+                raise
         code = proc.wait()
         if proc is not self._proc:
             return
