@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
@@ -152,4 +153,6 @@ def settings_from(
         ngram_mod_n_max=a.ngram_mod_n_max,
     ).validate(has_draft=a.draft is not None, unavailable=unavailable(verdicts, export=export))
     sampling = SamplingSettings(temp=a.temp, top_k=a.top_k, top_p=a.top_p, min_p=a.min_p, seed=a.seed).validate()
+    # loaded for this K, as llama-server is by the exported --spec-draft-n-max
+    load = dataclasses.replace(load, draft_n_max_at_load=min(spec.draft_n_max, load.draft_n_max_limit))
     return load, spec, sampling

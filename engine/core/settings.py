@@ -74,6 +74,11 @@ class LoadSettings:
     # GPUs of different sizes, the draft on one of its own can fit where the default split does not
     device_draft: str = ""
     device: str = ""  # the same for the target (llama-server's -dev)
+    # the K the model is loaded for, as llama-server's --spec-draft-n-max at its start (0: llama.cpp's 3). With
+    # draft-mtp on a hybrid model (Qwen3.5) llama.cpp keeps this many recurrent-state snapshots, so a rejected
+    # draft of up to K tokens rolls back in place; a larger K set later rolls back by checkpoint and replay,
+    # which gives the same text in more steps than a server started with that K
+    draft_n_max_at_load: int = 0
 
     @property
     def offloads(self) -> bool:
@@ -93,6 +98,8 @@ class LoadSettings:
             raise SettingsError("threads must be >= 0 (0 = llama.cpp's default)")
         if not 1 <= self.draft_n_max_limit <= 255:
             raise SettingsError("draft_n_max_limit must be between 1 and 255")
+        if not 0 <= self.draft_n_max_at_load <= self.draft_n_max_limit:
+            raise SettingsError("draft_n_max_at_load must be between 0 (llama.cpp's default) and draft_n_max_limit")
         for name, value in (("device", self.device), ("device_draft", self.device_draft)):
             if value and not all(re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", d) for d in value.split(",")):
                 raise SettingsError(f"{name} must be device names like CUDA1 (comma-separated), got {value!r}")

@@ -19,6 +19,13 @@ E experts of ``--n-ff-exp`` rows with a router, K of them active per token.
 norms after attention and after the FFN), five of every six layers attending over the
 last N tokens only, so sliding-window KV caches are tested on what llama.cpp builds.
 
+``--hybrid`` writes a qwen35 pair instead (Qwen3.5's layout): three of every four layers are
+gated delta-net layers with a recurrent state in place of a KV cache, the fourth full
+attention with a gated query, so recurrent and hybrid caches are tested on what llama.cpp
+builds. With ``--mtp`` the target also carries Qwen3.5's next-token-prediction (MTP) block,
+which draft-mtp drafts with: it predicts from the last token alone (the bigram of the
+embeddings and output head), so it agrees with the target less often than the draft does.
+
 ``--chat-template chatml`` (or a path to a jinja file) writes a chat template into
 both files, with ChatML's <|im_start|> / <|im_end|> as control tokens, so chat mode
 is tested on what an instruct model carries.
@@ -30,6 +37,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +60,15 @@ CHATML_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
+# qwen35's recurrent (gated delta-net) layers, as Qwen3.5 0.8B-9B shape them in miniature: a state of
+# SSM_STATE x SSM_STATE per value head, SSM_GROUPS key heads, SSM_V_HEADS value heads
+FULL_ATTENTION_INTERVAL = 4
+SSM_CONV_KERNEL = 4
+SSM_STATE = 16
+SSM_GROUPS = 2
+SSM_V_HEADS = 4
+HYBRID_LAYERS = (8, 4)  # the default target and draft depth of a hybrid pair: two and one attention layers
+
 CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")  # control tokens; llama.cpp ends a generation at <|im_end|>
 
 
@@ -67,6 +84,7 @@ class ModelShape:
     n_expert_used: int = 0
     n_ff_exp: int = 0  # rows of each expert's FFN (0: n_ff // n_expert_used, llama.cpp's default)
     sliding_window: int = 0  # > 0: a dense gemma3, five of every six layers attending over this many tokens
+    hybrid: bool = False  # a dense qwen35: gated delta-net layers, full attention every FULL_ATTENTION_INTERVAL-th
 
     @property
     def is_moe(self) -> bool:
@@ -76,6 +94,8 @@ class ModelShape:
     def arch(self) -> str:
         if self.sliding_window:
             return "gemma3"
+        if self.hybrid:
+            return "qwen35"
         return "qwen3moe" if self.is_moe else "llama"
 
     @property
@@ -95,6 +115,8 @@ class PairSpec:
     # the output layer weigh what a real model's do (32000 for Llama 2 and Mistral)
     n_vocab: int = 0
     chat_template: str | None = None  # jinja text written to tokenizer.chat_template (None: a base model)
+    # hybrid only: the target carries Qwen3.5's multi-token-prediction block after its trunk (draft-mtp)
+    mtp: bool = False
 
 
 def build_vocab(variant: int = 0, n_vocab: int = 0, chat: bool = False) -> tuple[list[str], list[float], list[int]]:
@@ -143,7 +165,7 @@ def build_vocab(variant: int = 0, n_vocab: int = 0, chat: bool = False) -> tuple
     return tokens, scores, [int(t) for t in types]
 
 
-def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float) -> dict[str, np.ndarray]:
+def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float, layer: int) -> dict[str, np.ndarray]:
     d, ff = shape.n_embd, shape.n_ff
     head_dim = d // shape.n_head
     kv = shape.n_head_kv * head_dim
@@ -151,6 +173,8 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
     def w(*dims: int, gain: float = 1.0) -> np.ndarray:
         return (rng.standard_normal(dims) * gain / np.sqrt(dims[-1])).astype(np.float32)
 
+    if shape.hybrid:
+        return _qwen35_block(rng, shape, scale_out, layer, w)
     block = {
         "attn_norm.weight": np.ones(d, dtype=np.float32),
         "attn_q.weight": w(d, d),
@@ -182,6 +206,67 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
     return block
 
 
+def qwen35_is_recurrent(layer: int) -> bool:
+    """llama.cpp's default for qwen35 without a recurrent-layers key: full attention every fourth layer."""
+    return (layer + 1) % FULL_ATTENTION_INTERVAL != 0
+
+
+def _qwen35_block(
+    rng: np.random.Generator, shape: ModelShape, scale_out: float, layer: int, w: Callable[..., np.ndarray]
+) -> dict[str, np.ndarray]:
+    # numpy's shapes are GGUF's reversed; there is no ffn_norm: post_attention_norm feeds the FFN
+    d, ff = shape.n_embd, shape.n_ff
+    head_dim = d // shape.n_head
+    block = {
+        "attn_norm.weight": np.ones(d, dtype=np.float32),
+        "post_attention_norm.weight": np.ones(d, dtype=np.float32),
+        "ffn_gate.weight": w(ff, d),
+        "ffn_up.weight": w(ff, d),
+        "ffn_down.weight": w(d, ff, gain=scale_out),
+    }
+    if not qwen35_is_recurrent(layer):
+        # full attention; the query projection also yields a sigmoid gate per head, hence twice the rows
+        block["attn_q.weight"] = w(2 * d, d)
+        block["attn_k.weight"] = w(shape.n_head_kv * head_dim, d)
+        block["attn_v.weight"] = w(shape.n_head_kv * head_dim, d)
+        block["attn_output.weight"] = w(d, d, gain=scale_out)
+        block["attn_q_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+        block["attn_k_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+        return block
+    key_dim, value_dim = SSM_STATE * SSM_GROUPS, SSM_STATE * SSM_V_HEADS
+    block["attn_qkv.weight"] = w(2 * key_dim + value_dim, d)
+    block["attn_gate.weight"] = w(value_dim, d)
+    block["ssm_conv1d.weight"] = w(2 * key_dim + value_dim, SSM_CONV_KERNEL)
+    block["ssm_dt.bias"] = np.zeros(SSM_V_HEADS, dtype=np.float32)
+    # A = -exp(A_log): a decay per value head, so the state forgets at different rates
+    block["ssm_a"] = -np.exp(rng.uniform(-1.0, 0.5, SSM_V_HEADS)).astype(np.float32)
+    block["ssm_beta.weight"] = w(SSM_V_HEADS, d)
+    block["ssm_alpha.weight"] = w(SSM_V_HEADS, d)
+    block["ssm_norm.weight"] = np.ones(SSM_STATE, dtype=np.float32)
+    block["ssm_out.weight"] = w(d, value_dim, gain=scale_out)
+    return block
+
+
+def _qwen35_mtp_block(shape: ModelShape) -> dict[str, np.ndarray]:
+    """Qwen3.5's MTP block: a full-attention block over eh_proj([enorm(embedding) ; hnorm(h)]). Here
+    eh_proj passes the embedding through and the block's attention and FFN add nothing, so the head
+    predicts the next token from the last one alone."""
+    rng = np.random.default_rng(99)
+    d = shape.n_embd
+
+    def w(*dims: int, gain: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal(dims) * gain / np.sqrt(dims[-1])).astype(np.float32)
+
+    block = _qwen35_block(rng, shape, 0.0, FULL_ATTENTION_INTERVAL - 1, w)  # an attention block, output 0
+    eh_proj = np.zeros((d, 2 * d), np.float32)
+    eh_proj[:, :d] = np.eye(d, dtype=np.float32)
+    block["nextn.eh_proj.weight"] = eh_proj
+    block["nextn.enorm.weight"] = np.ones(d, dtype=np.float32)
+    block["nextn.hnorm.weight"] = np.ones(d, dtype=np.float32)
+    block["nextn.shared_head_norm.weight"] = np.ones(d, dtype=np.float32)
+    return block
+
+
 def _write(
     path: Path,
     spec: PairSpec,
@@ -197,17 +282,33 @@ def _write(
     vocab, scores, types = build_vocab(vocab_variant, spec.n_vocab, chat=spec.chat_template is not None)
     shape = spec.shape
     w = gguf.GGUFWriter(str(path), shape.arch)
+    mtp = spec.mtp and role == "target"
     w.add_name(f"{spec.name}-{role}")
     w.add_context_length(shape.n_ctx_train)
     w.add_embedding_length(shape.n_embd)
-    w.add_block_count(n_layer)
+    # block_count counts the MTP block, as llama.cpp's converter writes it
+    w.add_block_count(n_layer + 1 if mtp else n_layer)
+    if mtp:
+        w.add_nextn_predict_layers(1)
     w.add_feed_forward_length(shape.n_ff)
     w.add_head_count(shape.n_head)
     w.add_head_count_kv(shape.n_head_kv)
-    w.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    if not shape.hybrid:
+        w.add_rope_dimension_count(shape.n_embd // shape.n_head)
     w.add_layer_norm_rms_eps(1e-5)
     if shape.sliding_window:
         w.add_sliding_window(shape.sliding_window)
+    if shape.hybrid:
+        # a quarter of each head rotates, in llama.cpp's multi-section layout (sections sum to n_rot / 2)
+        n_rot = shape.n_embd // shape.n_head // 4
+        w.add_rope_dimension_count(n_rot)
+        w.add_rope_dimension_sections([n_rot // 2 - 2 * (n_rot // 6), n_rot // 6, n_rot // 6, 0])
+        w.add_full_attention_interval(FULL_ATTENTION_INTERVAL)
+        w.add_ssm_conv_kernel(SSM_CONV_KERNEL)
+        w.add_ssm_inner_size(SSM_STATE * SSM_V_HEADS)
+        w.add_ssm_state_size(SSM_STATE)
+        w.add_ssm_time_step_rank(SSM_V_HEADS)
+        w.add_ssm_group_count(SSM_GROUPS)
     if shape.is_moe:
         w.add_expert_count(shape.n_expert)
         w.add_expert_used_count(shape.n_expert_used)
@@ -232,7 +333,9 @@ def _write(
         w.add_chat_template(spec.chat_template)
 
     def put(name: str, arr: np.ndarray) -> None:
-        if arr.ndim >= 2 and spec.dtype == "f16":
+        if name.endswith("ssm_conv1d.weight"):
+            w.add_tensor(name, arr.astype(np.float32))  # llama.cpp's conv kernel reads F32 only, as converters keep it
+        elif arr.ndim >= 2 and spec.dtype == "f16":
             w.add_tensor(name, arr.astype(np.float16))
         elif arr.ndim >= 2 and spec.dtype == "q8_0" and arr.shape[-1] % 32 == 0:
             q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
@@ -246,6 +349,9 @@ def _write(
     for i, block in enumerate(blocks[:n_layer]):
         for key, arr in block.items():
             put(f"blk.{i}.{key}", arr)
+    if mtp:
+        for key, arr in _qwen35_mtp_block(shape).items():
+            put(f"blk.{n_layer}.{key}", arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -261,6 +367,11 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
         raise ValueError("draft_layers must be at least 1 and fewer than the target's layers")
     if spec.shape.n_embd % spec.shape.n_head or spec.shape.n_head % spec.shape.n_head_kv:
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
+    if spec.shape.hybrid and spec.draft_layers < FULL_ATTENTION_INTERVAL:
+        # llama.cpp cannot run a hybrid model whose every layer is recurrent, and neither does anyone
+        raise ValueError(f"a hybrid draft needs at least {FULL_ATTENTION_INTERVAL} layers, to hold an attention layer")
+    if spec.mtp and not spec.shape.hybrid:
+        raise ValueError("an MTP block is written for hybrid (qwen35) pairs only")
     if spec.shape.is_moe and not 1 <= spec.shape.n_expert_used <= spec.shape.n_expert:
         raise ValueError("n_expert_used must be at least 1 and at most n_expert")
     out = Path(out_dir)
@@ -275,7 +386,7 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
     output[: 3 + 256] = 0.0
     output[pieces:] = 0.0
     blocks = [
-        _block_tensors(rng, spec.shape, 1.0 if i < spec.draft_layers else spec.divergence)
+        _block_tensors(rng, spec.shape, 1.0 if i < spec.draft_layers else spec.divergence, i)
         for i in range(spec.shape.n_layer)
     ]
     target, draft = out / "target.gguf", out / "draft.gguf"
@@ -288,11 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.models.synthetic", description=__doc__.splitlines()[0])
     p.add_argument("out_dir")
     p.add_argument("--n-embd", type=int, default=ModelShape.n_embd)
-    p.add_argument("--n-layer", type=int, default=ModelShape.n_layer)
+    p.add_argument("--n-layer", type=int, help=f"default {ModelShape.n_layer} ({HYBRID_LAYERS[0]} with --hybrid)")
     p.add_argument("--n-head", type=int, default=ModelShape.n_head)
     p.add_argument("--n-head-kv", type=int, default=ModelShape.n_head_kv)
     p.add_argument("--n-ff", type=int, default=ModelShape.n_ff)
-    p.add_argument("--draft-layers", type=int, default=PairSpec.draft_layers)
+    p.add_argument(
+        "--draft-layers", type=int, help=f"default {PairSpec.draft_layers} ({HYBRID_LAYERS[1]} with --hybrid)"
+    )
     p.add_argument("--divergence", type=float, default=PairSpec.divergence)
     p.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f32")
     p.add_argument("--seed", type=int, default=PairSpec.seed)
@@ -306,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         help="tokens: a gemma3 pair whose layers slide over this window, five of every six",
     )
     p.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="a qwen35 pair: gated delta-net layers with a recurrent state, full attention every fourth",
+    )
+    p.add_argument("--mtp", action="store_true", help="with --hybrid: the target carries an MTP block (draft-mtp)")
+    p.add_argument(
         "--chat-template",
         metavar="chatml|FILE",
         help="write a chat template into both models: 'chatml', or a jinja file's text",
@@ -314,7 +433,14 @@ def main(argv: list[str] | None = None) -> int:
     moe = {"n_expert": a.n_expert, "n_expert_used": a.n_expert_used, "n_ff_exp": a.n_ff_exp} if a.n_expert else {}
     if a.sliding_window and a.n_expert:
         p.error("--sliding-window writes a dense gemma3; it does not combine with --n-expert")
-    shape = ModelShape(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe, sliding_window=a.sliding_window)
+    if a.hybrid and (a.sliding_window or a.n_expert):
+        p.error("--hybrid writes a dense qwen35; it does not combine with --sliding-window or --n-expert")
+    n_layer, draft_layers = HYBRID_LAYERS if a.hybrid else (ModelShape.n_layer, PairSpec.draft_layers)
+    n_layer = a.n_layer or n_layer
+    draft_layers = a.draft_layers or draft_layers
+    shape = ModelShape(
+        a.n_embd, n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe, sliding_window=a.sliding_window, hybrid=a.hybrid
+    )
     template = None
     if a.chat_template == "chatml":
         template = CHATML_TEMPLATE
@@ -323,8 +449,11 @@ def main(argv: list[str] | None = None) -> int:
             template = Path(a.chat_template).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             p.error(f"--chat-template: cannot read {a.chat_template}: {exc}")
-    spec = PairSpec(shape, a.draft_layers, a.divergence, a.seed, a.dtype, chat_template=template)
-    target, draft = write_pair(a.out_dir, spec)
+    spec = PairSpec(shape, draft_layers, a.divergence, a.seed, a.dtype, chat_template=template, mtp=a.mtp)
+    try:
+        target, draft = write_pair(a.out_dir, spec)
+    except ValueError as exc:
+        p.error(str(exc))
     json.dump({"target": str(target), "draft": str(draft), "spec": dataclasses.asdict(spec)}, sys.stdout)
     print()
     return 0

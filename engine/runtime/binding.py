@@ -22,7 +22,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.llama.backends import load_backends
 from engine.runtime.native_build import ensure_built
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -71,6 +71,7 @@ class _LoadParams(C.Structure):
         ("n_cpu_moe_draft", C.c_int32),
         ("draft_devices", C.c_char_p),
         ("devices", C.c_char_p),
+        ("draft_n_max_at_load", C.c_int32),
     ]
 
 
@@ -119,6 +120,7 @@ class _Cycle(C.Structure):
         ("tokens", C.c_int32 * MAX_CYCLE_TOKENS),
         ("piece_bytes", C.c_int32 * MAX_CYCLE_TOKENS),
         ("text", C.c_void_p),  # not c_char_p: a token may be a NUL byte; piece_bytes give the length
+        ("replayed", C.c_int32),
     ]
 
 
@@ -154,6 +156,8 @@ class Cycle:
     tokens: list[int]
     text: str
     pieces: list[str]  # text per emitted token (a piece may be "" while a character is incomplete)
+    # a hybrid target restored its state and verified the accepted tokens again (one more target pass)
+    replayed: bool = False
 
 
 _lib: C.CDLL | None = None
@@ -260,6 +264,7 @@ class Engine:
             progress_user=None,
             n_cpu_moe=settings.n_cpu_moe,
             n_cpu_moe_draft=settings.n_cpu_moe_draft,
+            draft_n_max_at_load=settings.draft_n_max_at_load,
             draft_devices=settings.device_draft.encode() if settings.device_draft else None,
             devices=settings.device.encode() if settings.device else None,
         )
@@ -399,6 +404,7 @@ class Engine:
             tokens=list(c.tokens[: c.n_emitted]),
             text="".join(pieces),
             pieces=pieces,
+            replayed=bool(c.replayed),
         )
 
     def time_forward(self, which: str, n_tokens: int, n_past: int = 256, reps: int = 5) -> float:

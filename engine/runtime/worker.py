@@ -75,6 +75,7 @@ def _cycle_event(cycle, wall_ms: float) -> dict:
         "drafted": cycle.drafted,
         "accepted": cycle.accepted,
         "emitted": cycle.emitted,
+        "replayed": cycle.replayed,
         "tokens": cycle.tokens,
         "text": cycle.text,
         "pieces": cycle.pieces,

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 5
+#define SPECRT_ABI_VERSION 6
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -83,6 +83,10 @@ typedef struct specrt_load_params {
     const char * draft_devices;       /* NULL or "": the draft uses the target's GPUs; else a comma list of
                                          ggml device names, e.g. "CUDA1" (llama-server's -devd) */
     const char * devices;             /* the same for the target (llama-server's -dev); NULL or "": all GPUs */
+    int32_t draft_n_max_at_load;      /* the K the contexts are made for (llama-server's --spec-draft-n-max at
+                                         start): with draft-mtp on a hybrid model such as Qwen3.5 it is how
+                                         many recurrent-state snapshots roll a rejected draft back; a larger K
+                                         set later rolls back by checkpoint and replay. 0 = llama.cpp's 3 */
 } specrt_load_params;
 
 typedef struct specrt_spec_params {
@@ -114,7 +118,8 @@ typedef struct specrt_cycle {
     int32_t n_prompt;                 /* tokens in the prompt (prompt cycle only) */
     int32_t n_drafted;                /* tokens the speculators proposed this cycle */
     int32_t n_accepted;               /* of those, how many the target kept (a prefix) */
-    int32_t n_emitted;                /* tokens appended to the output this cycle */
+    int32_t n_emitted;                /* tokens appended to the output this cycle: n_accepted + 1, or + 2
+                                         after a replay (see replayed) */
     int32_t n_past;                   /* tokens in the target's cache after the cycle */
     int32_t draft_n_max;              /* the K this cycle ran with */
     int32_t is_eog;                   /* the cycle produced an end-of-generation token */
@@ -128,6 +133,10 @@ typedef struct specrt_cycle {
     int32_t piece_bytes[SPECRT_MAX_CYCLE_TOKENS]; /* bytes of text each token contributed, in order */
     const char * text;                /* UTF-8 bytes of the emitted tokens (a character may span two
                                          cycles); valid until the next call */
+    int32_t replayed;                 /* 1 when the target's cache could not drop the rejected part of the
+                                         draft (a recurrent or hybrid model): its state was restored and the
+                                         accepted tokens verified again, a second target pass in verify_ms
+                                         that also yields one more token, as llama-server does */
 } specrt_cycle;
 
 typedef struct specrt_memory_item {

@@ -118,6 +118,14 @@ struct specrt_engine {
     const llama_vocab * vocab = nullptr;
     bool has_draft_model = false;
     int32_t k_limit = 64;
+
+    // How each cache drops a rejected draft, as llama-server asks (common_context_can_seq_rm):
+    // PART trims the tail; a recurrent or hybrid model (FULL) cannot, so the cycle saves its
+    // state before verifying and, on a partial accept, restores it and replays the accepted
+    // tokens; RS trims up to llama_n_rs_seq tokens from stored recurrent snapshots.
+    common_context_seq_rm_type rm_tgt = COMMON_CONTEXT_SEQ_RM_TYPE_PART;
+    common_context_seq_rm_type rm_dft = COMMON_CONTEXT_SEQ_RM_TYPE_PART;
+    common_prompt_checkpoint ckpt;              // the caches' state before the current draft
     std::string error;
 
     // settings handed over by set_spec / set_sampling, applied at the next cycle
@@ -402,6 +410,7 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
         llama_memory_clear(llama_get_memory(e->ctx_dft), true);
     }
     e->tokens_kv.clear();
+    e->ckpt.clear();
     int rc = SPECRT_OK;
     if (e->spec_dirty) {
         rc = build_spec(e, false);
@@ -471,6 +480,34 @@ int32_t draft_room(const specrt_engine * e, int32_t n_ctx) {
     return n;
 }
 
+// Where the caches end before a draft, and the state of a draft model that cannot trim its
+// recurrent state (it decodes its own proposals while drafting), as llama-server saves them.
+void save_before_draft(specrt_engine * e) {
+    llama_memory_t mem = llama_get_memory(e->ctx_tgt);
+    e->ckpt.update_pos((int64_t) e->tokens_kv.size(), llama_memory_seq_pos_min(mem, 0),
+                       llama_memory_seq_pos_max(mem, 0));
+    if (e->ctx_dft && e->rm_dft == COMMON_CONTEXT_SEQ_RM_TYPE_FULL) {
+        e->ckpt.update_dft(e->ctx_dft, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    }
+}
+
+// True where dropping n rejected tokens needs the saved state rather than a trim.
+bool needs_checkpoint(common_context_seq_rm_type type, llama_context * ctx, size_t n) {
+    return type == COMMON_CONTEXT_SEQ_RM_TYPE_FULL ||
+           (type == COMMON_CONTEXT_SEQ_RM_TYPE_RS && n > llama_n_rs_seq(ctx));
+}
+
+// Before verifying a draft: the target's (and an RS draft's) recurrent state, where a
+// partial accept could not be trimmed away.
+void save_before_verify(specrt_engine * e) {
+    if (needs_checkpoint(e->rm_tgt, e->ctx_tgt, e->draft.size())) {
+        e->ckpt.update_tgt(e->ctx_tgt, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    }
+    if (e->ctx_dft && e->rm_dft == COMMON_CONTEXT_SEQ_RM_TYPE_RS && e->draft.size() > llama_n_rs_seq(e->ctx_dft)) {
+        e->ckpt.update_dft(e->ctx_dft, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    }
+}
+
 // Draft: the speculators propose up to n_max tokens to follow `sampled`, into e->draft.
 int make_draft(specrt_engine * e, common_speculative * spec, int32_t n_max, cycle_times & t) {
     e->draft.clear();
@@ -478,6 +515,7 @@ int make_draft(specrt_engine * e, common_speculative * spec, int32_t n_max, cycl
         return SPECRT_OK;
     }
     const auto td = clock_type::now();
+    save_before_draft(e);
     common_speculative_get_draft_params(spec, 0) = {
         /* .drafting = */ true,
         /* .n_max    = */ n_max,
@@ -491,8 +529,15 @@ int make_draft(specrt_engine * e, common_speculative * spec, int32_t n_max, cycl
         return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
     }
     if (e->ctx_dft) {
-        // drop what the draft model decoded while drafting; process() feeds it the verified batch
-        llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, (llama_pos) e->tokens_kv.size(), -1);
+        // drop what the draft model decoded while drafting (a recurrent draft gets its saved state
+        // back first); process() feeds it the verified batch
+        if (e->rm_dft == COMMON_CONTEXT_SEQ_RM_TYPE_FULL) {
+            e->ckpt.load_dft(e->ctx_dft, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        }
+        llama_memory_seq_rm(llama_get_memory(e->ctx_dft), 0, e->ckpt.pos_max + 1, -1);
+    }
+    if (!e->draft.empty()) {
+        save_before_verify(e);
     }
     t.draft_ms += ms_since(td);
     return SPECRT_OK;
@@ -509,7 +554,7 @@ int verify_draft(specrt_engine * e, cycle_times & t) {
     }
     const auto tv = clock_type::now();
     const int ret = llama_process(e->ctx_tgt, LLAMA_PROCESS_TYPE_DECODE, e->batch.get());
-    t.decode_ms = ms_since(tv);
+    t.decode_ms += ms_since(tv);
     if (e->cancel.load()) {
         return e->fail(SPECRT_ERR_CANCELLED, "cancelled");
     }
@@ -534,7 +579,7 @@ llama_tokens sample_accepted(specrt_engine * e, cycle_times & t) {
         // first mismatch (or the token after a full match) is the bonus token
         ids = common_sampler_sample_and_accept_n(e->smpl.get(), e->ctx_tgt, e->draft);
     }
-    t.sample_ms = ms_since(ts);
+    t.sample_ms += ms_since(ts);
     return ids;
 }
 
@@ -560,27 +605,52 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
     common_speculative * spec = active_spec(e);
     cycle_times t;
     int rc = make_draft(e, spec, draft_room(e, n_ctx), t);
-    if (rc == SPECRT_OK) {
-        rc = verify_draft(e, t);
-    }
-    if (rc == SPECRT_OK) {
-        rc = feed_speculators(e, spec, "the speculators failed to process the verified batch", t);
-    }
     if (rc != SPECRT_OK) {
         return rc;
     }
-    const llama_tokens ids = sample_accepted(e, t);
+    const int32_t n_drafted = (int32_t) e->draft.size();
+    llama_tokens ids;
+    bool replay = false;
+    for (;;) {
+        rc = verify_draft(e, t);
+        if (rc == SPECRT_OK) {
+            rc = feed_speculators(e, spec, "the speculators failed to process the verified batch", t);
+        }
+        if (rc != SPECRT_OK) {
+            return rc;
+        }
+        common_sampler_ptr smpl_save(e->draft.empty() ? nullptr : common_sampler_clone(e->smpl.get()));
+        ids = sample_accepted(e, t);
+        const size_t n_rollback = e->draft.size() + 1 - ids.size();
+        if (n_rollback == 0 || !needs_checkpoint(e->rm_tgt, e->ctx_tgt, n_rollback)) {
+            break;
+        }
+        // A partial accept on a cache that cannot drop the rejected tail: back to the state saved
+        // before the draft, then verify the accepted tokens and the target's own token again as
+        // the draft (all of them pass), exactly as llama-server's replay does in its next step.
+        e->ckpt.load_tgt(e->ctx_tgt, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        if (e->ctx_dft) {
+            e->ckpt.load_dft(e->ctx_dft, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        }
+        seq_rm_both(e, e->ckpt.pos_max + 1);
+        common_sampler_copy(smpl_save.get(), e->smpl.get());
+        e->draft = ids;
+        replay = true;
+    }
 
-    // the one place acceptance is counted
-    const int32_t n_drafted  = (int32_t) e->draft.size();
-    const int32_t n_accepted = (int32_t) ids.size() - 1;
-    if (spec && n_drafted > 0) {
+    // the one place acceptance is counted; a replay's first token was the target's own, not the draft's
+    int32_t n_accepted = (int32_t) ids.size() - 1;
+    if (spec && !e->draft.empty()) {
         common_speculative_accept(spec, 0, (uint16_t) n_accepted);
+    }
+    if (replay && n_accepted > 0) {
+        n_accepted--;
     }
     keep_accepted(e, ids);
 
     out->n_drafted = n_drafted;
     out->n_accepted = n_accepted;
+    out->replayed = replay ? 1 : 0;
     out->draft_n_max = e->params.speculative.draft.n_max;
     emit(e, ids, out);
     out->n_past = (int32_t) e->tokens_kv.size();
@@ -753,11 +823,12 @@ int load_target(specrt_engine * e, const specrt_load_params * p) {
 }
 
 // Trimming a rejected draft needs a cache that can drop the tail of a sequence.
+// A recurrent or hybrid model's cannot (FULL), and speculation on it saves and restores state instead.
 int check_target_cache(specrt_engine * e) {
-    if (common_context_can_seq_rm(e->ctx_tgt) != COMMON_CONTEXT_SEQ_RM_TYPE_PART) {
-        // recurrent / hybrid targets need llama-server's checkpoint replay, not implemented here yet
-        g_load_error = "this target's cache cannot drop partial sequences (recurrent or hybrid model); "
-                       "specrt does not support speculation on it yet";
+    e->rm_tgt = common_context_can_seq_rm(e->ctx_tgt);
+    if (e->rm_tgt == COMMON_CONTEXT_SEQ_RM_TYPE_NO) {
+        g_load_error = "this target's cache cannot drop any tokens, so no draft can be verified on it "
+                       "(llama-server turns speculation off for it too)";
         return SPECRT_ERR_LOAD;
     }
     return SPECRT_OK;
@@ -932,6 +1003,9 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
         const bool want_draft = p->draft_path && *p->draft_path;
         set_target_params(e->params, p);
         set_draft_params(e->params, p, want_draft);
+        if (p->draft_n_max_at_load > 0) {
+            e->params.speculative.draft.n_max = p->draft_n_max_at_load;
+        }
         if (!parse_devices(p->devices, e->params.devices) ||
             !parse_devices(p->draft_devices, e->params.speculative.draft.devices)) {
             return SPECRT_ERR_INVALID_ARG;
@@ -944,6 +1018,9 @@ int32_t specrt_load(const specrt_load_params * p, specrt_engine ** out) {
         }
         if (rc == SPECRT_OK) {
             rc = load_draft(e.get(), p, want_draft, limits.total);
+        }
+        if (rc == SPECRT_OK && e->ctx_dft) {
+            e->rm_dft = common_context_can_seq_rm(e->ctx_dft);
         }
         if (rc != SPECRT_OK) {
             return rc;
@@ -1209,6 +1286,13 @@ int32_t specrt_time_forward(specrt_engine * e, int32_t which, int32_t n_tokens, 
     }
     // outputs per batch are capped by the context's output buffer: stay within it
     const int32_t n_out_max = which == 0 ? e->params.n_outputs_max_per_seq : 1;
+    // a recurrent state cannot drop the timed tokens: put back the state it had before them
+    const auto rm_type = which == 0 ? e->rm_tgt : e->rm_dft;
+    const bool restore = rm_type != COMMON_CONTEXT_SEQ_RM_TYPE_PART;
+    common_prompt_checkpoint before;
+    if (restore) {
+        before.update_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+    }
     std::vector<double> times;
     for (int32_t r = 0; r < reps; ++r) {
         b.clear();
@@ -1221,6 +1305,9 @@ int32_t specrt_time_forward(specrt_engine * e, int32_t which, int32_t n_tokens, 
         }
         (void) llama_get_logits_ith(ctx, -1);  // waits for the backend, as sampling would
         times.push_back(ms_since(t0));
+        if (restore) {
+            before.load_tgt(ctx, 0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY);
+        }
         llama_memory_seq_rm(llama_get_memory(ctx), 0, n_past, -1);
     }
     llama_memory_clear(llama_get_memory(ctx), true);
