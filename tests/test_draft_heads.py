@@ -1,6 +1,6 @@
 """Which methods a pair can run (engine.models.draft_heads), on generated files of every kind, and the
 heads themselves run through specrt: draft-mtp on a glm4moe model with an MTP block, draft-eagle3 on an
-EAGLE-3 draft; draft-dflash / draft-dspark as far as SpecTune's engine gets with them today."""
+EAGLE-3 draft, draft-dflash / draft-dspark on DFlash and DSpark drafts."""
 
 from __future__ import annotations
 
@@ -108,8 +108,9 @@ def test_a_draft_head_runs_only_its_own_method(heads):
     assert r["draft-dflash"] == "draft-dflash needs a DFlash draft file; the draft is an EAGLE-3 draft"
     r = reasons(heads["target"], heads["dspark"])
     assert r["draft-dflash"] == "draft-dflash needs a DFlash draft file; the draft is a DSpark draft"
-    assert r["draft-dspark"] == NOT_IN_ENGINE["draft-dspark"]
-    assert reasons(heads["target"], heads["dflash"])["draft-dflash"] == NOT_IN_ENGINE["draft-dflash"]
+    assert r["draft-dspark"] == ""
+    assert reasons(heads["target"], heads["dflash"])["draft-dflash"] == ""
+    assert not NOT_IN_ENGINE, "every type the pinned llama.cpp runs, the engine runs"
 
 
 def test_a_draft_head_as_target_runs_nothing(heads):
@@ -223,28 +224,27 @@ def test_draft_eagle3_runs_on_a_generated_eagle3_draft(heads):
     assert spec == base and sum(c.drafted for c in cycles) > 0
 
 
-@pytest.mark.parametrize("kind", ["dflash", "dspark"])
-def test_specrt_drafts_nothing_with_a_dflash_draft_yet(heads, kind):
-    """Why NOT_IN_ENGINE refuses them. When this fails, specrt drafts with DFlash: lift the refusal."""
-    from engine.runtime.binding import Engine
-
-    with Engine(LoadSettings(heads["target"], heads[kind], ctx=512)) as e:
-        _, cycles = generate(e, SpecSettings(f"draft-{kind}", draft_n_max=3), PROMPTS[0], n=24)
-    assert sum(c.drafted for c in cycles) == 0
-
-
 @pytest.mark.server
 @pytest.mark.parametrize("kind", ["dflash", "dspark"])
-def test_the_bundled_llama_server_drafts_with_the_same_dflash_files(heads, kind):
-    """What NOT_IN_ENGINE says: the files are good, llama-server drafts with them; an export may use them."""
+@pytest.mark.parametrize("k", [3, 6])
+def test_specrt_drafts_with_dflash_files_as_the_bundled_llama_server_does(heads, kind, k):
+    """A block draft is loaded with its own type (an output per block position), so specrt drafts with it:
+    the same text as without speculation, and llama-server's drafted and accepted counts."""
     from engine.deploy.export import export_llama_server
     from engine.llama.server import LlamaServer, server_summary
+    from engine.runtime.binding import Engine
 
-    spec = SpecSettings(f"draft-{kind}", draft_n_max=3)
-    exported = export_llama_server(LoadSettings(heads["target"], heads[kind], ctx=512), spec, GREEDY)
-    with LlamaServer(exported.argv) as server:
-        summary = server_summary(server.complete(PROMPTS[0], 24, temperature=0.0))
-    assert summary["drafted"] > 0
+    load = LoadSettings(heads["target"], heads[kind], ctx=512, threads=1, threads_batch=1)
+    spec = SpecSettings(f"draft-{kind}", draft_n_max=k)
+    with LlamaServer(export_llama_server(load, spec, GREEDY).argv) as server:
+        theirs = [server_summary(server.complete(p, 24, temperature=0.0)) for p in PROMPTS[:2]]
+    with Engine(load) as e:
+        for prompt, srv in zip(PROMPTS[:2], theirs):
+            base, _ = generate(e, SpecSettings("none"), prompt, n=24, baseline=True)
+            tokens, cycles = generate(e, spec, prompt, n=24)
+            assert tokens == base, "a DFlash draft changed the text at temperature 0"
+            assert (sum(c.drafted for c in cycles), sum(c.accepted for c in cycles)) == (srv["drafted"], srv["accepted"])
+    assert sum(s["drafted"] for s in theirs) > 0
 
 
 # -- the worker and the command line refuse what the pair cannot run ------------------------------------

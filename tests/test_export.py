@@ -476,7 +476,7 @@ def test_cli_export_errors_are_one_line_with_status_2(tmp_path, pair):
 
 def test_cli_export_refuses_a_method_no_llama_cpp_runs_on_the_pair_and_not_one_only_the_lab_lacks(tmp_path, pair):
     """draft-eagle3 with an ordinary draft fails in llama-server too; draft-dflash with a DFlash draft runs
-    there, though SpecTune's engine cannot run it yet (engine.models.draft_heads.NOT_IN_ENGINE)."""
+    there (and in SpecTune's engine)."""
     target, draft = pair
     wrong = run_cli("export", "--target", str(target), "--draft", str(draft), "--spec-type", "draft-eagle3")
     assert wrong.returncode == 2 and wrong.stdout == ""

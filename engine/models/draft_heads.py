@@ -19,8 +19,8 @@ A head is also made for one target: an EAGLE-3 or DFlash file reads the hidden s
 layers (``<arch>.target_layers``) of a given width, and llama.cpp aborts when the target has no such
 layer. The verdicts are for SpecTune's engine (native/specrt), which the Lab, the tuner and ``spectune
 run`` use: it makes the MTP context only when no separate draft model is loaded (as llama-server does
-for ``--spec-type draft-mtp`` without ``-md``), so draft-mtp needs the draft slot empty; and it cannot
-run draft-dflash / draft-dspark yet (NOT_IN_ENGINE).
+for ``--spec-type draft-mtp`` without ``-md``), so draft-mtp needs the draft slot empty. A type the pinned
+llama.cpp runs and the engine cannot would be listed in NOT_IN_ENGINE; none is today.
 """
 
 from __future__ import annotations
@@ -64,20 +64,10 @@ HEAD_ARCHITECTURES = frozenset({"eagle3", "dflash"})
 HEAD_METHODS = {"eagle3": "draft-eagle3", "dflash": "draft-dflash", "dspark": "draft-dspark"}
 HEAD_NAMES = {"eagle3": "EAGLE-3 draft", "dflash": "DFlash draft", "dspark": "DSpark draft"}
 
-# Types the pinned llama.cpp has that SpecTune's engine cannot run yet, even with the right file. specrt loads
-# every draft model the way draft-simple needs it, so the draft's context allows one output per sequence;
-# a DFlash or DSpark draft decodes a whole block per step, and llama.cpp then drafts nothing ("backend
-# sampling supports at most 1 outputs per sequence"). Seen with generated DFlash and DSpark files
-# (engine.models.synthetic_heads; tests/test_draft_heads.py keeps checking it). The fix belongs in
-# native/specrt.cpp: load such a draft with its own type, as common_base_params_to_speculative expects.
-_BLOCK_DRAFT = (
-    "SpecTune's engine cannot run {method} yet: it sizes the draft's context for one token per step, and "
-    "a {name} decodes a block of them (llama.cpp then drafts nothing); llama-server runs it"
-)
-NOT_IN_ENGINE = {
-    "draft-dflash": _BLOCK_DRAFT.format(method="draft-dflash", name="DFlash draft"),
-    "draft-dspark": _BLOCK_DRAFT.format(method="draft-dspark", name="DSpark draft"),
-}
+# Types the pinned llama.cpp has that SpecTune's engine cannot run yet, even with the right file, each with why:
+# an export may still use them (MethodVerdict.only_here). Empty since specrt loads a DFlash / DSpark draft with
+# its own type (an output per block position); tests/test_draft_heads.py checks both against llama-server.
+NOT_IN_ENGINE: dict[str, str] = {}
 
 
 class HeadFacts(Protocol):

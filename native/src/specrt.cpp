@@ -774,7 +774,12 @@ void set_draft_params(common_params & cp, const specrt_load_params * p, bool wan
     if (want_draft) {
         cp.speculative.draft.mparams.path = p->draft_path;
         cp.speculative.draft.n_gpu_layers = p->n_gpu_layers_draft;
-        cp.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
+        // a DFlash / DSpark file drafts a whole block per pass: its context is made for that type (outputs
+        // for every block position), as llama-server's --spec-type from the file makes it
+        auto detected = common_speculative_types_from_gguf(p->draft_path);
+        const bool block = !detected.empty() && (detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH ||
+                                                 detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK);
+        cp.speculative.types = block ? detected : std::vector<common_speculative_type>{COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
     } else {
         // a target with next-n (MTP) heads can draft for itself
         auto detected = common_speculative_types_from_gguf(p->target_path);
