@@ -167,3 +167,12 @@ def test_same_counts_as_llama_server_with_draft_mtp_on_a_hybrid_target(mtp_targe
     for i, (ours, theirs) in enumerate(zip(lab, server)):
         assert (ours["drafted"], ours["accepted"]) == (theirs["drafted"], theirs["accepted"]), i
     assert sum(s["drafted"] for s in server) > 0
+
+
+def test_the_cli_drafts_with_the_targets_own_mtp_head_when_no_draft_is_given(mtp_target):
+    argv = [sys.executable, "-m", "engine.cli", "run", "--target", str(mtp_target), "--ctx", "1024"]
+    argv += ["--max-tokens", "16", "--prompt", PROMPTS[0], "--threads", "1", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["drafted"] > 0, "draft-mtp, not an n-gram method that drafts nothing on this text"

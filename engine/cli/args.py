@@ -114,9 +114,10 @@ def resolve_models(a: argparse.Namespace) -> None:
 
 
 def _default_spec_type(has_draft: bool, verdicts: dict[str, MethodVerdict]) -> str:
-    """draft-simple with a draft model, the head's own type with an EAGLE-3 / DFlash draft file, else ngram-mod."""
+    """draft-simple with a draft model, the head's own type with an EAGLE-3 / DFlash draft file; without a draft,
+    draft-mtp on a target with an MTP head (Qwen3.5, GLM-4.5), else ngram-mod."""
     if not has_draft:
-        return "ngram-mod"
+        return "draft-mtp" if verdicts["draft-mtp"].runs else "ngram-mod"
     return next((m for m in ("draft-simple", *HEAD_METHODS.values()) if verdicts[m].runs), "draft-simple")
 
 
