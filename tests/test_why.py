@@ -9,19 +9,31 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.measure.generate import generate
 from engine.measure.live import LiveSession
 from engine.measure.why import MIN_STEPS, explain
+from engine.models.synthetic import ModelShape, PairSpec, write_pair
 
 from .conftest import PROMPTS
 
 
-def feed(session: LiveSession, steps: int, k: int, accepted: int, verify_ms, draft_ms_per_token: float, other=0.2):
+def feed(
+    session: LiveSession,
+    steps: int,
+    k: int,
+    accepted: int,
+    verify_ms,
+    draft_ms_per_token: float,
+    other=0.2,
+    replayed: bool = False,
+):
     for _ in range(steps):
-        v = verify_ms(k + 1)
+        # a replay verifies the accepted tokens and the target's own one again, and keeps one more token
+        v = verify_ms(k + 1) + (verify_ms(accepted + 1) if replayed else 0.0)
         d = draft_ms_per_token * k
         session.add_cycle(
             {
                 "drafted": k,
                 "accepted": accepted,
-                "emitted": accepted + 1,
+                "emitted": accepted + (2 if replayed else 1),
+                "replayed": replayed,
                 "k": k,
                 "draft_ms": d,
                 "verify_ms": v,
@@ -76,6 +88,23 @@ def test_only_the_current_setting_counts_and_too_few_steps_say_nothing():
     assert why is not None and why.k == 2 and why.steps == MIN_STEPS and why.acceptance == 1.0
 
 
+def test_a_hybrid_models_replays_count_one_more_token_and_one_more_pass():
+    """Qwen3.5's layout: half the steps keep all 4 drafted tokens, half keep 2 and verify those again."""
+    s = LiveSession()
+    s.baseline_tps = 1000.0 / 10.2
+    for _ in range(10):
+        feed(s, 2, k=4, accepted=4, verify_ms=lambda b: 10.0 * b, draft_ms_per_token=1.0)
+        feed(s, 2, k=4, accepted=2, verify_ms=lambda b: 10.0 * b, draft_ms_per_token=1.0, replayed=True)
+    why = explain(s.snapshot())
+    assert why is not None and why.replay_share == pytest.approx(0.5)
+    assert why.tokens_per_step == pytest.approx(1 + (4 + 2 + 1) / 2)  # the replay's extra token counted
+    # the verify line comes from the single-pass steps: 10 ms a token, not the replays' two passes
+    assert why.verify_ratio == pytest.approx(50 / 10.2, rel=0.02)
+    step_ms = 4 + 50 + 0.2 + 30 / 2  # the replays' second pass (3 tokens) on half of the steps
+    assert why.explained_speedup == pytest.approx(4.5 / (step_ms / 10.2), rel=1e-6)
+    assert "50% of steps verify their accepted tokens again" in why.sentence()
+
+
 def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
     """The synthetic pair in a worker: the baseline, then draft-simple K=4; the parts, multiplied out,
     give the speedup the run's own tokens/s shows (the same cycles, so within a few percent)."""
@@ -99,3 +128,26 @@ def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
     assert 0.0 < why.acceptance <= 1.0 and why.verify_ratio > 0 and why.draft_share > 0
     assert why.explained_speedup == pytest.approx(why.measured_speedup, rel=0.15)
     assert ("pays here" in why.sentence()) == (why.explained_speedup > 1.0)
+
+
+def test_on_a_hybrid_models_run_the_parts_with_replays_explain_the_measured_speedup(client, tmp_path):
+    """The same on a generated qwen35 pair, whose partly rejected drafts replay."""
+    shape = ModelShape(n_layer=8, hybrid=True)
+    target, draft = write_pair(tmp_path, PairSpec(shape=shape, draft_layers=4))
+    client.load(LoadSettings(target, draft, ctx=1024, threads=1))
+    sampling = SamplingSettings()
+    plain = [generate(client, p, 48, SpecSettings("none"), sampling, baseline=True) for p in PROMPTS]
+    s = LiveSession()
+    s.baseline_tps = sum(x["tokens_per_s"] for x in plain) / len(plain)
+    for p in PROMPTS:
+        generate(
+            client,
+            p,
+            48,
+            SpecSettings("draft-simple", draft_n_max=4),
+            sampling,
+            on_event=lambda ev: ev["event"] == "cycle" and s.add_cycle(ev),
+        )
+    why = explain(s.snapshot(), s.current.tokens_per_s)
+    assert why is not None and 0 < why.replay_share < 1
+    assert why.explained_speedup == pytest.approx(why.measured_speedup, rel=0.15)

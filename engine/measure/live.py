@@ -33,6 +33,7 @@ FIELDS = (
     "cumulative_acceptance",
     "mean_length",
     "length_share",
+    "replayed",
 )
 # mean_length and length_share are rolling, over the same steps as rolling_acceptance: a cumulative
 # mean drawn against the current K would leave the chart when K moves. length_share is the steps'
@@ -157,6 +158,7 @@ class LiveSession:
                 self.stats.acceptance_rate if self.stats.drafted else np.nan,
                 1.0 + ra / n if n else np.nan,
                 (ra + n) / (rd + n) if n else np.nan,
+                1.0 if ev.get("replayed") else 0.0,
             ]
         )
         if self.markers and len(self.ring) == self.capacity:

@@ -10,6 +10,11 @@ so it pays when acceptance keeps more tokens per step than the step costs in pla
 verifying K + 1 tokens costs about what one does; on a CPU with few cores it costs several times
 as much (compute-bound), which is the usual reason speculation loses there.
 
+On a hybrid model (Qwen3.5) a partly rejected draft cannot be trimmed from the recurrent state: the
+step restores it and verifies the accepted tokens again (a replay), one more target pass that also
+keeps one more token. The replayed steps' verify time holds both passes, so the verify line is fitted
+on the other steps, and the what-if adds a replay to every partly accepted draft.
+
 The parts are counted since the last knob change (engine.measure.live: the current setting), and the
 same parts answer "what would another K give": verify time against batch size is fitted to a line
 through the steps' own sizes (and the baseline's one token), draft time per token is measured, and
@@ -41,6 +46,7 @@ class Why:
     verify_ratio: float  # verifying k + 1 tokens, over a plain token
     step_ratio: float  # the whole step, over a plain token
     explained_speedup: float  # tokens_per_step / step_ratio
+    replay_share: float  # steps whose draft was verified again (hybrid models); 0 elsewhere
     measured_speedup: float | None  # tokens/s of the current setting over the baseline
     best_k: int | None  # what the measured parts predict is best; None: no K pays
     best_speedup: float
@@ -59,6 +65,11 @@ class Why:
         if vr > COMPUTE_BOUND_RATIO:
             parts += " (compute-bound: on a GPU this is near 1x)"
         parts += f", drafting {k} costs {k * self.draft_share:.2f}x one"
+        if self.replay_share > 0:
+            parts += (
+                f"; {self.replay_share:.0%} of steps verify their accepted tokens again (a hybrid model's "
+                "state cannot drop a rejected draft), a second target pass each"
+            )
         measured = f", measured x{self.measured_speedup:.2f}" if self.measured_speedup else ""
         head = "Speculation pays here" if self.pays else "Speculation does not pay here"
         text = f"{head}: {parts}. That makes x{self.explained_speedup:.2f}{measured}."
@@ -84,20 +95,33 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Wh
         return None
     plain_ms = 1000.0 / snapshot.baseline_tps
     draft_ms, verify_ms, other_ms = s["draft_ms"][rows], s["verify_ms"][rows], s["other_ms"][rows]
+    replayed = s["replayed"][rows] > 0 if "replayed" in s else np.zeros(len(drafted), bool)
     steps = int(rows.sum())
     k = int(s["k"][rows][-1]) or int(drafted.max())  # the setting now; steps may draft fewer (p-min)
-    tokens_per_step = 1.0 + float(accepted.sum()) / steps
+    tokens_per_step = 1.0 + float(accepted.sum() + replayed.sum()) / steps  # a replay keeps one more token
     step_ms = float((draft_ms + verify_ms + other_ms).sum()) / steps
     draft_token_ms = float(draft_ms.sum()) / float(drafted.sum())
     rest_ms = float(other_ms.sum()) / steps
-    line = _verify_line(drafted + 1, verify_ms, plain_ms - rest_ms)
+    single = ~replayed if (~replayed).sum() >= 2 else np.ones(len(drafted), bool)
+    line = _verify_line(drafted[single] + 1, verify_ms[single], plain_ms - rest_ms)
     verify_k = float(np.polyval(line, k + 1))
     explained = tokens_per_step / (step_ms / plain_ms)
     cond = _conditional(snapshot.current_accepted_by_position, snapshot.current_drafted_by_position)
-    what_if = {
-        kk: plain_ms * expected_tokens(cond, kk) / (kk * draft_token_ms + float(np.polyval(line, kk + 1)) + rest_ms)
-        for kk in K_WHAT_IF
-    }
+    hybrid = bool(replayed.any())
+
+    def step_cost_and_tokens(kk: int) -> tuple[float, float]:
+        ms, tokens = kk * draft_token_ms + float(np.polyval(line, kk + 1)) + rest_ms, expected_tokens(cond, kk)
+        if hybrid:
+            # every partly accepted draft replays: a pass over its accepted tokens plus one, and one more token
+            for a, p in enumerate(_accepted_exactly(cond, kk)[:kk]):
+                ms += p * float(np.polyval(line, a + 1))
+                tokens += p
+        return ms, tokens
+
+    what_if = {}
+    for kk in K_WHAT_IF:
+        ms, tokens = step_cost_and_tokens(kk)
+        what_if[kk] = plain_ms * tokens / ms
     best = max(what_if, key=lambda kk: what_if[kk])
     return Why(
         k=k,
@@ -109,6 +133,7 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Wh
         verify_ratio=verify_k / plain_ms,
         step_ratio=step_ms / plain_ms,
         explained_speedup=explained,
+        replay_share=float(replayed.sum()) / steps,
         measured_speedup=current_tokens_per_s / snapshot.baseline_tps if current_tokens_per_s else None,
         best_k=best if what_if[best] > 1.0 else None,
         best_speedup=what_if[best],
@@ -125,6 +150,17 @@ def _verify_line(batch: np.ndarray, verify_ms: np.ndarray, one_token_ms: float) 
     if len(sizes) == 1 and sizes[0] == 1:
         return np.array([0.0, float(np.average(ys, weights=weights))])
     return np.polyfit(xs, ys, 1, w=np.sqrt(weights))
+
+
+def _accepted_exactly(cond: list[float], k: int) -> list[float]:
+    """P(exactly a of k drafted tokens are kept), a = 0..k, from the chance each position is kept given
+    the one before was (positions beyond those measured reuse the last chance, as expected_tokens does)."""
+    out, reach = [], 1.0
+    for i in range(k):
+        keep = cond[i] if i < len(cond) else (cond[-1] if cond else 0.0)
+        out.append(reach * (1.0 - keep))
+        reach *= keep
+    return out + [reach]
 
 
 def _conditional(accepted: np.ndarray, drafted: np.ndarray) -> list[float]:
