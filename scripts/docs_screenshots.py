@@ -4,10 +4,11 @@
 
 A new user's library holds only the bundled demo pair, which leaves most of the Models page empty in a
 picture. This writes small generated models into a temporary Hugging Face cache, laid out as the hub
-client lays them out, so the library lists a chat-template (instruct) pair, a mixture-of-experts pair,
-a model with an MTP head and an EAGLE-3 draft beside the bundled files; then it runs the app's own
-scripted session (`python -m app --screenshot`) once per colour scheme, each in a fresh config folder,
-writing light pictures to OUT_DIR and dark ones to OUT_DIR/dark. Nothing is downloaded.
+client lays them out, so the library lists a chat-template (instruct) pair, a mixture-of-experts pair, a
+hybrid (Qwen3.5-style) pair whose target has an MTP head, a model with an MTP head and an EAGLE-3 draft
+beside the bundled files; then it runs the app's own scripted session (`python -m app --screenshot`) once
+per colour scheme, each in a fresh config folder, writing light pictures to OUT_DIR and dark ones to
+OUT_DIR/dark. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -37,9 +38,15 @@ def populate(cache: Path) -> None:
     chat = write_pair(tempfile.mkdtemp(), PairSpec(chat_template=CHATML_TEMPLATE, dtype="f16", name="tiny-instruct"))
     moe_shape = ModelShape(n_embd=256, n_layer=4, n_head=4, n_head_kv=2, n_ff=512, n_expert=8, n_expert_used=2)
     moe = write_pair(tempfile.mkdtemp(), PairSpec(shape=moe_shape, dtype="q8_0", name="tiny-moe"))
+    # Qwen3.5's layout: gated delta-net layers beside full attention, an MTP block on the target
+    hybrid_shape = ModelShape(n_layer=8, hybrid=True)
+    hybrid = write_pair(
+        tempfile.mkdtemp(), PairSpec(shape=hybrid_shape, draft_layers=4, dtype="f16", name="tiny-hybrid", mtp=True)
+    )
     files = {
         "example/Tiny-Instruct-GGUF": {"tiny-instruct-f16.gguf": chat[0], "tiny-instruct-draft-f16.gguf": chat[1]},
         "example/Tiny-MoE-8x-GGUF": {"tiny-moe-8x-q8_0.gguf": moe[0], "tiny-moe-draft-q8_0.gguf": moe[1]},
+        "example/Tiny-Hybrid-GGUF": {"tiny-hybrid-f16.gguf": hybrid[0], "tiny-hybrid-draft-f16.gguf": hybrid[1]},
     }
     for repo, named in files.items():
         snap = hub_snapshot(cache, repo)
