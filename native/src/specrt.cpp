@@ -619,7 +619,9 @@ int spec_cycle(specrt_engine * e, specrt_cycle * out) {
         if (rc != SPECRT_OK) {
             return rc;
         }
-        common_sampler_ptr smpl_save(e->draft.empty() ? nullptr : common_sampler_clone(e->smpl.get()));
+        // only a cache that may need the saved state pays for a copy of the sampler to rewind
+        const bool may_replay = !e->draft.empty() && needs_checkpoint(e->rm_tgt, e->ctx_tgt, e->draft.size());
+        common_sampler_ptr smpl_save(may_replay ? common_sampler_clone(e->smpl.get()) : nullptr);
         ids = sample_accepted(e, t);
         const size_t n_rollback = e->draft.size() + 1 - ids.size();
         if (n_rollback == 0 || !needs_checkpoint(e->rm_tgt, e->ctx_tgt, n_rollback)) {
