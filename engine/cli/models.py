@@ -106,6 +106,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
         n_cpu_moe=a.n_cpu_moe,
         n_cpu_moe_draft=a.n_cpu_moe_draft,
         draft_devices=a.device_draft.split(",") if a.device_draft else None,
+        draft_n_max=a.draft_n_max,
     )
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
@@ -176,6 +177,14 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
         "--n-cpu-moe",
     )
     p.add_argument("--n-cpu-moe-draft", type=int, default=0, metavar="N", help="the same for the draft")
+    p.add_argument(
+        "--draft-n-max",
+        type=int,
+        default=0,
+        metavar="K",
+        help="the K the pair is loaded for (0: llama.cpp's 3): with draft-mtp on a hybrid model (Qwen3.5) "
+        "llama.cpp keeps K recurrent-state snapshots",
+    )
     p.add_argument(
         "--device-draft", default="", metavar="DEV", help="the GPU(s) the draft uses, e.g. CUDA1 (llama-server's -devd)"
     )

@@ -77,6 +77,30 @@ class Tokenizer:
 
 
 @dataclass(frozen=True)
+class Hybrid:
+    """A hybrid decoder's gated delta-net layers (Qwen3.5: llama.cpp's qwen35 / qwen35moe), as the GGUF's
+    ssm.* keys state them, from config.json: every full_attention_interval-th layer attends, the others
+    carry a recurrent state (engine.planning.recurrent)."""
+
+    full_attention_interval: int  # full_attention_interval
+    ssm_conv_kernel: int  # linear_conv_kernel_dim
+    ssm_state_size: int  # linear_key_head_dim (= linear_value_head_dim in Qwen3.5)
+    ssm_group_count: int  # linear_num_key_heads
+    ssm_time_step_rank: int  # linear_num_value_heads
+    ssm_inner_size: int  # linear_num_value_heads x linear_value_head_dim
+
+    def recurrent(self, il: int) -> bool:
+        return (il + 1) % self.full_attention_interval != 0
+
+    def layer_params(self, n_embd: int) -> int:
+        """Weights of one delta-net layer's token mixer: qkv, the output gate z, alpha and beta, the output
+        projection and the short convolution."""
+        key, value = self.ssm_state_size * self.ssm_group_count, self.ssm_inner_size
+        conv = 2 * key + value
+        return n_embd * (conv + 2 * value + 2 * self.ssm_time_step_rank) + self.ssm_conv_kernel * conv
+
+
+@dataclass(frozen=True)
 class Architecture:
     """The numbers engine.planning.memory_plan needs, as the model's config.json / GGUF header state them."""
 
@@ -98,31 +122,45 @@ class Architecture:
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
+    n_ff_shared: int = 0  # rows of the shared expert beside the routed ones (shared_expert_intermediate_size)
+    hybrid: Hybrid | None = None  # Qwen3.5's delta-net layers; None for a decoder that attends in every layer
+    # MTP (next-n) blocks after the trunk (mtp_num_hidden_layers), run by draft-mtp; not counted in params
+    nextn_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
         return self.n_expert > 0
 
-    def _layer_params(self, experts: int) -> int:
-        attention = self.n_embd * self.head_dim * (2 * self.n_head + 2 * self.n_head_kv)
-        if self.is_moe:  # the router and `experts` experts' gate, up and down
+    def _layer_params(self, experts: int, il: int = -1) -> int:
+        if self.hybrid is not None and il >= 0 and self.hybrid.recurrent(il):
+            mixer = self.hybrid.layer_params(self.n_embd)
+        else:  # Qwen3.5's query projection also yields its output gate: twice the rows
+            query = 2 * self.n_head if self.hybrid is not None else self.n_head
+            mixer = self.n_embd * self.head_dim * (query + self.n_head + 2 * self.n_head_kv)
+        if self.is_moe:  # the router and `experts` experts' gate, up and down, and a shared expert if any
             ffn = self.n_embd * self.n_expert + experts * 3 * self.n_embd * self.n_ff_exp
+            ffn += 3 * self.n_embd * self.n_ff_shared
         else:
             ffn = 3 * self.n_embd * self.n_ff
-        return attention + ffn
+        return mixer + ffn
+
+    def _layers_params(self, experts: int) -> int:
+        if self.hybrid is None:
+            return self.n_layer * self._layer_params(experts)
+        return sum(self._layer_params(experts, il) for il in range(self.n_layer))
 
     def estimated_params(self) -> int:
-        """Parameters of a llama-style decoder with these numbers (norms and biases left out); an MoE model
-        counts every expert."""
+        """Parameters of a decoder with these numbers (norms and biases left out); an MoE model counts every
+        expert, a hybrid one its delta-net layers as such; an MTP block is not counted."""
         embeddings = self.n_vocab * self.n_embd * (1 if self.tied_embeddings else 2)
-        return self.n_layer * self._layer_params(self.n_expert) + embeddings
+        return self._layers_params(self.n_expert) + embeddings
 
     def estimated_active_params(self) -> int:
         """The parameters one token passes through: the used experts only, and the output matrix but not the
         input embeddings (a row is looked up, not multiplied). Equal to estimated_params less the input
         embeddings for a dense model."""
         output = self.n_vocab * self.n_embd
-        return self.n_layer * self._layer_params(self.n_expert_used if self.is_moe else 0) + output
+        return self._layers_params(self.n_expert_used if self.is_moe else 0) + output
 
     @property
     def active_params(self) -> int:
@@ -379,6 +417,23 @@ def _quants(path: Path) -> list[Quant]:
 
 
 _MOE_KEYS = ("n_expert", "n_expert_used", "n_ff_exp")
+_HYBRID_KEYS = (
+    "full_attention_interval",
+    "ssm_conv_kernel",
+    "ssm_state_size",
+    "ssm_group_count",
+    "ssm_time_step_rank",
+    "ssm_inner_size",
+)
+# general.architecture values whose layout is hybrid (engine.planning.recurrent.HYBRID_ARCHITECTURES)
+_HYBRID_ARCHS = ("qwen35", "qwen35moe", "qwen3next")
+
+
+def _hybrid(raw: Any, where: str) -> Hybrid:
+    e = _Entry(raw, where)
+    hybrid = Hybrid(**{key: e.get(key, int, check=_positive) for key in _HYBRID_KEYS})
+    e.done()
+    return hybrid
 
 
 def _architecture(raw: Any, where: str) -> Architecture:
@@ -388,13 +443,24 @@ def _architecture(raw: Any, where: str) -> Architecture:
         for key in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train", "params")
     }
     moe = {key: e.get(key, int, 0, check=_positive) for key in _MOE_KEYS}
+    raw_hybrid = e.get("hybrid", (dict, type(None)), None)
     arch = Architecture(
         llama_arch=e.get("llama_arch", str, check=_nonempty),
         tied_embeddings=e.get("tied_embeddings", bool),
         sliding_window=e.get("sliding_window", (int, type(None)), None),
+        n_ff_shared=e.get("n_ff_shared", int, 0, check=_positive),
+        hybrid=None if raw_hybrid is None else _hybrid(raw_hybrid, f"{where}: hybrid"),
+        nextn_layers=e.get("nextn_layers", int, 0, check=_positive),
         **numbers,
         **moe,
     )
+    if (arch.hybrid is not None) != (arch.llama_arch in _HYBRID_ARCHS):
+        raise e.fail(
+            f"'hybrid' (the delta-net sizes) is needed for, and only for, {', '.join(_HYBRID_ARCHS)}; "
+            f"this model is {arch.llama_arch}"
+        )
+    if arch.n_ff_shared and not arch.is_moe:
+        raise e.fail("n_ff_shared (a shared expert) needs a mixture of experts")
     if arch.n_head % arch.n_head_kv:
         raise e.fail(f"n_head {arch.n_head} is not a multiple of n_head_kv {arch.n_head_kv}")
     given = [key for key in _MOE_KEYS if key in e.data]

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.hardware import HardwareReport
-from engine.planning.memory_plan import GpuBudget, MemoryPlan, format_bytes, plan_memory
+from engine.planning.memory_plan import GpuBudget, MemoryPlan, format_bytes, load_options, plan_memory
 
 
 @dataclass
@@ -123,10 +123,13 @@ def plan_fit(
     draft: ModelInfo | None = None,
     n_gpu_layers: int = -1,
     n_gpu_layers_draft: int | None = None,
+    draft_n_max: int = 0,
     **plan_options: Any,
 ) -> FitVerdict:
     """The plan for this pair against the budget (PlanError when it cannot be planned). Without GPUs in
-    the budget every layer is planned on the CPU. plan_options go to plan_memory."""
+    the budget every layer is planned on the CPU. plan_options go to plan_memory; its n_rs_seq and mtp
+    default to how specrt loads the pair for this K (draft_n_max, 0: llama.cpp's 3; load_options)."""
+    plan_options = {**load_options(target, draft, draft_n_max), **plan_options}
     on_gpu = bool(budget.gpus)
     ngl_draft = n_gpu_layers if n_gpu_layers_draft is None else n_gpu_layers_draft
     plan = plan_memory(

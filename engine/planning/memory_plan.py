@@ -25,7 +25,10 @@ KV cache  src/llama-kv-cache.cpp, llama_kv_cache::llama_kv_cache: per layer one 
           tensor of n_embd_k_gqa x kv_size and one V tensor of n_embd_v_gqa x
           kv_size in the cache types, on the layer's device; kv_size is n_ctx padded
           to a multiple of 256 (src/llama-context.cpp: GGML_PAD(n_ctx, 256)). The
-          draft has its own cache of the target's context size.
+          draft has its own cache of the target's context size. A hybrid model's
+          recurrent layers hold a fixed-size state instead (engine.planning.recurrent),
+          and the MTP layers after the trunk have a cache only in the MTP context
+          draft-mtp makes, which the plan lists as the draft's.
 compute   an empirical fit of llama.cpp's reserved compute buffer (see
           compute_buffer_bytes), measured on the CPU backend.
 output    llama_context::output_reserve: n_vocab x n_outputs floats of logits in
@@ -39,8 +42,19 @@ import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
+from engine.planning.recurrent import (
+    DEFAULT_FULL_ATTENTION_INTERVAL,
+    HYBRID_ARCHITECTURES,
+    MTP_LOADED_ON_DEMAND,
+    STATE_BYTES,
+    is_recurrent,
+    recurrent_layout,
+    snapshots_at_load,
+    trunk_layers,
+)
 from engine.planning.sliding_window import modelled as modelled_window
 from engine.planning.sliding_window import sliding_window
 
@@ -271,12 +285,16 @@ def weight_items(
     use_mmap: bool = True,
     host_buffer: str | None = None,
     cpu_expert_layers: int = 0,
+    load_mtp: bool = True,
 ) -> list[PlanItem]:
     """Weights per buffer type. host_buffer: the GPU's pinned host buffer type (CUDA_Host) when GPUs exist.
     cpu_expert_layers: the expert tensors of that many first layers (-1: all) are held on the CPU, as
     llama-server's --n-cpu-moe / --cpu-moe override their buffer type (common.h, llm_ffn_exps_cpu_override):
-    the plain CPU buffer type, so neither the pinned host buffer nor a repacking type."""
+    the plain CPU buffer type, so neither the pinned host buffer nor a repacking type.
+    load_mtp=False: the MTP (next-n) block after the trunk is not loaded, as llama.cpp skips it for the
+    architectures that load it only for draft-mtp (engine.planning.recurrent.MTP_LOADED_ON_DEMAND)."""
     n_layer = len(devices) - 1
+    n_trunk = trunk_layers(info) if not load_mtp and info.architecture in MTP_LOADED_ON_DEMAND else n_layer
     by_buffer: dict[str, int] = {}
     mapped: list[TensorInfo] = []
 
@@ -299,6 +317,8 @@ def weight_items(
     names = {t.name for t in info.tensors}
     for t in info.tensors:
         layer = tensor_layer(t.name, n_layer)
+        if layer is not None and n_trunk <= layer < n_layer:
+            continue  # TENSOR_SKIP: neither allocated nor mapped
         if expert_on_cpu(t.name, cpu_expert_layers):
             place(t, CPU, overridden=True)
             continue
@@ -339,16 +359,30 @@ def kv_cache_items(
     cache_type_k: str,
     cache_type_v: str,
     n_ubatch: int = 512,
+    n_rs_seq: int = 0,
+    mtp_context: bool = False,
 ) -> list[PlanItem]:
     """The KV cache per device. Sliding-window layers (engine.planning.sliding_window) hold only their
-    window plus one ubatch of cells, in the second cache llama.cpp keeps for them."""
+    window plus one ubatch of cells, in the second cache llama.cpp keeps for them. A hybrid model's
+    recurrent layers (engine.planning.recurrent) hold their state instead, with 1 + n_rs_seq rows, which
+    llama.cpp's breakdown counts with the KV cache. The MTP (next-n) layers after the trunk have no cache
+    in the main context; mtp_context=True plans the MTP context's, which holds only theirs."""
     n_layer = len(devices) - 1
+    n_trunk = trunk_layers(info)
     heads_kv = info.arch_value("attention.head_count_kv")
     per_layer_kv = heads_kv if isinstance(heads_kv, list) else [info.n_head_kv] * n_layer
     window = sliding_window(info)
     swa_cells = window.cells(kv_size, n_ubatch) if window else kv_size
+    layout = None if mtp_context else recurrent_layout(info)
     by_device: dict[str, int] = {}
-    for il in range(n_layer):
+    state_by_device: dict[str, int] = {}
+    for il in range(n_trunk, n_layer) if mtp_context else range(min(n_trunk, n_layer)):
+        if is_recurrent(layout, il):
+            assert layout is not None
+            rows = layout.rows(n_rs_seq)
+            size = sum(_state_tensor_bytes(n, rows, devices[il]) for n in (layout.n_embd_r, layout.n_embd_s))
+            state_by_device[devices[il]] = state_by_device.get(devices[il], 0) + size
+            continue
         n_head_kv = per_layer_kv[il] if il < len(per_layer_kv) else info.n_head_kv
         if not n_head_kv:
             continue  # a layer without attention keeps no KV cache
@@ -364,9 +398,26 @@ def kv_cache_items(
                 size += _align(gpu_tensor_bytes(cache_type.upper(), shape, n_bytes), CUDA_ALIGNMENT)
         by_device[devices[il]] = by_device.get(devices[il], 0) + size
     detail = f"K {cache_type_k} + V {cache_type_v}, {kv_size} cells"
+    if mtp_context:
+        detail += f" (the MTP context: {n_layer - n_trunk} next-n layer(s))"
     if window:
         detail += f" ({window.n_sliding} of {n_layer} layers slide over {window.window} tokens: {swa_cells} cells each)"
-    return [PlanItem(model, "kv_cache", device, device, size, detail) for device, size in by_device.items()]
+    if layout:
+        detail += f" ({layout.n_attention} attention layers of {len(layout.layers)})"
+    items = [PlanItem(model, "kv_cache", device, device, size, detail) for device, size in by_device.items()]
+    if layout:
+        state = (
+            f"recurrent state: {layout.n_recurrent} layers x {layout.rows(n_rs_seq)} row(s) "
+            f"({n_rs_seq} rollback snapshots) of {layout.row_bytes} bytes, F32"
+        )
+        items += [PlanItem(model, "kv_cache", d, d, size, state) for d, size in state_by_device.items()]
+    return items
+
+
+def _state_tensor_bytes(n_embd: int, rows: int, device: str) -> int:
+    """One recurrent state tensor (F32, n_embd x rows) in its layer's buffer."""
+    n_bytes = n_embd * rows * STATE_BYTES
+    return _align(n_bytes, CPU_ALIGNMENT if device == CPU else CUDA_ALIGNMENT)
 
 
 def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: int, flash_attn: bool = True) -> int:
@@ -406,6 +457,19 @@ def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: 
     512 and 2048): exact to the byte in 133 of 140 cases; the 7 others are one packing
     coincidence of ggml-alloc (K = 8 with K*G = 2E, where llama.cpp reserves 4*T*18E and
     the plan is low by up to 32 %).
+
+    A hybrid model (engine.planning.recurrent: Qwen3.5) has its own FFN phase and a delta-net
+    phase, C = conv channels of a delta-net layer (2 x ssm_state x ssm_groups + ssm_inner):
+
+      hybrid FFN  4*T*(3F + 3E + 3) + mask + 24*T + 320
+      delta-net   4*T*(3C + 3E + 15) + mask + 24*T + 288
+
+    fitted on generated qwen35 models (E 128-512, F 256-2048, C 128-1536, contexts 512 and
+    2048): within -0.11% .. +0.64% of llama.cpp in all 28 cases, exact in 16, with or without
+    rollback snapshots (n_rs_seq 3 and 6 reserve the same). The attention and output phases are
+    the llama fit's: on two generated hybrids with 32000 and 60000 vocabulary rows, where the
+    output phase decides, 2.2% to 5.0% low. A hybrid MoE (qwen35moe) takes the MoE phase and the
+    delta-net phase, not measured.
     """
     E, F = info.n_embd or 0, info.n_ff or 0
     q = (info.n_head or 0) * (info.head_dim_k or 0)
@@ -420,14 +484,40 @@ def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: 
         attention = 4 * n_ctx * T * (info.n_head or 0) + 4 * T * (3 * E + 2 * q) + mask + small
     last_layer_ffn = 4 * O * (2 * F + 2 * E + (F if F > 2 * E else 0)) + 4 * T * E
     phases = [attention, 4 * O * V + 4 * T * E + 12 * O * E + 2064, last_layer_ffn]
+    layout = recurrent_layout(info)
     if (info.block_count or 0) >= 2:
         n_expert, used, expert_ff = moe_numbers(info)
         if n_expert:
             routed = 3 * used * expert_ff + 3 * E + (E if used * expert_ff > E else 0)
             phases.append(4 * T * max(4 * E + used * E, routed) + mask + small)
+        elif layout:
+            phases.append(4 * T * (3 * F + 3 * E + 3) + mask + small + 32)
         else:
             phases.append(4 * T * (2 * F + 4 * E + (F if F > 2 * E else 0)) + mask + small)
+    if layout and layout.n_recurrent:
+        # the delta-net layer: its qkv projection, convolution and gated output, conv_dim channels a token
+        d_state, d_inner = info._arch_int("ssm.state_size") or 0, info._arch_int("ssm.inner_size") or 0
+        conv_dim = 2 * d_state * (info._arch_int("ssm.group_count") or 0) + d_inner
+        phases.append(4 * T * (3 * conv_dim + 3 * E + 15) + mask + small)
     return max(phases)
+
+
+def mtp_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: int) -> int:
+    """The compute buffer of the MTP context draft-mtp makes (one next-n block over the target's hidden
+    state, then the output head): an empirical fit, the largest of three phases (names as in
+    compute_buffer_bytes)
+
+      block    4*T*(6E + 3)
+      FFN      4*T*(4F - 3E + 3)
+      output   4*O*V + 4*T*(2E + 3)
+
+    plus the mask 2*n_ctx*T and 24*T + 288. Fitted on the MTP block of generated qwen35 models (E 128
+    and 256, F/E 1-4, V 580 and 20000, context 512 and 2048): exact to the byte in all 6 cases. Not
+    checked on other architectures' MTP blocks (glm4moe) nor on attention wider than E."""
+    E, F, V = info.n_embd or 0, info.n_ff or 0, info.vocab.n_tokens
+    T, O = n_ubatch, min(n_ubatch, n_outputs)  # noqa: E741 (the formula's own names)
+    phases = [4 * T * (6 * E + 3), 4 * T * (4 * F - 3 * E + 3), 4 * O * V + 4 * T * (2 * E + 3)]
+    return max(phases) + 2 * n_ctx * T + 24 * T + 288
 
 
 def moe_numbers(info: ModelInfo) -> tuple[int, int, int]:
@@ -476,6 +566,14 @@ def model_info_from_numbers(
     n_expert_used: int = 0,
     n_ff_exp: int = 0,
     sliding_window: int | None = None,
+    n_ff_shared: int = 0,
+    full_attention_interval: int = 0,
+    ssm_conv_kernel: int = 0,
+    ssm_state_size: int = 0,
+    ssm_group_count: int = 0,
+    ssm_time_step_rank: int = 0,
+    ssm_inner_size: int = 0,
+    nextn_layers: int = 0,
 ) -> ModelInfo:
     """A ModelInfo with the tensors of a llama-style decoder, so a model can be planned before it is downloaded.
 
@@ -495,6 +593,13 @@ def model_info_from_numbers(
     the experts' gate, up and down stacked in one tensor each, n_ff_exp rows per expert.
     sliding_window: the attention window (tokens) of the layers the architecture's rule makes slide
     (engine.planning.sliding_window), written as the GGUF's attention.sliding_window.
+    n_ff_shared > 0 adds a shared expert of that many rows beside the routed ones (qwen35moe, qwen2moe).
+    A hybrid architecture (engine.planning.recurrent: qwen35, qwen35moe, qwen3next) takes its layout from
+    full_attention_interval (llama.cpp's default 4) and the delta-net sizes ssm_* (the GGUF's ssm.* keys):
+    its recurrent layers hold Qwen3.5's delta-net tensors (attn_qkv, attn_gate, ssm_conv1d, ssm_out, ...)
+    in place of attention, and its attention layers a query twice as wide (the output gate) with per-head
+    q/k norms, as src/models/qwen35.cpp creates them. nextn_layers MTP blocks (a full-attention layer with
+    eh_proj and its norms) follow the trunk and count in block_count, as the converter writes them.
     """
     if n_expert and not (1 <= n_expert_used <= n_expert and n_ff_exp > 0):
         raise PlanError("an MoE model needs 1 <= n_expert_used <= n_expert and n_ff_exp > 0")
@@ -537,20 +642,51 @@ def model_info_from_numbers(
         tensors.append(TensorInfo(tensor_name, shape, type_name, GGML_TYPE_IDS[type_name], offset, n_elements, n_bytes))
         offset += _align(n_bytes, CPU_ALIGNMENT)
 
+    hybrid = architecture in HYBRID_ARCHITECTURES
+    if hybrid and not all(
+        v > 0 for v in (ssm_conv_kernel, ssm_state_size, ssm_group_count, ssm_time_step_rank, ssm_inner_size)
+    ):
+        raise PlanError(f"a {architecture} model needs its ssm sizes (conv kernel, state, groups, rank, inner)")
+    interval = full_attention_interval or DEFAULT_FULL_ATTENTION_INTERVAL
     q, kv = n_head * head_dim, n_head_kv * head_dim
     add("token_embd.weight", (n_embd, n_vocab))
-    for il in range(n_layer):
+    for il in range(n_layer + nextn_layers):
+        trunk = il < n_layer
         add(f"blk.{il}.attn_norm.weight", (n_embd,), matrix=False)
-        add(f"blk.{il}.attn_q.weight", (n_embd, q))
-        add(f"blk.{il}.attn_k.weight", (n_embd, kv))
-        add(f"blk.{il}.attn_v.weight", (n_embd, kv))
-        add(f"blk.{il}.attn_output.weight", (q, n_embd))
-        add(f"blk.{il}.ffn_norm.weight", (n_embd,), matrix=False)
+        if hybrid and trunk and (il + 1) % interval != 0:  # a gated delta-net layer
+            key_dim, value_dim = ssm_state_size * ssm_group_count, ssm_state_size * ssm_time_step_rank
+            add(f"blk.{il}.attn_qkv.weight", (n_embd, 2 * key_dim + value_dim))
+            add(f"blk.{il}.attn_gate.weight", (n_embd, value_dim))
+            add(f"blk.{il}.ssm_conv1d.weight", (ssm_conv_kernel, 2 * key_dim + value_dim), matrix=False)
+            add(f"blk.{il}.ssm_dt.bias", (ssm_time_step_rank,), matrix=False)
+            add(f"blk.{il}.ssm_a", (ssm_time_step_rank,), matrix=False)
+            add(f"blk.{il}.ssm_beta.weight", (n_embd, ssm_time_step_rank))
+            add(f"blk.{il}.ssm_alpha.weight", (n_embd, ssm_time_step_rank))
+            add(f"blk.{il}.ssm_norm.weight", (ssm_state_size,), matrix=False)
+            add(f"blk.{il}.ssm_out.weight", (value_dim, n_embd))
+        else:
+            add(f"blk.{il}.attn_q.weight", (n_embd, 2 * q if hybrid else q))
+            add(f"blk.{il}.attn_k.weight", (n_embd, kv))
+            add(f"blk.{il}.attn_v.weight", (n_embd, kv))
+            add(f"blk.{il}.attn_output.weight", (q, n_embd))
+            if hybrid:
+                add(f"blk.{il}.attn_q_norm.weight", (head_dim,), matrix=False)
+                add(f"blk.{il}.attn_k_norm.weight", (head_dim,), matrix=False)
+        add(f"blk.{il}.{'post_attention_norm' if hybrid else 'ffn_norm'}.weight", (n_embd,), matrix=False)
+        if not trunk:  # the MTP block's own tensors (src/models/qwen35.cpp, load_block_mtp)
+            add(f"blk.{il}.nextn.eh_proj.weight", (2 * n_embd, n_embd))
+            for norm in ("enorm", "hnorm", "shared_head_norm"):
+                add(f"blk.{il}.nextn.{norm}.weight", (n_embd,), matrix=False)
         if n_expert:  # a routed FFN, qwen3moe's layout: the router and three stacked expert tensors
             add(f"blk.{il}.ffn_gate_inp.weight", (n_embd, n_expert), matrix=False)
             add(f"blk.{il}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert))
             add(f"blk.{il}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert))
             add(f"blk.{il}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert))
+            if n_ff_shared:  # the shared expert and its gate (qwen35moe, qwen2moe)
+                add(f"blk.{il}.ffn_gate_inp_shexp.weight", (n_embd,), matrix=False)
+                add(f"blk.{il}.ffn_gate_shexp.weight", (n_embd, n_ff_shared))
+                add(f"blk.{il}.ffn_up_shexp.weight", (n_embd, n_ff_shared))
+                add(f"blk.{il}.ffn_down_shexp.weight", (n_ff_shared, n_embd))
             continue
         add(f"blk.{il}.ffn_gate.weight", (n_embd, n_ff))
         add(f"blk.{il}.ffn_up.weight", (n_embd, n_ff))
@@ -561,7 +697,7 @@ def model_info_from_numbers(
     metadata = {
         "general.architecture": architecture,
         "general.name": name,
-        f"{architecture}.block_count": n_layer,
+        f"{architecture}.block_count": n_layer + nextn_layers,
         f"{architecture}.embedding_length": n_embd,
         f"{architecture}.attention.head_count": n_head,
         f"{architecture}.attention.head_count_kv": n_head_kv,
@@ -572,6 +708,17 @@ def model_info_from_numbers(
     }
     if sliding_window:
         metadata[f"{architecture}.attention.sliding_window"] = sliding_window
+    if nextn_layers:
+        metadata[f"{architecture}.nextn_predict_layers"] = nextn_layers
+    if hybrid:
+        metadata[f"{architecture}.full_attention_interval"] = interval
+        metadata[f"{architecture}.ssm.conv_kernel"] = ssm_conv_kernel
+        metadata[f"{architecture}.ssm.state_size"] = ssm_state_size
+        metadata[f"{architecture}.ssm.group_count"] = ssm_group_count
+        metadata[f"{architecture}.ssm.time_step_rank"] = ssm_time_step_rank
+        metadata[f"{architecture}.ssm.inner_size"] = ssm_inner_size
+    if n_ff_shared:
+        metadata[f"{architecture}.expert_shared_feed_forward_length"] = n_ff_shared
     if n_expert:
         metadata[f"{architecture}.expert_count"] = n_expert
         metadata[f"{architecture}.expert_used_count"] = n_expert_used
@@ -640,6 +787,8 @@ def plan_memory(
     n_cpu_moe_draft: int = 0,
     target_devices: Sequence[str] | None = None,
     draft_devices: Sequence[str] | None = None,
+    n_rs_seq: int = 0,
+    mtp: bool = False,
 ) -> MemoryPlan:
     """The memory plan of a target (and draft) loaded as specrt / llama-server load them.
 
@@ -654,6 +803,11 @@ def plan_memory(
     n_outputs: output rows the contexts are sized for; specrt uses 65 for both,
     llama-server n_parallel * (1 + draft_n_max) for the target and n_parallel for
     the draft.
+    n_rs_seq: the recurrent-state snapshots the target's context keeps for rollback (a hybrid model's;
+    engine.planning.recurrent.snapshots_at_load), 0 unless it is loaded for draft-mtp or a draft head.
+    mtp: the target is loaded for draft-mtp without a draft model: its MTP block is loaded, and the MTP
+    context llama.cpp makes for it is planned as the "draft" (its KV cache and compute buffer; its
+    weights are the target's). load_options gives both as specrt loads a pair.
     """
     gpus = list(gpus or [])
     cpu_features = tuple(cpu_features)
@@ -667,6 +821,12 @@ def plan_memory(
         raise PlanError(f"a quantized V cache ({quantized_v[0]}) needs flash attention, which is off")
     if n_ctx < 0 or n_batch < 1 or n_ubatch < 1 or n_outputs < 1:
         raise PlanError("n_ctx must be >= 0 and n_batch, n_ubatch and n_outputs >= 1")
+    if n_rs_seq < 0:
+        raise PlanError("n_rs_seq must be >= 0")
+    if mtp and draft is not None:
+        raise PlanError("an MTP context is made only without a draft model")
+    if mtp and not trunk_layers(target) < (target.block_count or 0):
+        raise PlanError(f"the target {target.path} has no MTP (next-n) layers to draft with")
     requested_ctx = n_ctx or target.n_ctx_train or 0
     if requested_ctx <= 0:
         raise PlanError(f"no context size given and {target.path} does not state its trained context")
@@ -713,11 +873,31 @@ def plan_memory(
         for device in devices[:-1]:
             counts[device] = counts.get(device, 0) + 1
         layers[role] = {"by_device": counts, "output_device": devices[-1]}
-        items += weight_items(
-            info, role, devices, cpu_features, use_mmap, _host_buffer(gpus) if gpus else None, cpu_experts[role]
-        )
-        items += kv_cache_items(info, role, devices, kv_size, type_k, type_v, ubatch)
+        host_buffer = _host_buffer(gpus) if gpus else None
+        is_target = role == "target"
+        items += weight_items(info, role, devices, cpu_features, use_mmap, host_buffer, cpu_experts[role], mtp)
+        items += kv_cache_items(info, role, devices, kv_size, type_k, type_v, ubatch, n_rs_seq if is_target else 0)
         items += _compute_items(info, role, devices, gpus, kv_size, ubatch, outputs, flash_attn)
+        if is_target and mtp:
+            # the MTP context: asked for the target's allocated context, with the draft's cache types
+            mtp_outputs = n_outputs if n_outputs_draft is None else n_outputs_draft
+            mtp_ubatch = ubatches["draft"] = min(kv_size, n_batch, n_ubatch)
+            items += kv_cache_items(info, "draft", devices, kv_size, ctkd, ctvd, mtp_ubatch, mtp_context=True)
+            items += _compute_items(info, "draft", devices, gpus, kv_size, mtp_ubatch, mtp_outputs, flash_attn, True)
+            items.append(
+                PlanItem(
+                    "draft",
+                    "output",
+                    CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus),
+                    CPU,
+                    info.vocab.n_tokens * min(mtp_outputs, mtp_ubatch) * 4,
+                    f"logits of {min(mtp_outputs, mtp_ubatch)} outputs (host memory, not in llama.cpp's breakdown)",
+                )
+            )
+            notes.append(
+                "draft: the MTP context runs on the target's weights (llama.cpp's breakdown lists them again "
+                "for it); its compute buffer is a fit measured on generated qwen35 models only"
+            )
         host = CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus)
         items.append(
             PlanItem(
@@ -739,7 +919,7 @@ def plan_memory(
                 f"{role}: the compute buffer of a sliding-window model comes from the fit for full attention "
                 "(on a generated gemma3 it was 20 % low to 62 % high); its KV caches are llama.cpp's own sizes"
             )
-        if info.arch_value("ssm.state_size"):
+        if info.arch_value("ssm.state_size") and recurrent_layout(info) is None:
             notes.append(
                 f"{role}: {info.architecture}.ssm.state_size is set; recurrent state is not modelled, so the plan "
                 "may be off for this model"
@@ -750,6 +930,30 @@ def plan_memory(
                 "them is not modelled (measured on the CPU backend only)"
             )
     return MemoryPlan(items, kv_size, ubatches, layers, gpus, notes)
+
+
+def load_options(
+    target: ModelInfo,
+    draft: ModelInfo | None,
+    draft_n_max: int = 0,
+    spec_types: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """plan_memory's n_rs_seq and mtp for a pair loaded as specrt loads it (native set_draft_params): with a
+    draft model the contexts are made for draft-simple, or for the file's own type when it is a DFlash or
+    DSpark draft; without one, a target whose last block holds an MTP head (blk.N.nextn.eh_proj,
+    common_speculative_types_from_gguf) is loaded for draft-mtp.
+    spec_types: the --spec-type list a llama-server starts with, instead. draft_n_max: the K it is loaded
+    for (LoadSettings.draft_n_max_at_load, --spec-draft-n-max; 0: llama.cpp's 3)."""
+    if spec_types is None:
+        last = (target.block_count or 0) - 1
+        has_head = any(t.name == f"blk.{last}.nextn.eh_proj.weight" for t in target.tensors)
+        block_draft = draft is not None and draft.speculative_role in ("dflash", "dspark")
+        if draft is not None:
+            spec_types = [f"draft-{draft.speculative_role}"] if block_draft else ["draft-simple"]
+        else:
+            spec_types = ["draft-mtp"] if has_head else []
+    mtp = draft is None and "draft-mtp" in spec_types and trunk_layers(target) < (target.block_count or 0)
+    return {"n_rs_seq": snapshots_at_load(target, spec_types, draft_n_max), "mtp": mtp}
 
 
 def _restricted(gpus: list[GpuBudget], names: Sequence[str] | None, role: str) -> list[GpuBudget]:
@@ -779,10 +983,16 @@ def _compute_items(
     ubatch: int,
     outputs: int,
     flash_attn: bool,
+    mtp_context: bool = False,
 ) -> list[PlanItem]:
-    size = compute_buffer_bytes(info, kv_size, ubatch, outputs, flash_attn)
+    fit = "mtp_compute_buffer_bytes" if mtp_context else "compute_buffer_bytes"
+    if mtp_context:
+        size = mtp_compute_buffer_bytes(info, kv_size, ubatch, outputs)
+        devices = [devices[il] for il in range(trunk_layers(info), len(devices) - 1)] + devices[-1:]
+    else:
+        size = compute_buffer_bytes(info, kv_size, ubatch, outputs, flash_attn)
     if not gpus:
-        return [PlanItem(role, "compute", CPU, CPU, size, "empirical fit (see compute_buffer_bytes)")]
+        return [PlanItem(role, "compute", CPU, CPU, size, f"empirical fit (see {fit})")]
     # each device that runs layers reserves the worst-case graph; the CPU keeps at least the
     # input embeddings (get_rows of token_embd) in the GPU's pinned host buffer
     items = []

@@ -89,7 +89,8 @@ def preflight(
     """Check the pair ``target`` (+ ``draft``) for a load with this context and these GPU layers.
 
     budget: the memory to plan against (None: skip the memory check). ngl_draft defaults to ngl.
-    plan_options go to plan_memory (n_outputs, cache types, ...). Never raises for a bad file or a
+    plan_options go to plan_fit (draft_n_max, the K the pair loads for) and plan_memory (n_outputs, cache
+    types, ...). Never raises for a bad file or a
     plan that cannot be made: those are reasons in the result.
     """
     result = Preflight()

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 from engine.models.catalog import BUNDLED, Catalog, Model, ModelFile
+from engine.models.draft_heads import MTP_ARCHITECTURES
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.hardware import HardwareReport
@@ -218,6 +219,9 @@ class _Models:
                 n_expert_used=a.n_expert_used,
                 n_ff_exp=a.n_ff_exp,
                 sliding_window=a.sliding_window,
+                n_ff_shared=a.n_ff_shared,
+                nextn_layers=a.nextn_layers,
+                **(vars(a.hybrid) if a.hybrid else {}),
             )
         return self._cache[key]
 
@@ -321,6 +325,8 @@ class Candidate:
     # where the models go when both on the GPUs does not fit (engine.planning.placement); None: the default
     placement: Placement | None = None
     active_params: int = 0  # of an MoE target: the parameters a token uses (0: dense)
+    # the target has an MTP block of an architecture llama.cpp runs draft-mtp for (Qwen3.5): it can draft alone
+    mtp_head: bool = False
 
     @property
     def score(self) -> float:
@@ -410,6 +416,11 @@ class Candidate:
             out.append(f"bandwidth bound: about {self.tokens_per_s_bound:.0f} tokens/s with the draft")
         for s in self.published:
             out.append(f"published: x{s['speedup']:.2f} ({s['setup']}) {s['source']}")
+        if self.mtp_head:
+            out.append(
+                "the target has an MTP head: draft-mtp needs no separate draft model, where its GGUF keeps the "
+                "MTP block (spectune inspect says so)"
+            )
         return out
 
     def to_dict(self, with_plan: bool = True) -> dict:
@@ -434,6 +445,7 @@ class Candidate:
             "acceptance_prior": self.acceptance_prior,
             "tokens_per_s_bound": self.tokens_per_s_bound,
             "uses_draft": self.uses_draft,
+            "mtp_head": self.mtp_head,
             "plain_tokens_per_s": _rounded(self.plain_tokens_per_s),
             "tokens_per_s": _rounded(self.tokens_per_s),
             "speed_floor": self.speed_floor,
@@ -746,6 +758,7 @@ def _candidate(
         pairing_speedups.get((target.id, draft.id), []),
         presets.get((target.id, tq, draft.id, dq)),
         active_params=target.architecture.active_params if target.architecture.is_moe else 0,
+        mtp_head=target.architecture.nextn_layers > 0 and target.architecture.llama_arch in MTP_ARCHITECTURES,
     )
 
 

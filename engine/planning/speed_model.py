@@ -7,6 +7,11 @@ One forward pass of B tokens on one device, with n_past tokens already in the KV
 bytes read: the weights a pass touches, once per pass whatever B is (the token embedding is one row
 per token; an MoE layer reads only its active experts, n_expert_used of n_expert), plus the KV cache
 up to n_past. FLOPs per token: 2 per weight multiplied, plus attention over the n_past positions.
+A hybrid model (Qwen3.5: engine.planning.recurrent) has KV caches in its attention layers only; each
+of its delta-net layers instead reads its fixed-size recurrent state at the start of a pass and writes
+it back at the end, whatever n_past is, and updates it for every token (about three multiply-adds per
+state element: decay and write the key-value outer product, read it out with the query). An MTP block
+after the trunk is not part of a forward pass of the model.
 Plain decoding is t(1) per token; a speculative step with K drafted tokens costs K draft passes, a
 draft pass over the K + 1 verified tokens and one target pass of K + 1 (engine.planning.cost_model),
 which is why verify cost that grows with B (compute-bound, as on a 2-core CPU) eats the speedup and
@@ -19,16 +24,19 @@ A tune of the pair (kept in the history) replaces both with what it measured; ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import CostCurve, PairCosts
+from engine.planning.recurrent import recurrent_layout, trunk_layers
 
 KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
 # acceptance of a same-family draft before anything is measured: per position, a flat prior
 ACCEPTANCE_PRIOR = 0.6
 BATCH_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+_LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
 # On a CPU the kernels differ by weight type: a K-quant is unpacked block by block, Q8_0 and the other
@@ -64,6 +72,10 @@ class ModelCost:
     # expert any of them routes to, 1 - (1 - share)^B of them for independent picks
     expert_share: float = 0.0
     expert_bytes_by_class: tuple[tuple[str, int], ...] = ()
+    # hybrid: the recurrent state, read and written once per pass (2 x its bytes), and the multiply-adds
+    # per token of updating it and reading it out
+    state_bytes_per_pass: int = 0
+    recurrent_macs: int = 0
 
     def experts_touched(self, batch: int) -> float:
         """The share of the experts a pass of ``batch`` tokens reads (0 for a dense model)."""
@@ -77,10 +89,11 @@ class ModelCost:
         return sum(n * more for c, n in self.expert_bytes_by_class if cls is None or c == cls)
 
     def bytes_read(self, n_past: int, batch: int = 1) -> float:
-        return self.weight_bytes + self.kv_bytes_per_position * n_past + self.extra_expert_bytes(batch)
+        kv = self.kv_bytes_per_position * n_past
+        return self.weight_bytes + kv + self.state_bytes_per_pass + self.extra_expert_bytes(batch)
 
     def flops(self, batch: int, n_past: int) -> float:
-        return 2.0 * batch * (self.weight_macs + self.attention_macs_per_position * n_past)
+        return 2.0 * batch * (self.weight_macs + self.attention_macs_per_position * n_past + self.recurrent_macs)
 
 
 def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> ModelCost:
@@ -91,12 +104,16 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
     n_expert = info._arch_int("expert_count") or 0
     n_expert_used = info._arch_int("expert_used_count") or n_expert
     tied = not any(t.name == "output.weight" for t in info.tensors)
+    n_trunk = trunk_layers(info)
     weight_bytes = weight_macs = 0
     classes: dict[str, list[int]] = {}
     experts: dict[str, int] = {}
     for t in info.tensors:
         if only is not None and not only(t.name):
             continue
+        layer = _LAYER.match(t.name)
+        if layer and int(layer.group(1)) >= n_trunk:
+            continue  # the MTP block: run by draft-mtp's own context, not by a pass of the model
         share = 1.0
         if "_exps" in t.name and n_expert:
             share = n_expert_used / n_expert  # only the routed experts are read and multiplied
@@ -110,7 +127,9 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
             c = classes.setdefault(weight_class(t.type_name), [0, 0])
             c[0] += int(t.n_bytes * share)
             c[1] += int(t.n_elements * share)
-    layers = 0 if only is not None else info.block_count or 0
+    layout = recurrent_layout(info)
+    layers = 0 if only is not None else layout.n_attention if layout else n_trunk
+    state = layout.state_bytes() if layout and only is None else 0
     n_head, n_head_kv = info.n_head or 0, info.n_head_kv or 0
     dim_k, dim_v = info.head_dim_k or 0, info.head_dim_v or 0
     return ModelCost(
@@ -121,6 +140,8 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
         expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
         expert_bytes_by_class=tuple(sorted(experts.items())),
+        state_bytes_per_pass=2 * state,
+        recurrent_macs=3 * layout.n_recurrent * layout.n_embd_s if layout and only is None else 0,
     )
 
 
@@ -171,7 +192,7 @@ class DeviceSpeed:
             seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread if batch > 1 else 0.0)
             matrix_bytes += n_bytes
         rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
-        attention = 2.0 * batch * cost.attention_macs_per_position * n_past
+        attention = 2.0 * batch * (cost.attention_macs_per_position * n_past + cost.recurrent_macs)
         seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0)
         return self.overhead_ms + 1000.0 * seconds
 
