@@ -27,11 +27,12 @@ which draft-mtp drafts with: it predicts from the last token alone (the bigram o
 embeddings and output head), so it agrees with the target less often than the draft does.
 
 ``--gemma4`` writes a dense gemma4 pair instead (Gemma 4's layout): five of every six layers
-slide over ``--sliding-window`` tokens (default 64) with heads of n_embd / n_head, the sixth is global,
-with heads twice as wide and half as many KV heads, and rotates by the shared ``rope_freqs`` factors;
-q/k norms, norms after attention and after the FFN, no per-layer embeddings. ``--shared-kv-layers N``
-makes the target's last N layers keep no KV cache and read the last sliding and global layers' caches
-before them, as Gemma 4 E2B / E4B do. The norms after attention and after the FFN carry the divergence
+slide over ``--sliding-window`` tokens (default 64) with heads of n_embd / n_head, the sixth is
+global, with heads twice as wide and half as many KV heads (``--head-dim-global``,
+``--n-head-kv-global``), and rotates by the shared ``rope_freqs`` factors; q/k norms, norms after
+attention and after the FFN, no per-layer embeddings. ``--shared-kv-layers N`` makes the target's
+last N layers keep no KV cache and read the last sliding and global layers' caches before them, as
+Gemma 4 E2B / E4B do. The norms after attention and after the FFN carry the divergence
 (they rescale each block's output, so a scaled projection alone would be normalised away).
 
 ``--chat-template chatml`` (or a path to a jinja file) writes a chat template into
@@ -547,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
         help=f"a gemma4 pair: five of every six layers slide (window --sliding-window, default {GEMMA4_WINDOW}), "
         "the sixth is global with wider heads and fewer KV heads",
     )
+    p.add_argument("--head-dim-global", type=int, default=0, help="with --gemma4: global layers' head size")
+    p.add_argument("--n-head-kv-global", type=int, default=0, help="with --gemma4: global layers' KV heads")
     p.add_argument(
         "--shared-kv-layers",
         type=int,
@@ -567,17 +570,30 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--hybrid writes a dense qwen35; it does not combine with --sliding-window or --n-expert")
     if a.gemma4 and (a.hybrid or a.n_expert):
         p.error("--gemma4 writes a dense gemma4; it does not combine with --hybrid or --n-expert")
-    if a.shared_kv_layers and not a.gemma4:
-        p.error("--shared-kv-layers needs --gemma4")
+    if (a.shared_kv_layers or a.head_dim_global or a.n_head_kv_global) and not a.gemma4:
+        p.error("--shared-kv-layers, --head-dim-global and --n-head-kv-global need --gemma4")
     n_layer, draft_layers = HYBRID_LAYERS if a.hybrid else (ModelShape.n_layer, PairSpec.draft_layers)
     if a.gemma4:
         n_layer, draft_layers = GEMMA4_LAYERS
     n_layer = a.n_layer or n_layer
     draft_layers = a.draft_layers or draft_layers
-    gemma4 = {"gemma4": True, "shared_kv_layers": a.shared_kv_layers} if a.gemma4 else {}
+    gemma4 = {
+        "gemma4": True,
+        "head_dim_global": a.head_dim_global,
+        "n_head_kv_global": a.n_head_kv_global,
+        "shared_kv_layers": a.shared_kv_layers,
+    }
     window = a.sliding_window or (GEMMA4_WINDOW if a.gemma4 else 0)
     shape = ModelShape(
-        a.n_embd, n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe, sliding_window=window, hybrid=a.hybrid, **gemma4
+        a.n_embd,
+        n_layer,
+        a.n_head,
+        a.n_head_kv,
+        a.n_ff,
+        **moe,
+        sliding_window=window,
+        hybrid=a.hybrid,
+        **(gemma4 if a.gemma4 else {}),
     )
     template = None
     if a.chat_template == "chatml":
