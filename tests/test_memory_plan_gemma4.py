@@ -113,3 +113,23 @@ def test_other_architectures_keep_one_width_and_every_layer():
     assert all(kv_row_widths(llama, il, None) == (1024, 1024) for il in range(6))
     llama.metadata["llama.attention.head_count_kv"] = [4, 0, 4, 4, 4, 4]  # a layer without attention
     assert kv_row_widths(llama, 1, None) is None
+
+
+def test_gemma4_26b_a4b_caches_from_the_header_the_pinned_llama_cpp_ships():
+    """The pinned llama.cpp's ggml-vocab-gemma-4.gguf carries a Gemma 4 26B-A4B's header (no tensors):
+    30 layers, 25 sliding over 1024 tokens with 8 KV heads of 256, 5 global with 2 KV heads of 512."""
+    from engine.planning.memory_plan import CPU, kv_cache_items
+
+    from .test_gguf_inspect import vocab_dir
+
+    path = vocab_dir() / "ggml-vocab-gemma-4.gguf"
+    if not path.is_file():
+        pytest.skip(f"{path} is not there")
+    info = inspect_gguf(path)
+    window = sliding_window(info)
+    assert info.block_count == 30 and window.window == 1024 and window.n_sliding == 25
+    assert {kv_row_widths(info, il, window) for il in range(30)} == {(2048, 2048), (1024, 1024)}
+    items = kv_cache_items(info, "target", [CPU] * 31, 32768, "f16", "f16", 512)
+    # 25 x 1536 cells (pad_256(1024 + 512)) x 2048 + 5 x 32768 cells x 1024, K and V, f16: 940 MiB, where
+    # the full context and 512-wide heads on every layer (no gemma4 rule, one head size) made 13.1 GiB
+    assert sum(i.bytes for i in items) == (25 * 1536 * 2048 + 5 * 32768 * 1024) * 2 * 2 == 985661440

@@ -7,10 +7,11 @@ hparams say (src/llama-hparams.cpp):
 
 key_length_swa defaults to key_length, and head_count_kv may be a per-layer array, so a llama-style
 model has one width for all layers. Gemma 4 is the model that uses all three: its global layers have
-heads twice as wide as its sliding ones and fewer KV heads (Gemma 4 31B: 512 x 4 against 256 x 16),
-and E2B / E4B end in layers that keep no cache of their own: ``<arch>.attention.shared_kv_layers`` of
-them read the caches of the last sliding and the last global layer before them (src/llama-model.cpp,
-create_memory: the reuse callback), so llama_kv_cache allocates nothing for them.
+heads twice as wide as its sliding ones and fewer KV heads (the 26B-A4B header the pinned llama.cpp
+ships as models/ggml-vocab-gemma-4.gguf: 2 x 512 against 8 x 256), and E2B / E4B end in layers that
+keep no cache of their own: the last ``<arch>.attention.shared_kv_layers`` layers read the caches of
+the last sliding and the last global layer before them (src/llama-model.cpp, create_memory: the
+reuse callback), so llama_kv_cache allocates nothing for them.
 """
 
 from __future__ import annotations
