@@ -26,6 +26,15 @@ builds. With ``--mtp`` the target also carries Qwen3.5's next-token-prediction (
 which draft-mtp drafts with: it predicts from the last token alone (the bigram of the
 embeddings and output head), so it agrees with the target less often than the draft does.
 
+``--gemma4`` writes a dense gemma4 pair instead (Gemma 4's layout): five of every six layers
+slide over ``--sliding-window`` tokens (default 64) with heads of n_embd / n_head, the sixth is
+global, with heads twice as wide and half as many KV heads (``--head-dim-global``,
+``--n-head-kv-global``), and rotates by the shared ``rope_freqs`` factors; q/k norms, norms after
+attention and after the FFN, no per-layer embeddings. ``--shared-kv-layers N`` makes the target's
+last N layers keep no KV cache and read the last sliding and global layers' caches before them, as
+Gemma 4 E2B / E4B do. The norms after attention and after the FFN carry the divergence
+(they rescale each block's output, so a scaled projection alone would be normalised away).
+
 ``--chat-template chatml`` (or a path to a jinja file) writes a chat template into
 both files, with ChatML's <|im_start|> / <|im_end|> as control tokens, so chat mode
 is tested on what an instruct model carries.
@@ -39,6 +48,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +78,10 @@ SSM_STATE = 16
 SSM_GROUPS = 2
 SSM_V_HEADS = 4
 HYBRID_LAYERS = (8, 4)  # the default target and draft depth of a hybrid pair: two and one attention layers
+# gemma4: layer il is global when il % GEMMA4_PERIOD == GEMMA4_PERIOD - 1 (five sliding to one global)
+GEMMA4_PERIOD = 6
+GEMMA4_LAYERS = (12, 6)  # the default target and draft depth of a gemma4 pair: two and one global layers
+GEMMA4_WINDOW = 64  # the default window of a gemma4 pair, in tokens
 
 CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")  # control tokens; llama.cpp ends a generation at <|im_end|>
 
@@ -85,6 +99,13 @@ class ModelShape:
     n_ff_exp: int = 0  # rows of each expert's FFN (0: n_ff // n_expert_used, llama.cpp's default)
     sliding_window: int = 0  # > 0: a dense gemma3, five of every six layers attending over this many tokens
     hybrid: bool = False  # a dense qwen35: gated delta-net layers, full attention every FULL_ATTENTION_INTERVAL-th
+    # a dense gemma4 (sliding_window > 0 is its window): global layers with heads of head_dim_global (0: twice
+    # the sliding layers') and n_head_kv_global KV heads (0: half the sliding layers', at least one); the
+    # last shared_kv_layers layers keep no KV cache
+    gemma4: bool = False
+    head_dim_global: int = 0
+    n_head_kv_global: int = 0
+    shared_kv_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -92,6 +113,8 @@ class ModelShape:
 
     @property
     def arch(self) -> str:
+        if self.gemma4:
+            return "gemma4"
         if self.sliding_window:
             return "gemma3"
         if self.hybrid:
@@ -101,6 +124,15 @@ class ModelShape:
     @property
     def expert_ff(self) -> int:
         return self.n_ff_exp or self.n_ff // max(self.n_expert_used, 1)
+
+    def gemma4_attention(self, layer: int) -> tuple[int, int]:
+        """(head size, KV heads) of a gemma4 layer: the sliding layers' or the global layers'."""
+        if gemma4_is_sliding(layer):
+            return self.n_embd // self.n_head, self.n_head_kv
+        return (
+            self.head_dim_global or 2 * (self.n_embd // self.n_head),
+            self.n_head_kv_global or max(self.n_head_kv // 2, 1),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +207,8 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
 
     if shape.hybrid:
         return _qwen35_block(rng, shape, scale_out, layer, w)
+    if shape.gemma4:
+        return _gemma4_block(shape, scale_out, layer, w)
     block = {
         "attn_norm.weight": np.ones(d, dtype=np.float32),
         "attn_q.weight": w(d, d),
@@ -209,6 +243,57 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
 def qwen35_is_recurrent(layer: int) -> bool:
     """llama.cpp's default for qwen35 without a recurrent-layers key: full attention every fourth layer."""
     return (layer + 1) % FULL_ATTENTION_INTERVAL != 0
+
+
+def gemma4_is_sliding(layer: int) -> bool:
+    """The pattern written into a generated gemma4's attention.sliding_window_pattern."""
+    return layer % GEMMA4_PERIOD != GEMMA4_PERIOD - 1
+
+
+def _gemma4_block(
+    shape: ModelShape, scale_out: float, layer: int, w: Callable[..., np.ndarray]
+) -> dict[str, np.ndarray]:
+    # numpy's shapes are GGUF's reversed. The norms after attention and after the FFN scale the block's
+    # output: they carry the divergence. A layer that shares an earlier layer's KV cache has no K or V.
+    d, ff = shape.n_embd, shape.n_ff
+    head_dim, n_head_kv = shape.gemma4_attention(layer)
+    block = {
+        "attn_norm.weight": np.ones(d, dtype=np.float32),
+        "attn_q.weight": w(shape.n_head * head_dim, d),
+        "attn_output.weight": w(d, shape.n_head * head_dim),
+        "attn_q_norm.weight": np.ones(head_dim, dtype=np.float32),
+        "post_attention_norm.weight": np.full(d, scale_out, dtype=np.float32),
+        "ffn_norm.weight": np.ones(d, dtype=np.float32),
+        "ffn_gate.weight": w(ff, d),
+        "ffn_up.weight": w(ff, d),
+        "ffn_down.weight": w(d, ff),
+        "post_ffw_norm.weight": np.full(d, scale_out, dtype=np.float32),
+    }
+    if layer < shape.n_layer - shape.shared_kv_layers:
+        block["attn_k.weight"] = w(n_head_kv * head_dim, d)
+        block["attn_v.weight"] = w(n_head_kv * head_dim, d)
+        block["attn_k_norm.weight"] = np.ones(head_dim, dtype=np.float32)
+    return block
+
+
+def _write_gemma4_keys(w: Any, shape: ModelShape, n_layer: int, role: str) -> None:
+    """Gemma 4's attention keys: per-layer KV heads, both head sizes, the pattern, shared KV layers."""
+    sliding_dim = shape.n_embd // shape.n_head
+    global_dim = shape.gemma4_attention(GEMMA4_PERIOD - 1)[0]
+    w.add_head_count_kv([shape.gemma4_attention(il)[1] for il in range(n_layer)])
+    w.add_key_length(global_dim)
+    w.add_value_length(global_dim)
+    w.add_key_length_swa(sliding_dim)
+    w.add_value_length_swa(sliding_dim)
+    w.add_rope_dimension_count(global_dim)
+    w.add_rope_dimension_count_swa(sliding_dim)
+    w.add_rope_freq_base(1_000_000.0)
+    w.add_rope_freq_base_swa(10_000.0)
+    w.add_sliding_window(shape.sliding_window)
+    w.add_sliding_window_pattern([gemma4_is_sliding(il) for il in range(n_layer)])
+    w.add_embedding_length_per_layer_input(0)
+    if role == "target" and shape.shared_kv_layers:
+        w.add_shared_kv_layers(shape.shared_kv_layers)
 
 
 def _qwen35_block(
@@ -292,11 +377,14 @@ def _write(
         w.add_nextn_predict_layers(1)
     w.add_feed_forward_length(shape.n_ff)
     w.add_head_count(shape.n_head)
-    w.add_head_count_kv(shape.n_head_kv)
-    if not shape.hybrid:
+    if shape.gemma4:
+        _write_gemma4_keys(w, shape, n_layer, role)
+    else:
+        w.add_head_count_kv(shape.n_head_kv)
+    if not shape.hybrid and not shape.gemma4:
         w.add_rope_dimension_count(shape.n_embd // shape.n_head)
     w.add_layer_norm_rms_eps(1e-5)
-    if shape.sliding_window:
+    if shape.sliding_window and not shape.gemma4:
         w.add_sliding_window(shape.sliding_window)
     if shape.hybrid:
         # a quarter of each head rotates, in llama.cpp's multi-section layout (sections sum to n_rot / 2)
@@ -346,6 +434,10 @@ def _write(
     put("token_embd.weight", embd)
     put("output_norm.weight", np.ones(shape.n_embd, dtype=np.float32))
     put("output.weight", output)
+    if shape.gemma4 and not all(gemma4_is_sliding(il) for il in range(n_layer)):
+        # one tensor of frequency factors for every global layer (llama.cpp duplicates it per buffer type);
+        # ones rotate as plain RoPE does
+        put("rope_freqs.weight", np.ones(shape.gemma4_attention(GEMMA4_PERIOD - 1)[0] // 2, dtype=np.float32))
     for i, block in enumerate(blocks[:n_layer]):
         for key, arr in block.items():
             put(f"blk.{i}.{key}", arr)
@@ -356,6 +448,25 @@ def _write(
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def _check_gemma4(spec: PairSpec) -> None:
+    shape = spec.shape
+    if shape.sliding_window <= 0:
+        raise ValueError("a gemma4 pair needs a sliding window > 0")
+    if spec.draft_layers < 2:
+        # llama.cpp's gemma4 cache asks for at least two layers with their own KV cache
+        raise ValueError("a gemma4 draft needs at least 2 layers")
+    kv_layers = shape.n_layer - shape.shared_kv_layers
+    if shape.shared_kv_layers:
+        # a shared sliding layer reads layer kv_layers - 2, a shared global one layer kv_layers - 1
+        if kv_layers < 2 or not gemma4_is_sliding(kv_layers - 2) or gemma4_is_sliding(kv_layers - 1):
+            raise ValueError(
+                f"with {shape.shared_kv_layers} shared KV layers, layer {kv_layers - 1} must be global and "
+                f"layer {kv_layers - 2} sliding: take n_layer - shared_kv_layers a multiple of {GEMMA4_PERIOD}"
+            )
+        if spec.draft_layers > kv_layers:
+            raise ValueError(f"the draft's layers ({spec.draft_layers}) must all keep a KV cache (at most {kv_layers})")
 
 
 def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_variant: int = 0) -> tuple[Path, Path]:
@@ -370,6 +481,8 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
     if spec.shape.hybrid and spec.draft_layers < FULL_ATTENTION_INTERVAL:
         # llama.cpp cannot run a hybrid model whose every layer is recurrent, and neither does anyone
         raise ValueError(f"a hybrid draft needs at least {FULL_ATTENTION_INTERVAL} layers, to hold an attention layer")
+    if spec.shape.gemma4:
+        _check_gemma4(spec)
     if spec.mtp and not spec.shape.hybrid:
         raise ValueError("an MTP block is written for hybrid (qwen35) pairs only")
     if spec.shape.is_moe and not 1 <= spec.shape.n_expert_used <= spec.shape.n_expert:
@@ -399,12 +512,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.models.synthetic", description=__doc__.splitlines()[0])
     p.add_argument("out_dir")
     p.add_argument("--n-embd", type=int, default=ModelShape.n_embd)
-    p.add_argument("--n-layer", type=int, help=f"default {ModelShape.n_layer} ({HYBRID_LAYERS[0]} with --hybrid)")
+    p.add_argument(
+        "--n-layer",
+        type=int,
+        help=f"default {ModelShape.n_layer} ({HYBRID_LAYERS[0]} with --hybrid, {GEMMA4_LAYERS[0]} with --gemma4)",
+    )
     p.add_argument("--n-head", type=int, default=ModelShape.n_head)
     p.add_argument("--n-head-kv", type=int, default=ModelShape.n_head_kv)
     p.add_argument("--n-ff", type=int, default=ModelShape.n_ff)
     p.add_argument(
-        "--draft-layers", type=int, help=f"default {PairSpec.draft_layers} ({HYBRID_LAYERS[1]} with --hybrid)"
+        "--draft-layers",
+        type=int,
+        help=f"default {PairSpec.draft_layers} ({HYBRID_LAYERS[1]} with --hybrid, {GEMMA4_LAYERS[1]} with --gemma4)",
     )
     p.add_argument("--divergence", type=float, default=PairSpec.divergence)
     p.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f32")
@@ -423,6 +542,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a qwen35 pair: gated delta-net layers with a recurrent state, full attention every fourth",
     )
+    p.add_argument(
+        "--gemma4",
+        action="store_true",
+        help=f"a gemma4 pair: five of every six layers slide (window --sliding-window, default {GEMMA4_WINDOW}), "
+        "the sixth is global with wider heads and fewer KV heads",
+    )
+    p.add_argument("--head-dim-global", type=int, default=0, help="with --gemma4: global layers' head size")
+    p.add_argument("--n-head-kv-global", type=int, default=0, help="with --gemma4: global layers' KV heads")
+    p.add_argument(
+        "--shared-kv-layers",
+        type=int,
+        default=0,
+        help="with --gemma4: the target's last N layers read earlier layers' KV caches and keep none",
+    )
     p.add_argument("--mtp", action="store_true", help="with --hybrid: the target carries an MTP block (draft-mtp)")
     p.add_argument(
         "--chat-template",
@@ -435,11 +568,32 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--sliding-window writes a dense gemma3; it does not combine with --n-expert")
     if a.hybrid and (a.sliding_window or a.n_expert):
         p.error("--hybrid writes a dense qwen35; it does not combine with --sliding-window or --n-expert")
+    if a.gemma4 and (a.hybrid or a.n_expert):
+        p.error("--gemma4 writes a dense gemma4; it does not combine with --hybrid or --n-expert")
+    if (a.shared_kv_layers or a.head_dim_global or a.n_head_kv_global) and not a.gemma4:
+        p.error("--shared-kv-layers, --head-dim-global and --n-head-kv-global need --gemma4")
     n_layer, draft_layers = HYBRID_LAYERS if a.hybrid else (ModelShape.n_layer, PairSpec.draft_layers)
+    if a.gemma4:
+        n_layer, draft_layers = GEMMA4_LAYERS
     n_layer = a.n_layer or n_layer
     draft_layers = a.draft_layers or draft_layers
+    gemma4 = {
+        "gemma4": True,
+        "head_dim_global": a.head_dim_global,
+        "n_head_kv_global": a.n_head_kv_global,
+        "shared_kv_layers": a.shared_kv_layers,
+    }
+    window = a.sliding_window or (GEMMA4_WINDOW if a.gemma4 else 0)
     shape = ModelShape(
-        a.n_embd, n_layer, a.n_head, a.n_head_kv, a.n_ff, **moe, sliding_window=a.sliding_window, hybrid=a.hybrid
+        a.n_embd,
+        n_layer,
+        a.n_head,
+        a.n_head_kv,
+        a.n_ff,
+        **moe,
+        sliding_window=window,
+        hybrid=a.hybrid,
+        **(gemma4 if a.gemma4 else {}),
     )
     template = None
     if a.chat_template == "chatml":

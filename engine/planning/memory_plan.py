@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
+from engine.planning.kv_layers import kv_row_widths
 from engine.planning.recurrent import (
     DEFAULT_FULL_ATTENTION_INTERVAL,
     HYBRID_ARCHITECTURES,
@@ -369,8 +370,6 @@ def kv_cache_items(
     in the main context; mtp_context=True plans the MTP context's, which holds only theirs."""
     n_layer = len(devices) - 1
     n_trunk = trunk_layers(info)
-    heads_kv = info.arch_value("attention.head_count_kv")
-    per_layer_kv = heads_kv if isinstance(heads_kv, list) else [info.n_head_kv] * n_layer
     window = sliding_window(info)
     swa_cells = window.cells(kv_size, n_ubatch) if window else kv_size
     layout = None if mtp_context else recurrent_layout(info)
@@ -383,13 +382,12 @@ def kv_cache_items(
             size = sum(_state_tensor_bytes(n, rows, devices[il]) for n in (layout.n_embd_r, layout.n_embd_s))
             state_by_device[devices[il]] = state_by_device.get(devices[il], 0) + size
             continue
-        n_head_kv = per_layer_kv[il] if il < len(per_layer_kv) else info.n_head_kv
-        if not n_head_kv:
-            continue  # a layer without attention keeps no KV cache
+        widths = kv_row_widths(info, il, window)  # per layer: Gemma 4's global and sliding layers differ
+        if widths is None:
+            continue  # a layer without attention, or one that reads an earlier layer's cache
         cells = swa_cells if window and il < len(window.layers) and window.layers[il] else kv_size
         size = 0
-        for cache_type, head_dim in ((cache_type_k, info.head_dim_k), (cache_type_v, info.head_dim_v)):
-            n_embd_gqa = (head_dim or 0) * n_head_kv
+        for cache_type, n_embd_gqa in zip((cache_type_k, cache_type_v), widths):
             shape = (n_embd_gqa, cells)
             n_bytes = ggml_row_bytes(cache_type, n_embd_gqa) * cells
             if devices[il] == CPU:
@@ -917,7 +915,7 @@ def plan_memory(
         if sliding_window(info):
             notes.append(
                 f"{role}: the compute buffer of a sliding-window model comes from the fit for full attention "
-                "(on a generated gemma3 it was 20 % low to 62 % high); its KV caches are llama.cpp's own sizes"
+                "(on generated gemma3 and gemma4 it was 24 % low to 62 % high); its KV caches are llama.cpp's own sizes"
             )
         if info.arch_value("ssm.state_size") and recurrent_layout(info) is None:
             notes.append(

@@ -1,7 +1,7 @@
 """Sliding-window attention: which layers of a model attend through a window, and how many KV cells
 llama.cpp gives them.
 
-A model with sliding-window layers (Gemma 2 and 3, gpt-oss, Command R7B, OLMo 2 with a window,
+A model with sliding-window layers (Gemma 2, 3 and 4, gpt-oss, Command R7B, OLMo 2 with a window,
 EXAONE 4 32B) gets two KV caches in llama.cpp (src/llama-kv-cache-iswa.cpp): one of the full
 context for the other layers, and one for the window layers that holds only
 
@@ -42,6 +42,7 @@ class _Rule:
 RULES = {
     "gemma2": _Rule(2, default_window=4096),
     "gemma3": _Rule(6, needs_window_key=True),
+    "gemma4": _Rule(6, needs_window_key=True),  # its GGUF always carries the pattern as an array
     "gpt-oss": _Rule(2),
     "cohere2": _Rule(4),
     "olmo2": _Rule(4, needs_window_key=True),

@@ -1,0 +1,135 @@
+"""Gemma 4 in the memory plan: per-layer head sizes and KV heads (engine.planning.kv_layers), the
+window caches of its sliding layers (engine.planning.sliding_window) and the shared-KV layers that keep
+no cache, against llama.cpp's own sizes on a generated gemma4 pair."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.core.settings import LoadSettings
+from engine.models.gguf_inspect import inspect_gguf
+from engine.planning.hardware import cpu_features
+from engine.planning.kv_layers import kv_layers_from_start, kv_row_widths
+from engine.planning.memory_plan import model_info_from_numbers, plan_memory
+from engine.planning.sliding_window import sliding_window
+from engine.runtime.binding import Engine
+
+from .test_memory_plan import compare
+
+WINDOW = 64
+SLIDING = (True,) * 5 + (False,) + (True,) * 5 + (False,)  # the generator's five to one, 12 layers
+
+
+@pytest.fixture(scope="module")
+def gemma4_pair(tmp_path_factory):
+    """What `python -m engine.synthetic OUT --gemma4 --head-dim-global 128 --n-head-kv-global 1
+    --shared-kv-layers 6` writes (F16): a 12-layer gemma4 target whose layers 5 and 11 are global (heads
+    of 128, one KV head: rows of 128) and the others slide over 64 tokens (heads of 32, two KV heads: rows
+    of 64), the last six reading the caches of layers 4 and 5; the draft is its first six layers."""
+    out = tmp_path_factory.mktemp("gemma4")
+    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--gemma4", "--dtype", "f16"]
+    argv += ["--head-dim-global", "128", "--n-head-kv-global", "1", "--shared-kv-layers", "6"]
+    written = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    return Path(written["target"]), Path(written["draft"])
+
+
+def test_the_generated_model_is_a_gemma4_with_two_head_sizes_and_shared_layers(gemma4_pair):
+    target, draft = (inspect_gguf(p) for p in gemma4_pair)
+    assert target.architecture == "gemma4" and target.arch_value("attention.sliding_window") == WINDOW
+    window = sliding_window(target)
+    assert window.window == WINDOW and window.layers == SLIDING
+    assert kv_layers_from_start(target) == 6 and kv_layers_from_start(draft) == 6
+    widths = [kv_row_widths(target, il, window) for il in range(12)]
+    assert widths == [(64, 64)] * 5 + [(128, 128)] + [None] * 6
+    names = {t.name for t in target.tensors}
+    assert "rope_freqs.weight" in names and "blk.5.attn_k.weight" in names and "blk.6.attn_k.weight" not in names
+
+
+@pytest.mark.parametrize("ctx", [512, 2048])
+def test_kv_cache_and_weights_match_llama_cpp_to_the_byte(gemma4_pair, ctx):
+    target, draft = gemma4_pair
+    plan = plan_memory(inspect_gguf(target), ctx, draft=inspect_gguf(draft), cpu_features=cpu_features())
+    with Engine(LoadSettings(target, draft, ctx=ctx)) as engine:
+        rows = compare(plan, engine.memory())
+    seen = set()
+    for model, kind, buffer_type, actual, planned, error in rows:
+        print(f"ctx {ctx} {model:6} {kind:8} {buffer_type:10} llama.cpp {actual:10d} plan {planned:10d} {error:+.3%}")
+        if kind in ("kv_cache", "weights"):
+            assert actual == planned, (model, kind, buffer_type)
+            seen.add((model, kind))
+    assert seen == {("target", "kv_cache"), ("target", "weights"), ("draft", "kv_cache"), ("draft", "weights")}
+    # five sliding layers of pad_256(min(ctx, 64 + 512)) cells, rows of 64 (K and V, f16: 256 bytes a cell)
+    # and one global layer of ctx cells, rows of 128 (512 bytes a cell); the shared layers add nothing, so
+    # the target's cache is the draft's
+    cells = min(ctx, -(-(WINDOW + 512) // 256) * 256)
+    kv = {i.model: i.bytes for i in plan.items if i.kind == "kv_cache"}
+    assert kv == {"target": 5 * cells * 256 + ctx * 512, "draft": 5 * cells * 256 + ctx * 512}
+
+
+def _numbers(**changes):
+    numbers = dict(
+        architecture="gemma4",
+        n_layer=6,
+        n_embd=1024,
+        n_head=8,
+        n_head_kv=4,
+        head_dim=256,
+        n_ff=4096,
+        n_vocab=1000,
+        n_ctx_train=8192,
+        sliding_window=512,
+    )
+    return numbers | changes
+
+
+def test_widths_follow_the_layer_kind_and_fall_back_to_the_full_layers():
+    info = model_info_from_numbers(**_numbers())
+    info.metadata["gemma4.attention.sliding_window_pattern"] = [True, True, False, True, True, False]
+    info.metadata["gemma4.attention.head_count_kv"] = [4, 4, 1, 4, 4, 1]
+    info.metadata["gemma4.attention.key_length"] = info.metadata["gemma4.attention.value_length"] = 512
+    window = sliding_window(info)
+    # without the _swa keys a sliding layer has the full layers' head size, as llama.cpp defaults it
+    assert kv_row_widths(info, 0, window) == (2048, 2048) and kv_row_widths(info, 2, window) == (512, 512)
+    info.metadata["gemma4.attention.key_length_swa"] = info.metadata["gemma4.attention.value_length_swa"] = 256
+    assert [kv_row_widths(info, il, window) for il in range(6)] == [(1024, 1024)] * 2 + [(512, 512)] + [
+        (1024, 1024)
+    ] * 2 + [(512, 512)]
+    info.metadata["gemma4.attention.shared_kv_layers"] = 3
+    assert kv_layers_from_start(info) == 3
+    assert [kv_row_widths(info, il, window) for il in range(6)] == [(1024, 1024)] * 2 + [(512, 512)] + [None] * 3
+    # 8192 cells for the global layer, pad_256(512 + 512) = 1024 for each sliding one, f16 K and V
+    kv = sum(i.bytes for i in plan_memory(info, 8192).items if i.kind == "kv_cache")
+    assert kv == (2 * 1024 * 1024 + 8192 * 512) * 2 * 2
+
+
+def test_other_architectures_keep_one_width_and_every_layer():
+    llama = model_info_from_numbers(**_numbers(architecture="llama", sliding_window=None))
+    assert kv_layers_from_start(llama) is None
+    assert all(kv_row_widths(llama, il, None) == (1024, 1024) for il in range(6))
+    llama.metadata["llama.attention.head_count_kv"] = [4, 0, 4, 4, 4, 4]  # a layer without attention
+    assert kv_row_widths(llama, 1, None) is None
+
+
+def test_gemma4_26b_a4b_caches_from_the_header_the_pinned_llama_cpp_ships():
+    """The pinned llama.cpp's ggml-vocab-gemma-4.gguf carries a Gemma 4 26B-A4B's header (no tensors):
+    30 layers, 25 sliding over 1024 tokens with 8 KV heads of 256, 5 global with 2 KV heads of 512."""
+    from engine.planning.memory_plan import CPU, kv_cache_items
+
+    from .test_gguf_inspect import vocab_dir
+
+    path = vocab_dir() / "ggml-vocab-gemma-4.gguf"
+    if not path.is_file():
+        pytest.skip(f"{path} is not there")
+    info = inspect_gguf(path)
+    window = sliding_window(info)
+    assert info.block_count == 30 and window.window == 1024 and window.n_sliding == 25
+    assert {kv_row_widths(info, il, window) for il in range(30)} == {(2048, 2048), (1024, 1024)}
+    items = kv_cache_items(info, "target", [CPU] * 31, 32768, "f16", "f16", 512)
+    # 25 x 1536 cells (pad_256(1024 + 512)) x 2048 + 5 x 32768 cells x 1024, K and V, f16: 940 MiB, where
+    # the full context and 512-wide heads on every layer (no gemma4 rule, one head size) made 13.1 GiB
+    assert sum(i.bytes for i in items) == (25 * 1536 * 2048 + 5 * 32768 * 1024) * 2 * 2 == 985661440
