@@ -103,3 +103,55 @@ def test_same_text_and_counts_as_llama_server_at_temperature_0_8_with_a_fixed_se
         assert lab["tokens_generated"] == srv_result["tokens_generated"] == n
     if spec.types:
         assert sum(o["drafted"] for o in ours) > 0 and sum(o["accepted"] for o in ours) > 0, "it must draft and accept"
+
+
+# llama-server ends a prompt's batches early where the target's cache cannot roll everything back (a
+# sliding window, a recurrent state): 4 + n_ubatch and 4 tokens before the end, and before the first and
+# the last user message of a conversation, to keep context checkpoints there. Batch shapes change the
+# float sums of an F16 model, and here a greedy token: specrt must cut its prompts at the same places.
+SPLIT_CONVERSATIONS = (
+    {
+        "messages": [
+            {"role": "system", "content": "the model of the data is in the cache of the target"},
+            {"role": "user", "content": "def the value of the data is"},
+        ]
+    },
+    {
+        "messages": [
+            {"role": "system", "content": "import self return None"},
+            {"role": "user", "content": "the draft and the target"},
+            {"role": "assistant", "content": "the value of the model"},
+            {"role": "user", "content": "for value in list return the data"},
+        ]
+    },
+    {
+        "messages": [
+            {
+                "role": "user",
+                "content": "the model and the draft are in the cache of the target model and the draft " * 3,
+            }
+        ]
+    },
+)
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["raw", "chat"])
+def test_a_sliding_window_models_prompts_are_split_as_llama_server_splits_them(tmp_path, chat):
+    import json
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "engine.synthetic", str(tmp_path), "--sliding-window", "64", "--n-layer", "7"]
+    argv += ["--dtype", "f16"] + (["--chat-template", "chatml"] if chat else [])
+    pair = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    if chat:
+        workload = tmp_path / "conversations.jsonl"
+        workload.write_text("".join(json.dumps(c) + "\n" for c in SPLIT_CONVERSATIONS), encoding="utf-8")
+    argv = [sys.executable, "-m", "engine.cli", "validate", "--target", pair["target"], "--draft", pair["draft"]]
+    argv += ["--spec-type", "draft-simple", "--draft-n-max", "4", "--ctx", "1024", "--max-tokens", "96"]
+    argv += ["--workload", str(workload) if chat else "code-completion", "--threads", "1", "--json", "--no-history"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    result = json.loads(done.stdout)
+    assert result["agree"], [(p["lab"], p["server"]) for p in result["per_prompt"]]
+    assert all(p["same_text"] for p in result["per_prompt"])

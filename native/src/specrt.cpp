@@ -160,6 +160,11 @@ struct specrt_engine {
 
     // the target's chat templates, parsed at the first chat request (a base model never needs them)
     common_chat_templates_ptr chat_tmpls;
+    // the last conversation rendered, and where its template puts the message delimiters: a prompt that
+    // is that text is split into message spans, as llama-server splits a chat request's
+    std::string chat_prompt;
+    common_chat_msg_delimiters chat_delims;
+    common_chat_msg_spans prompt_spans;         // this generation's prompt (empty for raw text)
 
     int fail(int code, const std::string & msg) {
         error = msg;
@@ -397,6 +402,53 @@ int feed_speculators(specrt_engine * e, common_speculative * spec, const char * 
     return SPECRT_OK;
 }
 
+// Where llama-server ends each batch of a fresh prompt (server-context.cpp, update_slots). Batches hold
+// n_batch tokens; where the target's cache cannot roll everything back (a sliding window, a recurrent
+// state) the server also keeps context checkpoints, so it ends a batch 4 + n_ubatch and 4 tokens before
+// the prompt's end and, in a conversation, before the first user message and the last one. The batch
+// shapes change llama.cpp's float sums (and so, now and then, a greedy token), hence the same cuts here.
+std::vector<int32_t> prompt_batch_ends(const specrt_engine * e, int32_t n_prompt) {
+    const int32_t n_batch = (int32_t) llama_n_batch(e->ctx_tgt);
+    const int32_t n_ubatch = (int32_t) llama_n_ubatch(e->ctx_tgt);
+    const int32_t n_swa = e->params.swa_full ? 0 : llama_model_n_swa(e->model_tgt);
+    const bool checkpoints = e->params.n_ctx_checkpoints > 0 &&
+                             (e->rm_tgt == COMMON_CONTEXT_SEQ_RM_TYPE_FULL ||
+                              e->rm_tgt == COMMON_CONTEXT_SEQ_RM_TYPE_RS || n_swa > 0);
+    const common_chat_msg_spans & spans = e->prompt_spans;
+    const int32_t last_user = spans.last_user_message_pos();
+    const int32_t offsets[] = {4 + n_ubatch, 4};
+    std::vector<int32_t> ends;
+    int64_t last_checkpoint = -1;  // n_tokens of the newest checkpoint the server would have made
+    int32_t pos = 0;
+    while (pos < n_prompt) {
+        const int32_t start = pos;
+        while (pos < n_prompt && pos - start < n_batch) {
+            ++pos;
+            if (checkpoints && spans.is_user_start(pos) &&
+                (pos == last_user || last_checkpoint < 0 || pos > last_checkpoint + e->params.checkpoint_min_step)) {
+                break;
+            }
+            bool cut = false;
+            for (const int32_t offset : offsets) {
+                cut = cut || (checkpoints && n_prompt == pos + std::min(n_batch, offset));
+            }
+            if (cut) {
+                break;
+            }
+        }
+        // the checkpoint the server makes before decoding this batch (never before the first one)
+        const bool near_end = n_prompt < pos + n_ubatch;
+        const bool user_start = spans.is_user_start(start);
+        if (checkpoints && start > 0 && (pos == n_prompt || user_start || near_end) &&
+            (last_checkpoint < 0 || start == last_user || near_end ||
+             start > last_checkpoint + e->params.checkpoint_min_step)) {
+            last_checkpoint = start;
+        }
+        ends.push_back(pos);
+    }
+    return ends;
+}
+
 int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
     const auto t0 = clock_type::now();
     const int32_t n_ctx = (int32_t) llama_n_ctx(e->ctx_tgt);
@@ -424,10 +476,9 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
     }
 
     cycle_times t;
-    const int32_t n_batch = (int32_t) llama_n_batch(e->ctx_tgt);
     int32_t last_idx = 0;
-    for (int32_t p = 0; p < n_prompt; p += n_batch) {
-        const int32_t end = std::min(n_prompt, p + n_batch);
+    int32_t p = 0;
+    for (const int32_t end : prompt_batch_ends(e, n_prompt)) {
         e->batch.clear();
         for (int32_t i = p; i < end; ++i) {
             e->batch.add(e->prompt_input[i], i, 0, i == n_prompt - 1);
@@ -447,6 +498,7 @@ int prompt_cycle(specrt_engine * e, specrt_cycle * out) {
         if (rc != SPECRT_OK) {
             return rc;
         }
+        p = end;
     }
     e->tokens_kv = e->prompt_input;
     if (active_spec(e)) {
@@ -941,6 +993,9 @@ std::string render_chat(specrt_engine * e, const char * request_json) {
         }
     }
     const common_chat_params p = common_chat_templates_apply(tmpls, in);
+    e->chat_prompt = p.prompt;
+    e->chat_delims = p.message_delimiters;
+    e->chat_delims.tokenize(e->vocab);
 
     common_json res = common_json::object();
     res["prompt"] = p.prompt;
@@ -1124,6 +1179,7 @@ int32_t specrt_begin(specrt_engine * e, const char * prompt, int32_t max_tokens,
     if (e->prompt_input.empty()) {
         return e->fail(SPECRT_ERR_INVALID_ARG, "the prompt is empty after tokenization");
     }
+    e->prompt_spans = e->chat_prompt == prompt ? e->chat_delims.split(e->prompt_input) : common_chat_msg_spans{};
     e->max_tokens = max_tokens;
     e->baseline = baseline != 0;
     e->n_generated = 0;
