@@ -67,6 +67,42 @@ def test_an_moe_layer_reads_only_its_active_experts(pair):
     assert model_cost(moe).weight_macs - dense.weight_macs == experts.n_elements // 4
 
 
+def test_sliding_window_layers_read_and_attend_to_their_window_only(tmp_path):
+    """A gemma3 pair whose layers 0-4 and 6 slide over 64 tokens: past the window only layer 5's cache grows."""
+    from engine.models.synthetic import ModelShape, PairSpec, write_pair
+
+    target, _ = write_pair(tmp_path, PairSpec(shape=ModelShape(n_layer=7, sliding_window=64)))
+    info = inspect_gguf(target)
+    cost = model_cost(info)
+    per_layer = info.n_head_kv * (info.head_dim_k + info.head_dim_v) * 2  # K and V, f16
+    assert (cost.kv_bytes_per_position, cost.swa_kv_bytes_per_position) == (per_layer, 6 * per_layer)
+    assert cost.swa_window == 64
+    kv = lambda n_past: cost.bytes_read(n_past) - cost.weight_bytes  # noqa: E731
+    assert kv(32) == 7 * 32 * per_layer  # inside the window every layer reads every position
+    assert kv(4096) == 4096 * per_layer + 6 * 64 * per_layer  # past it, the six sliding layers stop at 64
+    full, swa = cost.attention_macs_per_position, cost.swa_attention_macs_per_position
+    assert (full, swa) == (info.n_head * (info.head_dim_k + info.head_dim_v), 6 * full)
+    assert cost.flops(1, 4096) == 2.0 * (cost.weight_macs + 4096 * full + 64 * swa)
+
+
+def test_a_hybrid_targets_replays_lower_the_predicted_speedup():
+    """Qwen3.5-style: a partly kept draft costs a second verify of a + 2 tokens and keeps one more token."""
+    target = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
+    draft = ModelCost(10**8, 5 * 10**7, kv_bytes_per_position=0, attention_macs_per_position=0)
+    gpu = DeviceSpeed("gpu", 1e12, 1e15)  # memory-bound: every pass costs about one token's
+    dense = predict(target, draft, gpu, acceptance=0.6, k_max=6)
+    hybrid = predict(dataclasses.replace(target, replays=True), draft, gpu, acceptance=0.6, k_max=6)
+    assert hybrid.plain_tokens_per_s == dense.plain_tokens_per_s
+    for k in range(1, 7):
+        p_partial = 1 - 0.6**k
+        # each partial step adds one flat pass (plus the draft's feed) and one token
+        v, d = dense.verify_ms_by_batch[1], dense.draft_ms
+        tokens = (1 - 0.6 ** (k + 1)) / 0.4 + p_partial
+        ms = k * d + d + v + p_partial * (v + d)
+        assert hybrid.speedup_by_k[k] == pytest.approx(tokens / ms * v, rel=1e-3)
+        assert hybrid.speedup_by_k[k] < dense.speedup_by_k[k]
+
+
 def test_the_roofline_is_memory_bound_for_one_token_and_compute_bound_for_many():
     cost = ModelCost(weight_bytes=10**9, weight_macs=5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
     cpu = DeviceSpeed("CPU", bandwidth_bytes_per_s=20e9, flops_per_s=200e9, overhead_ms=1.0)

@@ -25,8 +25,8 @@ def feed(
     replayed: bool = False,
 ):
     for _ in range(steps):
-        # a replay verifies the accepted tokens and the target's own one again, and keeps one more token
-        v = verify_ms(k + 1) + (verify_ms(accepted + 1) if replayed else 0.0)
+        # a replay verifies [last, the accepted tokens, the target's own] again, and keeps one more token
+        v = verify_ms(k + 1) + (verify_ms(accepted + 2) if replayed else 0.0)
         d = draft_ms_per_token * k
         session.add_cycle(
             {
@@ -100,7 +100,7 @@ def test_a_hybrid_models_replays_count_one_more_token_and_one_more_pass():
     assert why.tokens_per_step == pytest.approx(1 + (4 + 2 + 1) / 2)  # the replay's extra token counted
     # the verify line comes from the single-pass steps: 10 ms a token, not the replays' two passes
     assert why.verify_ratio == pytest.approx(50 / 10.2, rel=0.02)
-    step_ms = 4 + 50 + 0.2 + 30 / 2  # the replays' second pass (3 tokens) on half of the steps
+    step_ms = 4 + 50 + 0.2 + 40 / 2  # the replays' second pass (4 tokens) on half of the steps
     assert why.explained_speedup == pytest.approx(4.5 / (step_ms / 10.2), rel=1e-6)
     assert "50% of steps verify their accepted tokens again" in why.sentence()
 

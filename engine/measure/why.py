@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.measure.live import Snapshot
-from engine.planning.cost_model import expected_tokens
+from engine.planning.cost_model import accepted_exactly, expected_tokens
 
 K_WHAT_IF = range(1, 17)
 MIN_STEPS = 8  # fewer speculative steps than this say too little to explain anything
@@ -112,9 +112,10 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Wh
     def step_cost_and_tokens(kk: int) -> tuple[float, float]:
         ms, tokens = kk * draft_token_ms + float(np.polyval(line, kk + 1)) + rest_ms, expected_tokens(cond, kk)
         if hybrid:
-            # every partly accepted draft replays: a pass over its accepted tokens plus one, and one more token
-            for a, p in enumerate(_accepted_exactly(cond, kk)[:kk]):
-                ms += p * float(np.polyval(line, a + 1))
+            # every partly accepted draft replays: a pass over [last, the kept tokens, the target's own],
+            # and one more token
+            for a, p in enumerate(accepted_exactly(cond, kk)[:kk]):
+                ms += p * float(np.polyval(line, a + 2))
                 tokens += p
         return ms, tokens
 
@@ -150,17 +151,6 @@ def _verify_line(batch: np.ndarray, verify_ms: np.ndarray, one_token_ms: float) 
     if len(sizes) == 1 and sizes[0] == 1:
         return np.array([0.0, float(np.average(ys, weights=weights))])
     return np.polyfit(xs, ys, 1, w=np.sqrt(weights))
-
-
-def _accepted_exactly(cond: list[float], k: int) -> list[float]:
-    """P(exactly a of k drafted tokens are kept), a = 0..k, from the chance each position is kept given
-    the one before was (positions beyond those measured reuse the last chance, as expected_tokens does)."""
-    out, reach = [], 1.0
-    for i in range(k):
-        keep = cond[i] if i < len(cond) else (cond[-1] if cond else 0.0)
-        out.append(reach * (1.0 - keep))
-        reach *= keep
-    return out + [reach]
 
 
 def _conditional(accepted: np.ndarray, drafted: np.ndarray) -> list[float]:

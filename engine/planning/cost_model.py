@@ -16,6 +16,13 @@ With a flat verify curve, a constant a_j = alpha, no draft feed and
 draft(1) = c * verify(1), the speedup over 1000 / verify(1) is
 (1 - alpha^(K+1)) / ((1 - alpha) (K c + 1)), Leviathan et al.'s formula;
 the measured curve is what makes large K lose on real hardware.
+
+A hybrid target (Qwen3.5) cannot drop a rejected draft's tail from its recurrent state: a step that
+keeps a < K drafted tokens restores the state and verifies [last, a kept, the target's own] again,
+a second pass of a + 2 tokens (fed to the draft model too) that keeps one more token
+(``replays``):
+    E[tokens] += P(a < K)
+    T(K)      += sum_{a<K} P(exactly a) * (verify(a + 2) + draft(a + 2))
 """
 
 from __future__ import annotations
@@ -70,11 +77,23 @@ def expected_tokens(cond: list[float], k: int) -> float:
     return total
 
 
+def accepted_exactly(cond: list[float], k: int) -> list[float]:
+    """P(exactly a of k drafted tokens are kept), a = 0..k, from the conditional chances (positions past the
+    measured ones reuse the last measured chance, as expected_tokens does)."""
+    out, reach = [], 1.0
+    for i in range(k):
+        keep = cond[i] if i < len(cond) else (cond[-1] if cond else 0.0)
+        out.append(reach * (1.0 - keep))
+        reach *= keep
+    return out + [reach]
+
+
 @dataclass
 class PairCosts:
     verify: CostCurve
     draft: CostCurve | None = None
     notes: dict = field(default_factory=dict)
+    replays: bool = False  # a hybrid target: a partly kept draft is verified again (see the module's doc)
 
     @property
     def baseline_tps(self) -> float:
@@ -87,7 +106,13 @@ class PairCosts:
         return k * self.draft.at(1) + feed + self.verify.at(k + 1)
 
     def predict_tps(self, cond: list[float], k: int, feed_draft: bool = True) -> float:
-        return 1000.0 * expected_tokens(cond, k) / self.step_ms(k, feed_draft)
+        tokens, ms = expected_tokens(cond, k), self.step_ms(k, feed_draft)
+        if self.replays and k > 0:
+            for a, p in enumerate(accepted_exactly(cond, k)[:k]):
+                feed = self.draft.at(a + 2) if feed_draft and self.draft is not None else 0.0
+                ms += p * (self.verify.at(a + 2) + feed)
+                tokens += p
+        return 1000.0 * tokens / ms
 
     def best_k(self, cond: list[float], k_max: int = 16) -> tuple[int, float]:
         scores = [(self.predict_tps(cond, k), k) for k in range(1, k_max + 1)]

@@ -54,6 +54,13 @@ def head_dims(info: ModelInfo, il: int, window: SlidingWindow | None) -> tuple[i
     return k, v
 
 
+def layer_heads(info: ModelInfo, il: int) -> tuple[int, int]:
+    """(n_head, n_head_kv) of layer il: its entries of per-layer arrays, or the scalars."""
+    n_head = _layer_value(info, "attention.head_count", il)
+    n_head_kv = _layer_value(info, "attention.head_count_kv", il)
+    return (info.n_head or 0) if n_head is None else n_head, (info.n_head_kv or 0) if n_head_kv is None else n_head_kv
+
+
 def kv_row_widths(info: ModelInfo, il: int, window: SlidingWindow | None) -> tuple[int, int] | None:
     """(n_embd_k_gqa, n_embd_v_gqa) of layer il's cache rows; None for a layer that allocates no cache:
     no KV heads (no attention), or past n_layer_kv_from_start (it reads an earlier layer's cache)."""

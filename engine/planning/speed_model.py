@@ -6,14 +6,17 @@ One forward pass of B tokens on one device, with n_past tokens already in the KV
 
 bytes read: the weights a pass touches, once per pass whatever B is (the token embedding is one row
 per token; an MoE layer reads only its active experts, n_expert_used of n_expert), plus the KV cache
-up to n_past. FLOPs per token: 2 per weight multiplied, plus attention over the n_past positions.
+up to n_past (a sliding-window layer's only up to its window: gpt-oss attends over 128 positions in half
+its layers, Gemma 3 over 1024 in five of six). FLOPs per token: 2 per weight multiplied, plus attention
+over the positions each layer attends to.
 A hybrid model (Qwen3.5: engine.planning.recurrent) has KV caches in its attention layers only; each
 of its delta-net layers instead reads its fixed-size recurrent state at the start of a pass and writes
 it back at the end, whatever n_past is, and updates it for every token (about three multiply-adds per
 state element: decay and write the key-value outer product, read it out with the query). An MTP block
 after the trunk is not part of a forward pass of the model.
 Plain decoding is t(1) per token; a speculative step with K drafted tokens costs K draft passes, a
-draft pass over the K + 1 verified tokens and one target pass of K + 1 (engine.planning.cost_model),
+draft pass over the K + 1 verified tokens and one target pass of K + 1 (engine.planning.cost_model;
+a hybrid target adds the replay of a partly kept draft),
 which is why verify cost that grows with B (compute-bound, as on a 2-core CPU) eats the speedup and
 a flat one (bandwidth-bound, as on a GPU) does not.
 
@@ -30,7 +33,9 @@ from dataclasses import dataclass, field
 
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import CostCurve, PairCosts
-from engine.planning.recurrent import recurrent_layout, trunk_layers
+from engine.planning.kv_layers import head_dims, layer_heads
+from engine.planning.recurrent import is_recurrent, recurrent_layout, trunk_layers
+from engine.planning.sliding_window import sliding_window
 
 KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
 # acceptance of a same-family draft before anything is measured: per position, a flat prior
@@ -76,6 +81,17 @@ class ModelCost:
     # per token of updating it and reading it out
     state_bytes_per_pass: int = 0
     recurrent_macs: int = 0
+    # sliding-window layers read and attend to at most swa_window positions (kv_bytes_per_position and
+    # attention_macs_per_position count the full-attention layers only)
+    swa_kv_bytes_per_position: int = 0
+    swa_attention_macs_per_position: int = 0
+    swa_window: int = 0
+    # a hybrid target verifies a partly kept draft again (engine.planning.cost_model, replays)
+    replays: bool = False
+
+    def attended(self, n_past: int) -> tuple[int, int]:
+        """(full-attention positions, sliding-window positions) a token attends to after n_past."""
+        return n_past, min(n_past, self.swa_window) if self.swa_window else n_past
 
     def experts_touched(self, batch: int) -> float:
         """The share of the experts a pass of ``batch`` tokens reads (0 for a dense model)."""
@@ -89,11 +105,19 @@ class ModelCost:
         return sum(n * more for c, n in self.expert_bytes_by_class if cls is None or c == cls)
 
     def bytes_read(self, n_past: int, batch: int = 1) -> float:
-        kv = self.kv_bytes_per_position * n_past
+        full, swa = self.attended(n_past)
+        kv = self.kv_bytes_per_position * full + self.swa_kv_bytes_per_position * swa
         return self.weight_bytes + kv + self.state_bytes_per_pass + self.extra_expert_bytes(batch)
 
+    def attention_macs(self, n_past: int) -> float:
+        """Multiply-adds per token of attention (and of a hybrid's state) after n_past positions."""
+        full, swa = self.attended(n_past)
+        return (
+            self.attention_macs_per_position * full + self.swa_attention_macs_per_position * swa + self.recurrent_macs
+        )
+
     def flops(self, batch: int, n_past: int) -> float:
-        return 2.0 * batch * (self.weight_macs + self.attention_macs_per_position * n_past + self.recurrent_macs)
+        return 2.0 * batch * (self.weight_macs + self.attention_macs(n_past))
 
 
 def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> ModelCost:
@@ -128,15 +152,28 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
             c[0] += int(t.n_bytes * share)
             c[1] += int(t.n_elements * share)
     layout = recurrent_layout(info)
-    layers = 0 if only is not None else layout.n_attention if layout else n_trunk
     state = layout.state_bytes() if layout and only is None else 0
-    n_head, n_head_kv = info.n_head or 0, info.n_head_kv or 0
-    dim_k, dim_v = info.head_dim_k or 0, info.head_dim_v or 0
+    window = sliding_window(info)
+    # per attention layer: its heads and head sizes (Gemma 4's global layers differ from its sliding ones);
+    # a layer that reuses an earlier layer's cache still reads it
+    kv, att = [0, 0], [0, 0]  # [full attention, sliding window]
+    for il in range(n_trunk if only is None else 0):
+        if is_recurrent(layout, il):
+            continue
+        n_head, n_head_kv = layer_heads(info, il)
+        dim_k, dim_v = head_dims(info, il, window)
+        slides = int(window is not None and il < len(window.layers) and window.layers[il])
+        kv[slides] += n_head_kv * (dim_k + dim_v) * KV_BYTES
+        att[slides] += n_head * (dim_k + dim_v)
     return ModelCost(
         weight_bytes=weight_bytes,
         weight_macs=weight_macs,
-        kv_bytes_per_position=layers * n_head_kv * (dim_k + dim_v) * KV_BYTES,
-        attention_macs_per_position=layers * n_head * (dim_k + dim_v),
+        kv_bytes_per_position=kv[0],
+        attention_macs_per_position=att[0],
+        swa_kv_bytes_per_position=kv[1],
+        swa_attention_macs_per_position=att[1],
+        swa_window=window.window if window else 0,
+        replays=layout is not None and layout.n_recurrent > 0,
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
         expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
         expert_bytes_by_class=tuple(sorted(experts.items())),
@@ -192,7 +229,7 @@ class DeviceSpeed:
             seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread if batch > 1 else 0.0)
             matrix_bytes += n_bytes
         rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
-        attention = 2.0 * batch * (cost.attention_macs_per_position * n_past + cost.recurrent_macs)
+        attention = 2.0 * batch * cost.attention_macs(n_past)
         seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0)
         return self.overhead_ms + 1000.0 * seconds
 
@@ -325,7 +362,7 @@ def predict(
         cond = list(measured.acceptance_by_position)
     else:
         cond = [ACCEPTANCE_PRIOR]
-    costs = PairCosts(verify, draft_curve)
+    costs = PairCosts(verify, draft_curve, replays=target.replays)
     plain = costs.baseline_tps
     speedups = {k: costs.predict_tps(cond, k) / plain for k in range(1, k_max + 1)} if draft_curve else {}
     best = max(speedups, key=lambda k: speedups[k]) if speedups else None
