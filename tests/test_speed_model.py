@@ -306,3 +306,18 @@ def test_verifying_a_batch_reads_more_of_an_moe_s_experts_and_speculation_pays_l
     p_dense = predict(dense, dense, gpu, acceptance=0.8)
     p_moe = predict(moe, dense, gpu, acceptance=0.8)
     assert max(p_moe.speedup_by_k.values()) < max(p_dense.speedup_by_k.values())
+
+
+def test_each_shipped_workload_set_has_its_prior_and_the_flat_prior_is_their_mean():
+    from engine.core.workloads import shipped_names
+    from engine.planning.speed_model import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIORS, acceptance_prior
+
+    assert set(ACCEPTANCE_PRIORS) == set(shipped_names())
+    assert sum(ACCEPTANCE_PRIORS.values()) / len(ACCEPTANCE_PRIORS) == pytest.approx(ACCEPTANCE_PRIOR, abs=0.005)
+    assert acceptance_prior("creative") < acceptance_prior(None) < acceptance_prior("summarization")
+    cost = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
+    draft = ModelCost(10**8, 5 * 10**7, kv_bytes_per_position=0, attention_macs_per_position=0)
+    gpu = DeviceSpeed("gpu", 1e12, 1e15)
+    by_set = {w: predict(cost, draft, gpu, workload=w) for w in ("creative", "summarization")}
+    assert by_set["creative"].acceptance == [0.55] and by_set["summarization"].acceptance == [0.65]
+    assert by_set["creative"].speedup_by_k[4] < by_set["summarization"].speedup_by_k[4]

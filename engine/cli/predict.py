@@ -1,6 +1,6 @@
 """``spectune predict``: how fast a pair will run here, and whether speculation pays, before it runs.
 
-  spectune predict --target T [--draft D] [--n-past N] [--acceptance A] [--prior] [--cpu] [--json]
+  spectune predict --target T [--draft D] [--n-past N] [--acceptance A] [--workload SET] [--prior] [--cpu] [--json]
 
 The speed model (engine.planning.speed_model) on this machine's device: the first GPU NVML sizes, or
 the CPU measured by a short probe (cached). A tune of the same pair in the history replaces the priors
@@ -21,7 +21,7 @@ from engine.measure.device_probe import probe_cpu_speed
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
-from engine.planning.speed_model import Prediction, model_cost, predict
+from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, model_cost, predict
 from engine.runtime.client import EngineError
 
 _guarded = guarded(GGUFInspectError, EngineError, ValueError)
@@ -38,7 +38,9 @@ def cmd_predict(a: argparse.Namespace) -> int:
         device = None if a.cpu else gpu_device(probe(a.nvml))
         if device is None:
             device = probe_cpu_speed(progress=lambda m: print(f"spectune: {m}", file=sys.stderr))
-    result = predict(target, draft, device, n_past=a.n_past, acceptance=a.acceptance, measured=measured)
+    result = predict(
+        target, draft, device, n_past=a.n_past, acceptance=a.acceptance, measured=measured, workload=a.workload
+    )
     print(
         json.dumps(result.to_dict())
         if a.json
@@ -65,6 +67,11 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument("--n-past", type=int, default=512, help="tokens already in the context (default 512)")
     p.add_argument("--acceptance", type=float, help="acceptance per draft position, replacing the prior or measure")
     p.add_argument("--prior", action="store_true", help="ignore a tune of this pair in the history")
+    p.add_argument(
+        "--workload",
+        choices=sorted(ACCEPTANCE_PRIORS),
+        help="the kind of text: its prior acceptance stands in until the pair is measured (default: a flat 0.6)",
+    )
     p.add_argument("--cpu", action="store_true", help="predict for the CPU even when a GPU is present")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_guarded(cmd_predict), nvml=nvml)

@@ -40,6 +40,25 @@ from engine.planning.sliding_window import sliding_window
 KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
 # acceptance of a same-family draft before anything is measured: per position, a flat prior
 ACCEPTANCE_PRIOR = 0.6
+# the same prior by the kind of text (the shipped workload sets). Its shape is measured, its level is not:
+# the per-position chance that gives each set's greedy K=4 acceptance on the demo family (bench/results/
+# demo_family-cpu.txt: 0.80 code completion, 0.81 editing, 0.74 creative, 0.84 explanation, 0.89
+# summarization), scaled so that their mean is ACCEPTANCE_PRIOR. Text that restates its prompt is drafted
+# more easily than free writing; a tune of the pair replaces any of these with what it measured.
+ACCEPTANCE_PRIORS = {
+    "code-completion": 0.59,
+    "code-editing": 0.59,
+    "creative": 0.55,
+    "explanation": 0.62,
+    "summarization": 0.65,
+}
+
+
+def acceptance_prior(workload: str | None = None) -> float:
+    """The prior acceptance per draft position for a shipped workload set (the flat prior otherwise)."""
+    return ACCEPTANCE_PRIORS.get(workload or "", ACCEPTANCE_PRIOR)
+
+
 BATCH_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 _LAYER = re.compile(r"^blk\.(\d+)\.")
 
@@ -316,6 +335,7 @@ def predict(
     host: DeviceSpeed | None = None,
     target_on_host: ModelCost | None = None,
     draft_on_host: bool = False,
+    workload: str | None = None,
 ) -> Prediction:
     """Plain tokens/s and the speedup of draft-simple at each K. ``measured`` (this pair on this machine)
     replaces the device's roofline and the acceptance prior; ``acceptance`` (one chance for every position,
@@ -323,7 +343,9 @@ def predict(
 
     A pair placed partly on the CPU (engine.planning.placement) runs that part at the ``host``'s speed:
     ``target_on_host``, the target's tensors kept in host memory (its other part is ``target``), and with
-    ``draft_on_host`` the whole draft. Each pass then costs the GPU's part plus the host's."""
+    ``draft_on_host`` the whole draft. Each pass then costs the GPU's part plus the host's.
+    workload: a shipped workload set's name, whose prior acceptance (ACCEPTANCE_PRIORS) stands in until
+    the pair is measured."""
     if measured is None and device is None:
         raise ValueError("a prediction needs the device's speed or a measurement of the pair")
     if measured is not None:
@@ -355,13 +377,13 @@ def predict(
         )
         basis = "prior"
     if isinstance(acceptance, Sequence):
-        cond = [float(a) for a in acceptance] or [ACCEPTANCE_PRIOR]
+        cond = [float(a) for a in acceptance] or [acceptance_prior(workload)]
     elif acceptance is not None:
         cond = [acceptance]
     elif measured is not None and measured.acceptance_by_position:
         cond = list(measured.acceptance_by_position)
     else:
-        cond = [ACCEPTANCE_PRIOR]
+        cond = [acceptance_prior(workload)]
     costs = PairCosts(verify, draft_curve, replays=target.replays)
     plain = costs.baseline_tps
     speedups = {k: costs.predict_tps(cond, k) / plain for k in range(1, k_max + 1)} if draft_curve else {}
