@@ -21,6 +21,16 @@ bigram, so draft-mtp is accepted every time at divergence 0, and less often as t
 ``write_dflash_draft``: a DFlash draft (general.architecture "dflash": fc over the target layers, one
 block with Q/K norms, ``tokenizer.ggml.mask_token_id`` for the masked block); ``dspark=True`` adds the
 DSpark Markov head (markov_w1 / markov_w2), which makes llama.cpp pick draft-dspark for it.
+
+``write_gemma4_assistant``: Gemma 4's separate draft file (general.architecture "gemma4-assistant"), for a
+given gemma4 target (engine.models.synthetic ``--gemma4``). Its layers compute queries only and read the
+target's KV cache (its sliding layer the target's layer n_layer - 2, its global layer n_layer - 1), so
+their head sizes and KV heads are the target's; ``embedding_length_out`` carries the target's hidden size.
+llama-server runs it as ``-md assistant.gguf --spec-type draft-mtp``. Its acceptance is the target's: the
+pre-projection passes the target's (scaled) embedding of the token it is given through and drops the
+hidden state, its blocks add nothing (zero post-norms), and its output matrix begins with the target's, so
+it predicts the target's bigram, output(norm(embd[t])), which is what a gemma4 target of divergence 0
+predicts: every draft is accepted there, fewer as the target's divergence grows.
 """
 
 from __future__ import annotations
@@ -266,13 +276,143 @@ def write_dflash_draft(
     return path
 
 
+# -- a Gemma 4 assistant ----------------------------------------------------------------------------
+
+ASSISTANT_ARCH = "gemma4-assistant"
+
+
+def _read_target(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A gemma4 GGUF's metadata (plain values) and the two tensors an assistant copies, as F32."""
+    import gguf
+
+    r = gguf.GGUFReader(str(path))
+    meta = {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}
+    if meta.get("general.architecture") != "gemma4":
+        raise ValueError(f"{path} is not a gemma4 model (general.architecture {meta.get('general.architecture')!r})")
+    tensors = {}
+    for t in r.tensors:
+        if t.name in ("token_embd.weight", "output.weight"):
+            arr = gguf.quants.dequantize(t.data, t.tensor_type)
+            tensors[t.name] = np.asarray(arr, np.float32).reshape(int(t.shape[1]), int(t.shape[0]))
+    tensors.setdefault("output.weight", tensors["token_embd.weight"])  # a tied output head
+    return meta, tensors
+
+
+def write_gemma4_assistant(path: str | Path, target_path: str | Path, seed: int = 17) -> Path:
+    """A gemma4-assistant draft file for the gemma4 GGUF at ``target_path`` (F32); return the path."""
+    import gguf
+
+    path, target_path = Path(path), Path(target_path)
+    meta, tgt = _read_target(target_path)
+    a = "gemma4."
+    n_layer_tgt = int(meta[a + "block_count"])
+    swa_pattern = list(meta[a + "attention.sliding_window_pattern"])
+    if n_layer_tgt < 2 or not swa_pattern[n_layer_tgt - 2] or swa_pattern[n_layer_tgt - 1]:
+        raise ValueError("the target's last layer must be global and the one before it sliding")
+    kv_heads = meta[a + "attention.head_count_kv"]
+    kv_heads = list(kv_heads) if isinstance(kv_heads, list) else [int(kv_heads)] * n_layer_tgt
+    d_tgt = int(meta[a + "embedding_length"])
+    d = 2 * d_tgt  # the assistant's own width; llama.cpp requires it to differ from the target's
+    n_head = int(meta[a + "attention.head_count"])
+    dim_global, dim_swa = int(meta[a + "attention.key_length"]), int(meta[a + "attention.key_length_swa"])
+    ff = 2 * d
+    # one sliding layer reading the target's layer n_layer - 2, one global reading n_layer - 1
+    pattern = [True, False]
+    dims = [dim_swa, dim_global]
+    n_vocab = tgt["token_embd.weight"].shape[0]
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), ASSISTANT_ARCH)
+    w.add_name("spectune-synthetic-gemma4-assistant")
+    w.add_context_length(int(meta[a + "context_length"]))
+    w.add_embedding_length(d)
+    w.add_embedding_length_out(d_tgt)
+    w.add_block_count(len(pattern))
+    w.add_nextn_predict_layers(len(pattern))  # every layer is a draft layer: there is no trunk
+    w.add_feed_forward_length(ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv([kv_heads[n_layer_tgt - 2], kv_heads[n_layer_tgt - 1]])
+    w.add_key_length(dim_global)
+    w.add_value_length(dim_global)
+    w.add_key_length_swa(dim_swa)
+    w.add_value_length_swa(dim_swa)
+    w.add_rope_dimension_count(int(meta.get(a + "rope.dimension_count", dim_global)))
+    w.add_rope_dimension_count_swa(int(meta.get(a + "rope.dimension_count_swa", dim_swa)))
+    w.add_rope_freq_base(float(meta.get(a + "rope.freq_base", 10_000.0)))
+    w.add_rope_freq_base_swa(float(meta.get(a + "rope.freq_base_swa", 10_000.0)))
+    w.add_sliding_window(int(meta[a + "attention.sliding_window"]))
+    w.add_sliding_window_pattern(pattern)
+    w.add_layer_norm_rms_eps(float(meta[a + "attention.layer_norm_rms_epsilon"]))
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32))
+    # the target's vocabulary, as it is
+    w.add_tokenizer_model(meta["tokenizer.ggml.model"])
+    w.add_token_list(meta["tokenizer.ggml.tokens"])
+    w.add_token_scores(meta["tokenizer.ggml.scores"])
+    w.add_token_types(meta["tokenizer.ggml.token_type"])
+    for key, add in (
+        ("tokenizer.ggml.bos_token_id", w.add_bos_token_id),
+        ("tokenizer.ggml.eos_token_id", w.add_eos_token_id),
+        ("tokenizer.ggml.unknown_token_id", w.add_unk_token_id),
+        ("tokenizer.ggml.add_bos_token", w.add_add_bos_token),
+        ("tokenizer.ggml.add_eos_token", w.add_add_eos_token),
+        ("tokenizer.chat_template", w.add_chat_template),
+    ):
+        if key in meta:
+            add(meta[key])
+
+    rng = np.random.default_rng(seed)
+    # the token embedding doubles as the output matrix: its first d_tgt columns are the target's output,
+    # the rest never meet a nonzero activation
+    embd = np.concatenate([tgt["output.weight"], _w(rng, n_vocab, d - d_tgt)], axis=1)
+    pre = np.zeros((d, 2 * d_tgt), np.float32)  # [scaled target embedding ; target hidden state] -> [x ; 0]
+    pre[:d_tgt, :d_tgt] = np.eye(d_tgt, dtype=np.float32)
+    post = np.zeros((d_tgt, d), np.float32)
+    post[:, :d_tgt] = np.eye(d_tgt, dtype=np.float32)
+    tensors = {
+        "token_embd.weight": embd.astype(np.float32),
+        "output_norm.weight": _ones(d),
+        "nextn.pre_projection.weight": pre,
+        "nextn.post_projection.weight": post,
+        "rope_freqs.weight": _ones(dim_global // 2),
+    }
+    zeros = np.zeros(d, np.float32)
+    for i, hd in enumerate(dims):
+        # attention and FFN run, and their zero post-norms keep them out of the residual stream
+        blk = {
+            "attn_norm.weight": _ones(d),
+            "attn_q.weight": _w(rng, n_head * hd, d),
+            "attn_output.weight": _w(rng, d, n_head * hd),
+            "attn_q_norm.weight": _ones(hd),
+            "post_attention_norm.weight": zeros,
+            "layer_output_scale.weight": _ones(1),
+            "ffn_norm.weight": _ones(d),
+            "ffn_gate.weight": _w(rng, ff, d),
+            "ffn_up.weight": _w(rng, ff, d),
+            "ffn_down.weight": _w(rng, d, ff),
+            "post_ffw_norm.weight": zeros,
+        }
+        for key, arr in blk.items():
+            tensors[f"blk.{i}.{key}"] = arr
+    _finish(w, tensors)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m engine.models.synthetic_heads", description=__doc__.splitlines()[0])
-    p.add_argument("kind", choices=("mtp", "eagle3", "dflash", "dspark"))
+    p.add_argument("kind", choices=("mtp", "eagle3", "dflash", "dspark", "gemma4-assistant"))
     p.add_argument("out", help="the GGUF file to write")
+    p.add_argument("--target", help="gemma4-assistant: the gemma4 target GGUF it drafts for")
     p.add_argument("--divergence", type=float, default=MTPModelSpec.divergence, help="mtp: the trunk's share")
     a = p.parse_args(argv)
-    if a.kind == "mtp":
+    if a.kind == "gemma4-assistant":
+        if not a.target:
+            p.error("gemma4-assistant needs --target, the gemma4 GGUF it drafts for")
+        try:
+            path = write_gemma4_assistant(a.out, a.target)
+        except (ValueError, KeyError, OSError) as exc:
+            p.error(f"--target {a.target}: {exc}")
+    elif a.kind == "mtp":
         path = write_mtp_model(a.out, MTPModelSpec(divergence=a.divergence))
     elif a.kind == "eagle3":
         path = write_eagle3_draft(a.out)
