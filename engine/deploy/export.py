@@ -133,6 +133,22 @@ def _add_load(b: _ArgvBuilder, load: LoadSettings) -> None:
         b.add("-ncmoe", str(load.n_cpu_moe), "the expert weights of the first layers on the CPU")
 
 
+def _is_gemma4_assistant(path: str | Path) -> bool:
+    """A Gemma 4 assistant file: the draft model of draft-mtp (`-md FILE --spec-type draft-mtp`)."""
+    from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+
+    try:
+        return inspect_gguf(path).speculative_role == "gemma4-assistant"
+    except (GGUFInspectError, OSError):
+        return False
+
+
+def _draft_model_types(load: LoadSettings, types: list[str]) -> list[str]:
+    """The types that run on the -md draft model: draft-mtp too when that model is a Gemma 4 assistant."""
+    assistant = "draft-mtp" in types and load.draft is not None and _is_gemma4_assistant(load.draft)
+    return [t for t in types if t in DRAFT_MODEL_TYPES or (assistant and t == "draft-mtp")]
+
+
 def _add_spec_types(b: _ArgvBuilder, load: LoadSettings, types: list[str], dialect: ServerDialect) -> None:
     """--spec-type in the dialect's names, and the draft model when a type uses one."""
     type_names = []
@@ -144,7 +160,7 @@ def _add_spec_types(b: _ArgvBuilder, load: LoadSettings, types: list[str], diale
         type_names.append(dialect.spec_types[t])
     if type_names:
         b.add("--spec-type", ",".join(type_names), "the speculative types")
-    draft_types = [t for t in types if t in DRAFT_MODEL_TYPES]
+    draft_types = _draft_model_types(load, types)
     if draft_types and load.draft is not None:
         b.add("-md", str(load.draft), "the draft model")
         if load.ngl_draft != -1:
@@ -274,7 +290,7 @@ def export_warnings(
     ram_available: int | None = None,
 ) -> list[str]:
     types = spec.types
-    draft_types = [t for t in types if t in DRAFT_MODEL_TYPES]
+    draft_types = _draft_model_types(load, types)
     warnings = []
     if load.draft is not None and not draft_types:
         warnings.append(

@@ -294,7 +294,7 @@ class Tuner:
             candidates.append(
                 Candidate(SpecSettings("ngram-simple,draft-simple", draft_n_max=best_k, ngram_size_n=3, ngram_size_m=8))
             )
-        for method in ("draft-mtp", *HEAD_METHODS.values()):
+        for method in dict.fromkeys(("draft-mtp", *HEAD_METHODS.values())):  # a gemma4 assistant drafts with draft-mtp
             if self.methods[method].runs:
                 candidates += [Candidate(SpecSettings(method, draft_n_max=k)) for k in HEAD_KS]
         candidates.append(Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8)))

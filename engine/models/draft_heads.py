@@ -6,7 +6,9 @@ The draft-model types each need their own kind of file (common/speculative.cpp o
   draft-eagle3   an EAGLE-3 draft file (general.architecture "eagle3", tensors fc / d2t)
   draft-dflash   a DFlash draft file (general.architecture "dflash")
   draft-dspark   a DFlash file with the DSpark Markov head (markov_w1 / markov_w2 / conf_proj)
-  draft-mtp      the target's own next-n (MTP) block, for the architectures whose llama.cpp graph has one
+  draft-mtp      the target's own next-n (MTP) block, for the architectures whose llama.cpp graph has one;
+                 or, for a gemma4 target, Gemma 4's separate assistant file (general.architecture
+                 "gemma4-assistant"), loaded as the draft model (`-md FILE --spec-type draft-mtp`)
 
 llama.cpp does not check this up front. Seen with the pinned build and an ordinary draft model: draft-dflash
 aborts the process (GGML_ASSERT: the model has no target layers), draft-eagle3 fails once the generation
@@ -18,8 +20,11 @@ alone: every pair runs them.
 A head is also made for one target: an EAGLE-3 or DFlash file reads the hidden states of given target
 layers (``<arch>.target_layers``) of a given width, and llama.cpp aborts when the target has no such
 layer. The verdicts are for SpecTune's engine (native/specrt), which the Lab, the tuner and ``spectune
-run`` use: it makes the MTP context only when no separate draft model is loaded (as llama-server does
-for ``--spec-type draft-mtp`` without ``-md``), so draft-mtp needs the draft slot empty. A type the pinned
+run`` use: it makes the MTP context of a target's own head only when no separate draft model is loaded (as
+llama-server does for ``--spec-type draft-mtp`` without ``-md``), so draft-mtp on such a target needs the draft
+slot empty; a gemma4 target drafts with draft-mtp through its assistant file in the draft slot instead. The
+assistant's layers compute queries only and read the target's KV cache (src/models/gemma4-assistant.cpp), so
+it pairs only with a gemma4 target as wide as its ``embedding_length_out``. A type the pinned
 llama.cpp runs and the engine cannot would be listed in NOT_IN_ENGINE; none is today.
 """
 
@@ -58,11 +63,24 @@ MTP_ARCHITECTURES = frozenset(
     }
 )
 
-# general.architecture of the separate draft-head files (src/llama-arch.cpp: LLM_ARCH_EAGLE3, LLM_ARCH_DFLASH)
-HEAD_ARCHITECTURES = frozenset({"eagle3", "dflash"})
+# general.architecture of the separate draft-head files (src/llama-arch.cpp: LLM_ARCH_EAGLE3, LLM_ARCH_DFLASH,
+# LLM_ARCH_GEMMA4_ASSISTANT)
+HEAD_ARCHITECTURES = frozenset({"eagle3", "dflash", "gemma4-assistant"})
 # a separate draft head (engine.models.gguf_inspect's speculative_role) -> its method and its name
-HEAD_METHODS = {"eagle3": "draft-eagle3", "dflash": "draft-dflash", "dspark": "draft-dspark"}
-HEAD_NAMES = {"eagle3": "EAGLE-3 draft", "dflash": "DFlash draft", "dspark": "DSpark draft"}
+HEAD_METHODS = {
+    "eagle3": "draft-eagle3",
+    "dflash": "draft-dflash",
+    "dspark": "draft-dspark",
+    "gemma4-assistant": "draft-mtp",
+}
+HEAD_NAMES = {
+    "eagle3": "EAGLE-3 draft",
+    "dflash": "DFlash draft",
+    "dspark": "DSpark draft",
+    "gemma4-assistant": "Gemma 4 assistant draft",
+}
+# the target architecture a gemma4-assistant file drafts for
+ASSISTANT_TARGET_ARCH = "gemma4"
 
 # Types the pinned llama.cpp has that SpecTune's engine cannot run yet, even with the right file, each with why:
 # an export may still use them (MethodVerdict.only_here). Empty since specrt loads a DFlash / DSpark draft with
@@ -106,6 +124,8 @@ def has_mtp_head(model: HeadFacts | None) -> bool:
 def kind_label(model: HeadFacts) -> str | None:
     """How the library and the Models page name a file that is not a plain model; None for a plain one."""
     role = model.speculative_role
+    if role == "gemma4-assistant":
+        return f"{HEAD_NAMES[role]} (pairs only with its gemma4 target; speculates with draft-mtp)"
     if role in HEAD_NAMES:
         return f"{HEAD_NAMES[role]} (speculates only with {HEAD_METHODS[role]})"
     if role == "mtp":
@@ -151,7 +171,7 @@ def _why_not(method: str, target: ModelInfo, draft: ModelInfo | None) -> str:
         return ""
     if method == "draft-mtp":
         return _why_not_mtp(target, draft)
-    role = next((r for r, m in HEAD_METHODS.items() if m == method), None)
+    role = next((r for r, m in HEAD_METHODS.items() if m == method and r != "gemma4-assistant"), None)
     if role is None:
         raise ValueError(f"unknown speculative type {method!r}")
     if draft is None:
@@ -180,7 +200,33 @@ def _head_misfit(role: str, target: ModelInfo, draft: ModelInfo) -> str:
     return ""
 
 
-def _why_not_mtp(target: HeadFacts, draft: HeadFacts | None) -> str:
+def _assistant_misfit(target: ModelInfo, draft: ModelInfo) -> str:
+    """Why this gemma4-assistant file cannot draft for this target; empty when it can.
+
+    llama.cpp (src/models/gemma4-assistant.cpp, common_speculative_impl_draft_mtp) gathers the target's token
+    embeddings, asserts that its input rows are as wide as the target's hidden state, and lets its sliding and
+    global layers read the target's layers n_layer - 2 and n_layer - 1."""
+    if target.architecture != ASSISTANT_TARGET_ARCH:
+        return (
+            f"a {HEAD_NAMES['gemma4-assistant']} drafts only for the gemma4 model it was made for; "
+            f"this target is {target.architecture or 'of no known architecture'}"
+        )
+    width = draft.arch_value("embedding_length_out")
+    if isinstance(width, int) and target.n_embd and width != target.n_embd:
+        return (
+            f"this {HEAD_NAMES['gemma4-assistant']} was made for a gemma4 target {width} wide; "
+            f"this target is {target.n_embd} wide"
+        )
+    return ""
+
+
+def _why_not_mtp(target: ModelInfo, draft: ModelInfo | None) -> str:
+    if draft is not None and draft.speculative_role == "gemma4-assistant":
+        return _assistant_misfit(target, draft)
+    if target.architecture == ASSISTANT_TARGET_ARCH and target.speculative_role != "mtp":
+        return "draft-mtp on a gemma4 target needs its Gemma 4 assistant file as the draft model" + (
+            f"; the draft is {_what(draft)}" if draft is not None else ""
+        )
     if target.speculative_role != "mtp":
         return "draft-mtp needs a target with an MTP head; this model has none"
     arch = target.architecture

@@ -245,14 +245,18 @@ class ModelInfo:
 
     @property
     def speculative_role(self) -> str | None:
-        """'eagle3', 'dspark' or 'dflash' for a draft head; 'mtp' for a model with next-n layers; else None.
+        """'eagle3', 'dspark' or 'dflash' for a draft head; 'gemma4-assistant' for Gemma 4's separate draft
+        file; 'mtp' for a model with next-n layers; else None.
 
         Names from the pinned llama.cpp: src/llama-arch.cpp (LLM_ARCH_EAGLE3 "eagle3",
-        LLM_ARCH_DFLASH "dflash", tensors "fc" / "d2t" for EAGLE-3, "markov_w1" /
-        "markov_w2" / "conf_proj" for the DSpark variant of DFlash, "blk.%d.nextn.*"
-        for MTP) and common/speculative.cpp (draft-eagle3, draft-dflash, draft-dspark).
+        LLM_ARCH_DFLASH "dflash", LLM_ARCH_GEMMA4_ASSISTANT "gemma4-assistant", tensors "fc" / "d2t"
+        for EAGLE-3, "markov_w1" / "markov_w2" / "conf_proj" for the DSpark variant of DFlash,
+        "blk.%d.nextn.*" for MTP) and common/speculative.cpp (draft-eagle3, draft-dflash, draft-dspark,
+        and draft-mtp, which a gemma4-assistant file drafts with although its layers are all next-n ones).
         """
         arch = self.architecture
+        if arch == "gemma4-assistant":
+            return "gemma4-assistant"
         names = {t.name.rsplit(".", 1)[0] if t.name.endswith((".weight", ".bias")) else t.name for t in self.tensors}
         if arch == "eagle3" or {"fc", "d2t"} <= names:
             return "eagle3"

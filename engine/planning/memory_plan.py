@@ -873,8 +873,12 @@ def plan_memory(
         layers[role] = {"by_device": counts, "output_device": devices[-1]}
         host_buffer = _host_buffer(gpus) if gpus else None
         is_target = role == "target"
+        # a Gemma 4 assistant's layers read the target's KV cache (src/llama-model.cpp, LLM_ARCH_GEMMA4_ASSISTANT
+        # shares the target's last two layers' caches): it keeps none of its own
+        assistant = info.speculative_role == "gemma4-assistant"
         items += weight_items(info, role, devices, cpu_features, use_mmap, host_buffer, cpu_experts[role], mtp)
-        items += kv_cache_items(info, role, devices, kv_size, type_k, type_v, ubatch, n_rs_seq if is_target else 0)
+        if not assistant:
+            items += kv_cache_items(info, role, devices, kv_size, type_k, type_v, ubatch, n_rs_seq if is_target else 0)
         items += _compute_items(info, role, devices, gpus, kv_size, ubatch, outputs, flash_attn)
         if is_target and mtp:
             # the MTP context: asked for the target's allocated context, with the draft's cache types
@@ -907,7 +911,12 @@ def plan_memory(
                 f"logits of {min(outputs, batch)} outputs (host memory, not in llama.cpp's breakdown)",
             )
         )
-        if info.arch_value("attention.sliding_window") and not modelled_window(info):
+        if assistant:
+            notes.append(
+                f"{role}: a Gemma 4 assistant keeps no KV cache (it reads the target's); its compute buffer is the "
+                "fit for ordinary models, not checked against llama.cpp on an assistant"
+            )
+        elif info.arch_value("attention.sliding_window") and not modelled_window(info):
             notes.append(
                 f"{role}: {info.architecture}.attention.sliding_window is set, and which layers slide is not "
                 "known here for this architecture: the plan counts full-context caches for all of them"

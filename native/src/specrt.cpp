@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sampling.h"
 #include "speculative.h"
+#include "gguf.h"
 
 #include <algorithm>
 #include <atomic>
@@ -117,6 +118,7 @@ struct specrt_engine {
     llama_context * ctx_dft   = nullptr;        // draft model context or MTP context, may be null
     const llama_vocab * vocab = nullptr;
     bool has_draft_model = false;
+    bool draft_is_assistant = false;            // a gemma4-assistant file: drafts as draft-mtp, on the target's KV
     int32_t k_limit = 64;
 
     // How each cache drops a rejected draft, as llama-server asks (common_context_can_seq_rm):
@@ -731,6 +733,15 @@ int parse_spec(specrt_engine * e, const specrt_spec_params * p, common_params_sp
         if (t == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE && !e->has_draft_model) {
             return e->fail(SPECRT_ERR_INVALID_ARG, "draft-simple needs a separate draft model");
         }
+        // a gemma4-assistant drafts from the target's hidden state and KV cache: draft-mtp only
+        if (e->draft_is_assistant && uses_draft_context(t) && t != COMMON_SPECULATIVE_TYPE_DRAFT_MTP) {
+            return e->fail(SPECRT_ERR_INVALID_ARG, "the draft is a gemma4-assistant file, which drafts as draft-mtp only, not " +
+                           common_speculative_type_to_str(t));
+        }
+        if (t == COMMON_SPECULATIVE_TYPE_DRAFT_MTP && e->has_draft_model && !e->draft_is_assistant) {
+            return e->fail(SPECRT_ERR_INVALID_ARG, "draft-mtp needs a target with MTP layers or a gemma4-assistant draft, "
+                           "not a separate draft model");
+        }
     }
     auto check = [&](const char * name, int32_t v, int32_t lo, int32_t hi) {
         if (v < lo || v > hi) {
@@ -823,6 +834,23 @@ void set_target_params(common_params & cp, const specrt_load_params * p) {
     postprocess_cpu_params(cp.speculative.draft.cpuparams_batch, &cp.cpuparams_batch);
 }
 
+// general.architecture of a GGUF file, or "" when it cannot be read.
+std::string gguf_architecture(const char * path) {
+    gguf_init_params gp = {/*.no_alloc =*/true, /*.ctx =*/nullptr};
+    gguf_context * g = gguf_init_from_file(path, gp);
+    if (!g) {
+        return "";
+    }
+    const int64_t id = gguf_find_key(g, "general.architecture");
+    std::string arch = id >= 0 && gguf_get_kv_type(g, id) == GGUF_TYPE_STRING ? gguf_get_val_str(g, id) : "";
+    gguf_free(g);
+    return arch;
+}
+
+// Gemma 4's separate draft file: llama-server runs it only as `-md FILE --spec-type draft-mtp`
+// (its type is not detected from the file).
+bool is_gemma4_assistant(const char * path) { return gguf_architecture(path) == "gemma4-assistant"; }
+
 // What will draft: the draft model when one is given, else the target's own MTP heads if it has them.
 void set_draft_params(common_params & cp, const specrt_load_params * p, bool want_draft) {
     if (want_draft) {
@@ -833,7 +861,14 @@ void set_draft_params(common_params & cp, const specrt_load_params * p, bool wan
         auto detected = common_speculative_types_from_gguf(p->draft_path);
         const bool block = !detected.empty() && (detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_DFLASH ||
                                                  detected[0] == COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK);
-        cp.speculative.types = block ? detected : std::vector<common_speculative_type>{COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
+        if (block) {
+            cp.speculative.types = detected;
+        } else if (is_gemma4_assistant(p->draft_path)) {
+            // an MTP context (ctx_type MTP, ctx_other = the target) that reads the target's KV cache
+            cp.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_MTP};
+        } else {
+            cp.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE};
+        }
     } else {
         // a target with next-n (MTP) heads can draft for itself
         auto detected = common_speculative_types_from_gguf(p->target_path);
@@ -922,6 +957,8 @@ int load_draft(specrt_engine * e, const specrt_load_params * p, bool want_draft,
         return SPECRT_ERR_LOAD;
     }
     e->has_draft_model = want_draft;
+    e->draft_is_assistant = want_draft && !cp.speculative.types.empty() &&
+                            cp.speculative.types[0] == COMMON_SPECULATIVE_TYPE_DRAFT_MTP;
     llama_set_abort_callback(e->ctx_dft, abort_cb, e);
     return SPECRT_OK;
 }
@@ -1326,6 +1363,10 @@ int32_t specrt_time_forward(specrt_engine * e, int32_t which, int32_t n_tokens, 
         return e->fail(SPECRT_ERR_STATE, "cannot time a forward pass during a generation");
     }
     llama_context * ctx = which == 0 ? e->ctx_tgt : (e->has_draft_model ? e->ctx_dft : nullptr);
+    if (which != 0 && e->draft_is_assistant) {
+        return e->fail(SPECRT_ERR_INVALID_ARG, "a gemma4-assistant drafts from the target's hidden state and KV cache; "
+                       "it has no forward pass of its own to time");
+    }
     if (!ctx) {
         return e->fail(SPECRT_ERR_INVALID_ARG, "no such model to time (which must be 0 for the target, 1 for the draft)");
     }
