@@ -29,8 +29,10 @@ their head sizes and KV heads are the target's; ``embedding_length_out`` carries
 llama-server runs it as ``-md assistant.gguf --spec-type draft-mtp``. Its acceptance is the target's: the
 pre-projection passes the target's (scaled) embedding of the token it is given through and drops the
 hidden state, its blocks add nothing (zero post-norms), and its output matrix begins with the target's, so
-it predicts the target's bigram, output(norm(embd[t])), which is what a gemma4 target of divergence 0
-predicts: every draft is accepted there, fewer as the target's divergence grows.
+it predicts the target's bigram, output(norm(embd[t])). A generated gemma4 target departs from that bigram by
+its active layers (``--draft-layers``, at full strength) and the rest (``--divergence``), so those set the
+acceptance: measured at temperature 0, K 3, 64 tokens, 45 of 54 drafts accepted with ``--draft-layers 2
+--divergence 0``, 38 of 72 with ``--divergence 0`` (6 active layers), a fifth to a third with the defaults.
 """
 
 from __future__ import annotations
