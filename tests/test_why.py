@@ -105,11 +105,9 @@ def test_a_hybrid_models_replays_count_one_more_token_and_one_more_pass():
     assert "50% of steps verify their accepted tokens again" in why.sentence()
 
 
-def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
-    """The synthetic pair in a worker: the baseline, then draft-simple K=4; the parts, multiplied out,
-    give the speedup the run's own tokens/s shows (the same cycles, so within a few percent)."""
-    target, draft = pair
-    client.load(LoadSettings(target, draft, ctx=2048))
+def live_run(client, load: LoadSettings) -> tuple[LiveSession, float]:
+    """The baseline on every prompt, then draft-simple K=4 on each, its cycles fed to a live session."""
+    client.load(load)
     sampling = SamplingSettings()
     plain = [generate(client, p, 48, SpecSettings("none"), sampling, baseline=True) for p in PROMPTS]
     s = LiveSession()
@@ -123,7 +121,14 @@ def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
             sampling,
             on_event=lambda ev: ev["event"] == "cycle" and s.add_cycle(ev),
         )
-    why = explain(s.snapshot(), s.current.tokens_per_s)
+    return s, s.current.tokens_per_s
+
+
+def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
+    """The synthetic pair in a worker: the baseline, then draft-simple K=4; the parts, multiplied out,
+    give the speedup the run's own tokens/s shows (the same cycles, so within a few percent)."""
+    s, tps = live_run(client, LoadSettings(*pair, ctx=2048))
+    why = explain(s.snapshot(), tps)
     assert why is not None and why.k == 4 and why.steps >= MIN_STEPS
     assert 0.0 < why.acceptance <= 1.0 and why.verify_ratio > 0 and why.draft_share > 0
     assert why.explained_speedup == pytest.approx(why.measured_speedup, rel=0.15)
@@ -132,22 +137,8 @@ def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
 
 def test_on_a_hybrid_models_run_the_parts_with_replays_explain_the_measured_speedup(client, tmp_path):
     """The same on a generated qwen35 pair, whose partly rejected drafts replay."""
-    shape = ModelShape(n_layer=8, hybrid=True)
-    target, draft = write_pair(tmp_path, PairSpec(shape=shape, draft_layers=4))
-    client.load(LoadSettings(target, draft, ctx=1024, threads=1))
-    sampling = SamplingSettings()
-    plain = [generate(client, p, 48, SpecSettings("none"), sampling, baseline=True) for p in PROMPTS]
-    s = LiveSession()
-    s.baseline_tps = sum(x["tokens_per_s"] for x in plain) / len(plain)
-    for p in PROMPTS:
-        generate(
-            client,
-            p,
-            48,
-            SpecSettings("draft-simple", draft_n_max=4),
-            sampling,
-            on_event=lambda ev: ev["event"] == "cycle" and s.add_cycle(ev),
-        )
-    why = explain(s.snapshot(), s.current.tokens_per_s)
+    target, draft = write_pair(tmp_path, PairSpec(shape=ModelShape(n_layer=8, hybrid=True), draft_layers=4))
+    s, tps = live_run(client, LoadSettings(target, draft, ctx=1024, threads=1))
+    why = explain(s.snapshot(), tps)
     assert why is not None and 0 < why.replay_share < 1
     assert why.explained_speedup == pytest.approx(why.measured_speedup, rel=0.15)
