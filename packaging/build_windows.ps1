@@ -1,6 +1,7 @@
 # Builds the Windows bundle dist\spectune\: spectune.exe (the CLI, and the engine worker)
-# and spectune-gui.exe (the desktop, no console window). NOT RUN YET: written and
-# reviewed on Linux only; packaging/README.md lists what to check on the first run.
+# and spectune-gui.exe (the desktop, no console window). NOT RUN YET on Windows: written and
+# reviewed on Linux only; packaging/README.md lists what to check on the first run. The same
+# backend layout, cross-built with mingw-w64, runs under Wine: packaging/wine_check.sh.
 #
 #   powershell -ExecutionPolicy Bypass -File packaging\build_windows.ps1 [-Cuda] [-CudaArchitectures "86;89"]
 #
@@ -37,10 +38,15 @@ $Py = Join-Path $Root "$Venv\Scripts\python.exe"
 $Deps = & $Py -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print(' '.join(x for x in d if not x.startswith('llama-cpp-python')))"
 Invoke-Checked "installing the dependencies" { & $Py -m pip install -q ($Deps -split ' ') pyinstaller==6.22.3 pyinstaller-hooks-contrib==2026.9 }
 
-# --- 2. llama-cpp-python with the server tools (and CUDA), portable CPU code -------------
-# GGML_NATIVE=OFF with AVX2/FMA/F16C: runs on any x86-64 CPU since 2013 (Haswell, Zen), not only this one
+# --- 2. llama-cpp-python with the server tools (and CUDA), the backend layout of the Linux build ---
+# As scripts/setup.sh builds it: every ggml backend is a module loaded at run time (GGML_BACKEND_DL), the
+# CPU backend once per x86-64 level (GGML_CPU_ALL_VARIANTS: ggml loads the best one the CPU runs; MSVC
+# builds 9 of the 14 levels, without ivybridge, piledriver, cooperlake, zen4 and sapphirerapids), nothing
+# compiled for this machine's CPU (GGML_NATIVE=OFF). The modules install into bin\ beside llama-server.exe,
+# which looks for them in its own folder, and so does the engine (engine.llama.backends). With -Cuda,
+# ggml-cuda.dll is one more module there.
 $CmakeArgs = "-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAVA_BUILD=OFF -DLLAMA_USE_PREBUILT_UI=OFF " +
-             "-DLLAMA_TOOLS_INSTALL=ON -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+             "-DLLAMA_TOOLS_INSTALL=ON -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
 if ($Cuda) {
     $CmakeArgs += " -DGGML_CUDA=on"
     if (-not $CudaArchitectures) { $CudaArchitectures = & $Py packaging\cuda_arch.py }
@@ -52,6 +58,10 @@ $env:CMAKE_BUILD_PARALLEL_LEVEL = "$env:NUMBER_OF_PROCESSORS"
 Write-Host "[build] llama-cpp-python $LlamaVersion with CMAKE_ARGS=$CmakeArgs (10-40 minutes)"
 Invoke-Checked "building llama-cpp-python" { & $Py -m pip install --no-cache-dir --force-reinstall --no-deps "llama-cpp-python==$LlamaVersion" }
 $Site = & $Py -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+$CpuModules = @(Get-ChildItem "$Site\bin\ggml-cpu-*.dll" -ErrorAction SilentlyContinue)
+if ($CpuModules.Count -eq 0) { throw "build_windows.ps1: no ggml-cpu-*.dll in $Site\bin; the wheel was not built with GGML_BACKEND_DL" }
+Write-Host "[build] $($CpuModules.Count) CPU backend modules in $Site\bin"
+Invoke-Checked "llama-server.exe --list-devices" { & "$Site\bin\llama-server.exe" --list-devices }
 
 # --- 3. native/ (specrt.dll) against it, with CMake and MSVC ------------------------------
 # The wheel installs headers in include\, import libraries in lib\, DLLs in bin\; common\*.h comes from the sdist.
