@@ -203,3 +203,30 @@ def test_the_loaders_words_survive_the_frozen_bundles_ctypes():
         assert loader_message(frozen) == str(loader)
         assert why_not_loadable("cuda", loader_message(frozen)).startswith("CUDA backend present; no NVIDIA driver")
     assert loader_message(OSError("plain")) == "plain"
+
+
+def test_functions_a_windows_ggml_dll_does_not_export_are_bound_from_ggml_base_beside_it():
+    """On Windows ggml.dll exports only its own functions: the backend registry's (ggml-backend.cpp) and
+    ggml_log_set live in ggml-base.dll. Here the real libggml stands in for such a DLL by hiding those names,
+    as Windows' export table would; _bind must take them from the ggml-base library beside it."""
+    import ctypes
+
+    from engine.llama.backends import _bind, ggml_library
+
+    lib = ctypes.CDLL(str(ggml_library(find_install())))
+    hidden = {"ggml_backend_reg_name", "ggml_backend_dev_name", "ggml_log_set"}
+
+    class ExportsOwnOnly:
+        _name = lib._name
+
+        def __getattr__(self, name):
+            if name in hidden:
+                raise AttributeError(name)
+            return getattr(lib, name)
+
+    bound = _bind(ExportsOwnOnly())  # type: ignore[arg-type]
+    base = ctypes.CDLL(str(Path(lib._name).with_name("libggml-base.so")))
+    for name in hidden:
+        fn = getattr(bound, name)
+        assert ctypes.cast(fn, ctypes.c_void_p).value == ctypes.cast(getattr(base, name), ctypes.c_void_p).value
+    assert bound.ggml_backend_dev_count() >= 1  # a function ggml exports itself, bound as before

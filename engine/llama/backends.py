@@ -263,6 +263,7 @@ def _text(raw: bytes | None) -> str:
 
 def _bind(ggml: ctypes.CDLL) -> ctypes.CDLL:
     p, s, c = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
+    base: ctypes.CDLL | None = None
     for name, args, res in (
         ("ggml_backend_load_all_from_path", [c], None),
         ("ggml_backend_reg_count", [], s),
@@ -275,7 +276,16 @@ def _bind(ggml: ctypes.CDLL) -> ctypes.CDLL:
         ("ggml_backend_dev_backend_reg", [p], p),
         ("ggml_log_set", [_LOG_FN, p], None),
     ):
-        fn = getattr(ggml, name)
+        try:
+            fn = getattr(ggml, name)
+        except AttributeError:
+            # Windows: a DLL exports its own functions only, and these (ggml-backend.cpp, ggml.c) live in
+            # ggml-base.dll beside ggml.dll; on Linux dlsym finds them through libggml's NEEDED entries.
+            # Seen under Wine with a mingw-w64 build (packaging/wine_check.sh)
+            if base is None:
+                base = ctypes.CDLL(str(Path(ggml._name).with_name(f"{LIB_PREFIX}ggml-base{LIB_SUFFIX}")))
+            fn = getattr(base, name)
+            setattr(ggml, name, fn)
         fn.argtypes = args
         fn.restype = res
     return ggml
