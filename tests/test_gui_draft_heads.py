@@ -140,3 +140,21 @@ def test_the_models_page_names_draft_heads_and_lists_the_bundled_pair(qtbot, win
     assert window.lab.session.draft() == folder / eagle3 and window.lab.session.target() == pair[0]
     assert "draft-eagle3" in page.methods_badge.text() and "draft-simple" not in page.methods_badge.text()
     assert window.lab.controls.method.model().item(window.lab.controls.method.findText("draft-eagle3")).isEnabled()
+
+
+def test_a_new_pair_that_cannot_run_the_method_set_gets_one_it_can_and_the_note_says_why(qtbot, window, pair, heads):
+    """A newcomer picks a Qwen3.5-style target with its own MTP head and no draft while draft-simple is set:
+    the Lab moves to draft-mtp and says why; an EAGLE-3 draft file then gets draft-eagle3; a method the user
+    then chooses is kept, and the note goes."""
+    lab, c = window.lab, window.lab.controls
+    c.method.setCurrentText("draft-simple")
+    lab.session.set_pair(heads["mtp"], None)
+    assert c.method.currentText() == "draft-mtp"
+    assert not c.method_note.isHidden()
+    assert c.method_note.text() == "draft-mtp chosen for this pair: draft-simple needs a draft model"
+    lab.session.set_pair(pair[0], heads["eagle3"])
+    assert c.method.currentText() == "draft-eagle3" and "draft-eagle3 chosen for this pair" in c.method_note.text()
+    c.method.setCurrentText("ngram-mod")
+    assert c.method_note.isHidden()
+    lab.session.set_pair(*pair)  # ngram-mod runs on any pair: the user's choice stays
+    assert c.method.currentText() == "ngram-mod" and c.method_note.isHidden()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
 from engine.models.demo_models import demo_pair
-from engine.models.draft_heads import HEAD_METHODS, MethodVerdict, pair_verdicts, unavailable
+from engine.models.draft_heads import pair_verdicts, suggested_method, unavailable
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -113,14 +113,6 @@ def resolve_models(a: argparse.Namespace) -> None:
         raise SettingsError("no target model: give --target (and --draft), or --demo for the bundled pair")
 
 
-def _default_spec_type(has_draft: bool, verdicts: dict[str, MethodVerdict]) -> str:
-    """draft-simple with a draft model, the head's own type with an EAGLE-3 / DFlash draft file; without a draft,
-    draft-mtp on a target with an MTP head (Qwen3.5, GLM-4.5), else ngram-mod."""
-    if not has_draft:
-        return "draft-mtp" if verdicts["draft-mtp"].runs else "ngram-mod"
-    return next((m for m in ("draft-simple", *HEAD_METHODS.values()) if verdicts[m].runs), "draft-simple")
-
-
 def settings_from(
     a: argparse.Namespace, *, export: bool = False
 ) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
@@ -140,7 +132,7 @@ def settings_from(
         device=a.device,
     ).validate()
     verdicts = pair_verdicts(load.target, load.draft)
-    spec_type = a.spec_type or _default_spec_type(load.draft is not None, verdicts)
+    spec_type = a.spec_type or suggested_method(load.draft is not None, verdicts)
     spec = SpecSettings(
         spec_type=spec_type,
         draft_n_max=a.draft_n_max,

@@ -111,6 +111,15 @@ class MethodVerdict:
         return not self.runs and self.reason == NOT_IN_ENGINE.get(self.method)
 
 
+def suggested_method(has_draft: bool, verdicts: Mapping[str, MethodVerdict]) -> str:
+    """What a pair should draft with when nobody says: draft-simple with a draft model, the file's own method
+    with a draft head (EAGLE-3, DFlash, a Gemma 4 assistant); without a draft, draft-mtp on a target with an
+    MTP head (Qwen3.5, GLM-4.5), else ngram-mod."""
+    if not has_draft:
+        return "draft-mtp" if verdicts["draft-mtp"].runs else "ngram-mod"
+    return next((m for m in ("draft-simple", *HEAD_METHODS.values()) if verdicts[m].runs), "draft-simple")
+
+
 def is_head(model: HeadFacts | None) -> bool:
     """A separate draft head (EAGLE-3, DFlash, DSpark): it drafts only through its own method, never as a model."""
     return model is not None and model.speculative_role in HEAD_METHODS

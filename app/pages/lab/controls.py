@@ -32,7 +32,14 @@ from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_bo
 from app.widgets.style import error_text
 from app.widgets.workload_box import WorkloadBox
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
-from engine.models.draft_heads import MethodVerdict, method_verdicts, pair_verdicts, spec_type_reason, unavailable
+from engine.models.draft_heads import (
+    MethodVerdict,
+    method_verdicts,
+    pair_verdicts,
+    spec_type_reason,
+    suggested_method,
+    unavailable,
+)
 
 METHOD_CHOICES = (
     "draft-simple",
@@ -136,6 +143,7 @@ class LabControls(QWidget):
         self.method_note.hide()
         self._methods: dict[str, MethodVerdict] = method_verdicts(None, None)
         self._methods_of: tuple | None = None  # the files (and their mtimes) the verdicts were read from
+        self._suggested = ("", "")  # a method the Lab chose for a new pair, and the note that says why
         self.k_slider = QSlider(Qt.Orientation.Horizontal)
         self.k_slider.setRange(0, 32)
         self.k_slider.setValue(d.draft_n_max)
@@ -287,6 +295,7 @@ class LabControls(QWidget):
             self._methods_of = key
             # no target yet, or a file not there (yet): nothing to say, every method stays on offer
             self._methods = pair_verdicts(*(p if p is not None and p.is_file() else None for p in (target, draft)))
+            self._suggest_method(draft is not None and draft.is_file())
         model = self.method.model()
         # an editable combo box rewrites its text from the current item when that item changes: keep what the
         # user typed or chose (it may be a combination not in the list), and say nothing of it
@@ -304,6 +313,19 @@ class LabControls(QWidget):
             self.method.blockSignals(blocked)
         self._show_method_note()
 
+    def _suggest_method(self, has_draft: bool) -> None:
+        """A newly chosen pair that cannot run the method set (draft-simple on a Qwen3.5 target alone, say)
+        gets the one it can: its own MTP head, its draft file's method, else ngram-mod; the note says why."""
+        current = self.method.currentText().strip() or "none"
+        try:
+            reason = spec_type_reason(current, self._methods)
+        except SettingsError:  # a name being typed: leave it
+            return
+        suggested = suggested_method(has_draft, self._methods)
+        if reason and suggested != current and self._methods[suggested].runs:
+            self.method.setCurrentText(suggested)
+            self._suggested = (suggested, f"{suggested} chosen for this pair: {reason}")
+
     def unavailable_methods(self) -> dict[str, str]:
         """method -> why this pair cannot run it: what SpecSettings.validate(unavailable=) takes."""
         return unavailable(self._methods)
@@ -313,8 +335,13 @@ class LabControls(QWidget):
             reason = spec_type_reason(self.method.currentText().strip() or "none", self._methods)
         except SettingsError:  # a name being typed, or one llama.cpp does not know: Start says so
             reason = ""
-        self.method_note.setText(error_text(reason) if reason else "")
-        self.method_note.setVisible(bool(reason))
+        if self._suggested[0] != self.method.currentText().strip():
+            self._suggested = ("", "")  # the user chose another method: the Lab's choice and its note are gone
+        if reason:
+            self.method_note.setText(error_text(reason))
+        else:
+            self.method_note.setText(self._suggested[1])
+        self.method_note.setVisible(bool(self.method_note.text()))
 
     # -- values -----------------------------------------------------------
     def context(self) -> int:
