@@ -16,6 +16,7 @@ from engine.models.synthetic_heads import main as write_head
 from engine.models.synthetic_heads import write_gemma4_assistant
 
 from .conftest import PROMPTS
+from .test_draft_heads import generate  # one greedy generation through specrt: tokens and cycles
 
 GREEDY = SamplingSettings(temp=0.0)
 
@@ -115,17 +116,6 @@ def test_the_plan_gives_the_assistant_no_kv_cache_as_llama_cpp_does(files):
 
 
 # -- specrt against llama-server ---------------------------------------------------------------------------
-
-
-def generate(engine, spec: SpecSettings, prompt: str, n: int, baseline: bool = False):
-    engine.set_spec(spec)
-    engine.set_sampling(GREEDY)
-    engine.begin(prompt, n, baseline)
-    tokens, cycles = [], []
-    while (c := engine.step()) is not None:
-        tokens += c.tokens
-        cycles.append(c)
-    return tokens, cycles
 
 
 def test_specrt_refuses_other_draft_types_with_an_assistant(files):
