@@ -23,7 +23,6 @@ from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import GpuBudget, model_info_from_numbers, plan_memory
 from engine.planning.recommend import (
-    ACCEPTANCE_PRIOR,
     HEADROOM_MIN,
     MIN_SPEEDUP,
     PACE_CAP,
@@ -38,7 +37,7 @@ from engine.planning.recommend import (
     quant_quality,
     recommend,
 )
-from engine.planning.speed_model import DeviceSpeed
+from engine.planning.speed_model import ACCEPTANCE_PRIOR, DeviceSpeed
 
 from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
@@ -139,7 +138,7 @@ def test_auto_without_a_driver_falls_back_to_ram():
 
 def test_expected_speedup_is_leviathans_best_k():
     speedup, k, alpha = expected_speedup(0.155, 0.0)
-    assert alpha == ACCEPTANCE_PRIOR
+    assert alpha == ACCEPTANCE_PRIOR  # the speed model's prior: one prior for every prediction
     assert speedup == max(leviathan_speedup(alpha, kk, 0.155) for kk in range(1, 9))
     assert speedup == pytest.approx(leviathan_speedup(alpha, k, 0.155))
     # Llama 3.1 8B Q8_0 + 3.2 1B Q8_0: the prior lands near the 1.71x llama.cpp issue 5877 measured

@@ -319,5 +319,6 @@ def test_each_shipped_workload_set_has_its_prior_and_the_flat_prior_is_their_mea
     draft = ModelCost(10**8, 5 * 10**7, kv_bytes_per_position=0, attention_macs_per_position=0)
     gpu = DeviceSpeed("gpu", 1e12, 1e15)
     by_set = {w: predict(cost, draft, gpu, workload=w) for w in ("creative", "summarization")}
-    assert by_set["creative"].acceptance == [0.55] and by_set["summarization"].acceptance == [0.65]
+    assert by_set["creative"].acceptance == [ACCEPTANCE_PRIORS["creative"]]
+    assert by_set["summarization"].acceptance == [ACCEPTANCE_PRIORS["summarization"]]
     assert by_set["creative"].speedup_by_k[4] < by_set["summarization"].speedup_by_k[4]

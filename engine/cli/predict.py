@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument(
         "--workload",
         choices=sorted(ACCEPTANCE_PRIORS),
-        help="the kind of text: its prior acceptance stands in until the pair is measured (default: a flat 0.6)",
+        help="the kind of text: its prior acceptance stands in until the pair is measured (default: a flat 0.70)",
     )
     p.add_argument("--cpu", action="store_true", help="predict for the CPU even when a GPU is present")
     p.add_argument("--json", action="store_true", help="print one JSON object")

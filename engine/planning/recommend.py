@@ -61,9 +61,16 @@ from engine.planning.memory_plan import (
     plan_memory,
 )
 from engine.planning.placement import Placement, place
-from engine.planning.speed_model import DeviceSpeed, ModelCost, Prediction, model_cost, predict, split_cost
+from engine.planning.speed_model import (
+    ACCEPTANCE_PRIOR,
+    DeviceSpeed,
+    ModelCost,
+    Prediction,
+    model_cost,
+    predict,
+    split_cost,
+)
 
-ACCEPTANCE_PRIOR = 0.70  # same-family instruct draft, temperature 0; llama.cpp issue 5877 measured 0.72 (8B + 1B)
 K_RANGE = range(1, 9)
 DEFAULT_SPEED_FLOOR = 10.0  # tokens/s: about reading speed, what "interactive" needs
 PACE_CAP = 4.0  # speed counts in the score up to this many times the floor
