@@ -75,12 +75,11 @@ def _check(plan, breakdown, label: str, mtp: bool = False) -> None:
 
 
 def _compare_mtp(plan, breakdown):
-    """compare() for an MTP context, whose breakdown lists the target's weights again (they are shared): the
-    plan counts them once, for the target."""
-    target_weights = {e["buffer_type"]: e["model_bytes"] for e in breakdown if e["model"] == "target"}
-    shared = [e for e in breakdown if e["model"] == "draft" and e["model_bytes"]]
-    assert shared and all(e["model_bytes"] == target_weights[e["buffer_type"]] for e in shared)
-    return compare(plan, [dict(e, model_bytes=0) if e["model"] == "draft" else e for e in breakdown])
+    """compare() for an MTP context, which runs on the target's weights: specrt reports them once, with the
+    target (llama.cpp's breakdown lists them again for the context), so that what a worker holds adds up
+    (engine.planning.fit.held_by_device) and matches the plan, which counts them once too."""
+    assert [e for e in breakdown if e["model"] == "draft" and e["model_bytes"]] == []
+    return compare(plan, breakdown)
 
 
 @pytest.mark.parametrize("ctx", [512, 2048])
@@ -285,3 +284,33 @@ def test_a_qwen35_recommendation_says_it_can_draft_alone():
     qwen35 = [c for c in r.recommended + r.near_misses if c.target.model.startswith("qwen3.5-")]
     assert qwen35 and all(c.mtp_head for c in qwen35)
     assert any("draft-mtp needs no separate draft model" in reason for reason in qwen35[0].reasons())
+
+
+def test_every_plan_of_an_mtp_target_follows_the_k_it_loads_for(mtp_pair):
+    """The fit check, the placement search and the export plan a hybrid MTP target for the K it is loaded
+    with (K snapshots of the recurrent state and the MTP context), not llama.cpp's default of 3; and what the
+    loaded worker reports holding adds up to the plan (the MTP context's weights are the target's)."""
+    from engine.core.settings import SpecSettings
+    from engine.deploy.export import export_warnings
+    from engine.planning.fit import MemoryBudget, held_bytes, plan_fit
+    from engine.planning.placement import Placement
+
+    target = mtp_pair[0]
+    info = inspect_gguf(target)
+    budget = MemoryBudget([], 1 << 40, tuple(cpu_features()))
+    by_k = {k: plan_fit(info, 512, budget, draft_n_max=k).plan for k in (3, 6)}
+    assert by_k[6].total(kind="kv_cache") - by_k[3].total(kind="kv_cache") == 6 * 3 * ROW
+    served = plan_fit(info, 512, budget, draft_n_max=6, spec_types=["draft-mtp"]).plan
+    assert served.total() == by_k[6].total()
+    plain = plan_fit(info, 512, budget, spec_types=[]).plan  # a server without draft-mtp: no MTP context
+    assert plain.total(model="draft") == 0 and plain.total(model="target", kind="kv_cache") < by_k[3].total()
+    placed = Placement().plan(info, None, 512, [GpuBudget("CUDA0", 1 << 40)], draft_n_max=6)
+    assert placed.total(kind="kv_cache") == by_k[6].total(kind="kv_cache")
+    # the export's memory check runs (no warning about a plan it could not make)
+    load = LoadSettings(target, None, ctx=512)
+    warnings = export_warnings(load, SpecSettings("draft-mtp", draft_n_max=6), gpus=[], ram_available=1 << 40)
+    assert not any("could not" in w or "no memory plan" in w for w in warnings), warnings
+    with Engine(LoadSettings(target, None, ctx=512, draft_n_max_at_load=6)) as engine:
+        held = engine.memory()
+    assert sum(e["model_bytes"] for e in held) == by_k[6].total(kind="weights")  # counted once, not twice
+    assert held_bytes(held)[0] == 0

@@ -320,6 +320,9 @@ def export_warnings(
         # llama-server sizes its outputs n_parallel * (1 + draft_n_max) for the target
         n_outputs=N_PARALLEL * (1 + spec.draft_n_max),
         n_outputs_draft=N_PARALLEL,
+        # the server loads for the K and the types it starts with (--spec-draft-n-max, --spec-type)
+        draft_n_max=spec.draft_n_max,
+        spec_types=types,
     )
     return warnings + _preflight_warnings(check, load.ctx)
 

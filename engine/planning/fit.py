@@ -13,6 +13,7 @@ of the engine on a machine with a GPU) plans everything in RAM.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,12 +125,14 @@ def plan_fit(
     n_gpu_layers: int = -1,
     n_gpu_layers_draft: int | None = None,
     draft_n_max: int = 0,
+    spec_types: Sequence[str] | None = None,
     **plan_options: Any,
 ) -> FitVerdict:
     """The plan for this pair against the budget (PlanError when it cannot be planned). Without GPUs in
     the budget every layer is planned on the CPU. plan_options go to plan_memory; its n_rs_seq and mtp
-    default to how specrt loads the pair for this K (draft_n_max, 0: llama.cpp's 3; load_options)."""
-    plan_options = {**load_options(target, draft, draft_n_max), **plan_options}
+    default to how specrt loads the pair for this K (draft_n_max, 0: llama.cpp's 3; load_options), or a
+    llama-server started with these --spec-type values (spec_types)."""
+    plan_options = {**load_options(target, draft, draft_n_max, spec_types), **plan_options}
     on_gpu = bool(budget.gpus)
     ngl_draft = n_gpu_layers if n_gpu_layers_draft is None else n_gpu_layers_draft
     plan = plan_memory(

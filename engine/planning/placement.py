@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.memory_plan import GpuBudget, MemoryPlan, moe_numbers, plan_memory
+from engine.planning.memory_plan import GpuBudget, MemoryPlan, load_options, moe_numbers, plan_memory
 
 Headroom = Callable[[int], int]  # free bytes of a GPU -> bytes to keep free on it
 
@@ -94,7 +94,12 @@ class Placement:
             "describe": self.describe(),
         }
 
-    def plan(self, target: ModelInfo, draft: ModelInfo | None, ctx: int, gpus: list[GpuBudget], **opts) -> MemoryPlan:
+    def plan(
+        self, target: ModelInfo, draft: ModelInfo | None, ctx: int, gpus: list[GpuBudget], draft_n_max: int = 0, **opts
+    ) -> MemoryPlan:
+        """The plan of the pair placed this way, loaded as specrt loads it for draft_n_max (load_options: a
+        hybrid target's snapshots, an MTP target's context) unless opts say otherwise."""
+        opts = {**load_options(target, draft, draft_n_max), **opts}
         return plan_memory(
             target,
             ctx,
@@ -137,7 +142,8 @@ def place(
     **opts,
 ) -> tuple[Placement, MemoryPlan] | None:
     """The first arrangement whose plan fits every GPU (with its headroom), and that plan; None when none
-    does. opts go to plan_memory (cache types, n_outputs, ...)."""
+    does. opts go to Placement.plan (draft_n_max, the K the pair loads for) and plan_memory (cache types,
+    n_outputs, ...)."""
     if not gpus:
         return None
     for p in placements(target, draft, gpus):

@@ -142,7 +142,7 @@ typedef struct specrt_cycle {
 typedef struct specrt_memory_item {
     char     model[16];               /* "target" or "draft" */
     char     buffer_type[64];         /* llama.cpp buffer type name, e.g. "CPU", "CUDA0" */
-    uint64_t model_bytes;             /* weights */
+    uint64_t model_bytes;             /* weights (0 for a context on the target's own weights: MTP) */
     uint64_t context_bytes;           /* KV cache and other per-context state */
     uint64_t compute_bytes;           /* compute buffers */
 } specrt_memory_item;

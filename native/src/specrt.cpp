@@ -1329,7 +1329,9 @@ int32_t specrt_memory(specrt_engine * e, specrt_memory_item * items, int32_t cap
     }
     SPECRT_GUARD_BEGIN
     int32_t n = 0;
-    auto add = [&](const char * which, llama_context * ctx) {
+    // shared: a context on the target's own weights (the MTP context draft-mtp makes), whose breakdown
+    // lists those weights again; they are reported once, with the target, so that a sum is what is held
+    auto add = [&](const char * which, llama_context * ctx, bool shared) {
         if (!ctx) {
             return;
         }
@@ -1339,16 +1341,15 @@ int32_t specrt_memory(specrt_engine * e, specrt_memory_item * items, int32_t cap
                 std::memset(&it, 0, sizeof(it));
                 std::snprintf(it.model, sizeof(it.model), "%s", which);
                 std::snprintf(it.buffer_type, sizeof(it.buffer_type), "%s", ggml_backend_buft_name(buft));
-                it.model_bytes = mb.model;
+                it.model_bytes = shared ? 0 : mb.model;
                 it.context_bytes = mb.context;
                 it.compute_bytes = mb.compute;
             }
             n++;
         }
     };
-    add("target", e->ctx_tgt);
-    // an MTP context shares the target's weights; its breakdown still names its own cache and buffers
-    add("draft", e->ctx_dft);
+    add("target", e->ctx_tgt, false);
+    add("draft", e->ctx_dft, e->ctx_dft && e->ctx_tgt && llama_get_model(e->ctx_dft) == llama_get_model(e->ctx_tgt));
     return n;
     SPECRT_GUARD_END(e)
 }

@@ -234,6 +234,7 @@ class LabPage(QWidget):
             n_cpu_moe_draft=settings.n_cpu_moe_draft,
             target_devices=settings.device.split(",") if settings.device else None,
             draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
+            draft_n_max=settings.draft_n_max_at_load,
         )
 
     def _placement_that_fits(self, settings: LoadSettings):
@@ -251,7 +252,9 @@ class LabPage(QWidget):
         try:
             target = inspect_gguf(settings.target)
             draft = inspect_gguf(settings.draft) if settings.draft else None
-            placed = place(target, draft, settings.ctx, list(budget.gpus), lambda free: 0)
+            placed = place(
+                target, draft, settings.ctx, list(budget.gpus), lambda free: 0, draft_n_max=settings.draft_n_max_at_load
+            )
         except (GGUFInspectError, OSError, ValueError):
             return None
         return None if placed is None or placed[0].is_default else placed[0]
