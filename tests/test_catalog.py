@@ -568,3 +568,85 @@ def test_tokenizers_that_differ_in_their_special_tokens_are_kept_apart(catalog):
     assert len(ministral) == 3
     for p in catalog.pairings:
         assert (p.target in ministral) == (p.draft in ministral), (p.target, p.draft)
+
+
+# -- Gemma 4: per-layer shapes ------------------------------------------------------------------------
+
+
+def test_gemma_4_26b_a4b_numbers_are_the_pinned_headers(catalog):
+    """The pinned llama.cpp's ggml-vocab-gemma-4.gguf is a 26B-A4B's header: the catalog entry's numbers and
+    its 'gemma4' object say what that header says, layer by layer."""
+    from engine.planning.memory_plan import model_info_from_numbers
+
+    from .test_gguf_inspect import vocab_dir
+
+    path = vocab_dir() / "ggml-vocab-gemma-4.gguf"
+    header = inspect_gguf(path)
+    a = catalog.model("gemma-4-26b-a4b-it").architecture
+    numbers = model_info_from_numbers(
+        architecture=a.llama_arch, n_layer=a.n_layer, n_embd=a.n_embd, n_head=a.n_head, n_head_kv=a.n_head_kv,
+        head_dim=a.head_dim, n_ff=a.n_ff, n_vocab=a.n_vocab, n_ctx_train=a.n_ctx_train, n_expert=a.n_expert,
+        n_expert_used=a.n_expert_used, n_ff_exp=a.n_ff_exp, sliding_window=a.sliding_window, **vars(a.gemma4),
+    )  # fmt: skip
+    for key, value in numbers.metadata.items():
+        if key.startswith("gemma4."):
+            assert header.metadata[key] == value, key
+    assert header.vocab.n_tokens == a.n_vocab
+
+
+def test_gemma_4_counts_its_layers_and_reads_fewer_than_it_stores(catalog):
+    """Google's counts: 25.2B total and 3.8B active for the 26B-A4B, 30.7B for the 31B (rounded, within
+    0.2%), 2.3B effective for E2B (its per-layer tables are looked up, not read)."""
+    moe, dense, e2b = (
+        catalog.model(m).architecture for m in ("gemma-4-26b-a4b-it", "gemma-4-31b-it", "gemma-4-e2b-it")
+    )
+    assert moe.estimated_params() == pytest.approx(25.2e9, rel=0.002)
+    assert moe.estimated_active_params() == pytest.approx(3.8e9, rel=0.01)
+    assert dense.estimated_params() == pytest.approx(30.7e9, rel=0.002)
+    assert e2b.active_params == pytest.approx(2.3e9, rel=0.02) and e2b.params > 4.6e9
+    assert "gemma-4-e2b-it" in {m.id for m in catalog.drafts_for("gemma-4-31b-it")}
+
+
+def _gemma4(model: int, **changes):
+    def change(doc):
+        doc["models"][model]["arch"]["gemma4"].update(changes)
+        for key in [k for k, v in changes.items() if v is None]:
+            doc["models"][model]["arch"]["gemma4"].pop(key)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "model, changes, message",
+    [
+        (3, {"head_dim_global": None}, r"'gemma-4-31b-it'\): arch: gemma4: missing 'head_dim_global'"),
+        (3, {"head_dim_global": 0}, r"arch: gemma4: 'head_dim_global' must be positive, found 0"),
+        (3, {"k_eq_v": 1}, r"arch: gemma4: 'k_eq_v' must be bool, found 1"),
+        (
+            3,
+            {"global_every": 7},
+            r"arch: gemma4: the last of 60 layers must be global; global_every 7 makes it sliding",
+        ),
+        (3, {"n_head_kv_global": 5}, r"arch: gemma4: n_head 32 is not a multiple of n_head_kv_global 5"),
+        (0, {"shared_kv_layers": 33}, r"'gemma-4-e2b-it'\): arch: gemma4: shared_kv_layers 33 leaves fewer than"),
+        (1, {"double_wide_ffn": True, "shared_kv_layers": None}, r"double_wide_ffn widens .* needs shared_kv_layers"),
+        (3, {"global_heads": 4}, r"arch: gemma4: unknown key 'global_heads'"),
+    ],
+)
+def test_a_bad_gemma4_layout_says_what_is_wrong(copy, model, changes, message):
+    edit(copy / "families" / "gemma-4.json", _gemma4(model, **changes))
+    expect(copy, message)
+
+
+def test_the_gemma4_object_belongs_to_gemma4_alone(copy):
+    edit(copy / "families" / "gemma-4.json", lambda d: d["models"][3]["arch"].pop("gemma4"))
+    expect(copy, r"'gemma-4-31b-it'\): arch: 'gemma4' \(the per-layer shapes\) is needed for, and only for, gemma4")
+    shutil.copy(CATALOG_DIR / "families" / "gemma-4.json", copy / "families" / "gemma-4.json")
+    edit(copy / "families" / "gemma-4.json", lambda d: d["models"][3]["arch"].pop("sliding_window"))
+    expect(copy, r"'gemma-4-31b-it'\): arch: a gemma4 model needs its 'sliding_window'")
+
+    def onto_gemma3(d):
+        d["models"][-1]["arch"]["gemma4"] = {"global_every": 2, "head_dim_global": 256, "n_head_kv_global": 8}
+
+    edit(copy / "families" / "gemma-3.json", onto_gemma3)
+    expect(copy, r"arch: 'gemma4' \(the per-layer shapes\) is needed for, and only for, gemma4; this model is gemma3")

@@ -133,3 +133,68 @@ def test_gemma4_26b_a4b_caches_from_the_header_the_pinned_llama_cpp_ships():
     # 25 x 1536 cells (pad_256(1024 + 512)) x 2048 + 5 x 32768 cells x 1024, K and V, f16: 940 MiB, where
     # the full context and 512-wide heads on every layer (no gemma4 rule, one head size) made 13.1 GiB
     assert sum(i.bytes for i in items) == (25 * 1536 * 2048 + 5 * 32768 * 1024) * 2 * 2 == 985661440
+
+
+@pytest.mark.parametrize("shared", [0, 6])
+def test_a_catalog_gemma4_entry_plans_like_the_generated_file_with_its_numbers(tmp_path, shared):
+    """The catalog plans Gemma 4 without a file (engine.planning.recommend: the arch numbers and its 'gemma4'
+    object through model_info_from_numbers). A generated gemma4 with the same numbers, read as a file, gets
+    the same weights and the same KV caches at several contexts, on the CPU and on a GPU: the keys the
+    constructor writes are the ones kv_layers and sliding_window read from a real header."""
+    from engine.models.catalog import _architecture
+    from engine.models.synthetic import GEMMA4_PERIOD, ModelShape, PairSpec, write_pair
+    from engine.planning.memory_plan import GpuBudget
+
+    shape = ModelShape(
+        n_embd=256, n_layer=12, n_head=4, n_head_kv=2, n_ff=512, sliding_window=WINDOW, gemma4=True,
+        head_dim_global=128, n_head_kv_global=1, shared_kv_layers=shared,
+    )  # fmt: skip
+    target, _ = write_pair(tmp_path, PairSpec(shape=shape, draft_layers=6))
+    info = inspect_gguf(target)
+    # the catalog's arch entry for it, as resources/catalog/README.md has the schema
+    arch = _architecture(
+        {
+            "llama_arch": "gemma4", "n_layer": 12, "n_embd": 256, "n_head": 4, "n_head_kv": 2, "head_dim": 64,
+            "n_ff": 512, "n_vocab": info.vocab.n_tokens, "n_ctx_train": shape.n_ctx_train, "params": 1,
+            "tied_embeddings": False, "sliding_window": WINDOW,
+            "gemma4": {"global_every": GEMMA4_PERIOD, "head_dim_global": 128, "n_head_kv_global": 1,
+                       **({"shared_kv_layers": shared} if shared else {})},
+        },
+        "a generated gemma4",
+    )  # fmt: skip
+    numbers = model_info_from_numbers(
+        architecture=arch.llama_arch,
+        n_layer=arch.n_layer,
+        n_embd=arch.n_embd,
+        n_head=arch.n_head,
+        n_head_kv=arch.n_head_kv,
+        head_dim=arch.head_dim,
+        n_ff=arch.n_ff,
+        n_vocab=arch.n_vocab,
+        n_ctx_train=arch.n_ctx_train,
+        tied_embeddings=arch.tied_embeddings,
+        weight_type="F32",  # the generator writes F32
+        sliding_window=arch.sliding_window,
+        **vars(arch.gemma4),
+    )
+    assert {t.name: t.shape for t in numbers.tensors} == {t.name: t.shape for t in info.tensors}
+    assert numbers.tensor_bytes == info.tensor_bytes and numbers.parameter_count == info.parameter_count
+    # the parameter check counts the same layers (norms and rope_freqs aside)
+    norms = sum(t.n_elements for t in info.tensors if len(t.shape) == 1)
+    assert arch.estimated_params() == info.parameter_count - norms
+    for gpus in ([], [GpuBudget("CUDA0", 8 * 2**30)]):
+        for ctx in (256, 4096, 32768):
+            plans = [plan_memory(m, ctx, gpus=gpus) for m in (info, numbers)]
+            # with a GPU the file span mapped for the CPU tensors (token_embd) depends on the order the tensors
+            # were written in, which numbers cannot know (model_info_from_numbers says so); on the CPU alone
+            # the span is the whole file and compares too
+            from_file, from_numbers = (
+                sorted(
+                    (i.model, i.kind, i.buffer_type, i.bytes)
+                    for i in p.items
+                    if i.kind in ("weights", "kv_cache") and not (gpus and i.buffer_type == "CPU_Mapped")
+                )
+                for p in plans
+            )
+            assert from_file == from_numbers, (gpus, ctx)
+            assert any(kind == "kv_cache" for _, kind, _, _ in from_file)

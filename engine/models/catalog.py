@@ -101,6 +101,46 @@ class Hybrid:
 
 
 @dataclass(frozen=True)
+class Gemma4Layers:
+    """Gemma 4's layers differ one from the next (llama.cpp's gemma4), as its config.json states them: the
+    Architecture's head_dim and n_head_kv are the sliding layers'; every global_every-th layer is global, with
+    other heads. The field names are model_info_from_numbers' keywords, which writes them as the GGUF keys
+    engine.planning.kv_layers and sliding_window read."""
+
+    global_every: int  # layer il is global when il % global_every == global_every - 1 (config: layer_types)
+    head_dim_global: int  # global_head_dim
+    # the global layers' KV heads: num_global_key_value_heads where attention_k_eq_v, else num_key_value_heads
+    n_head_kv_global: int
+    shared_kv_layers: int = 0  # num_kv_shared_layers: the last ones keep no K/V and read earlier layers' caches
+    n_embd_per_layer: int = 0  # hidden_size_per_layer_input: per-layer embeddings (E2B, E4B); 0: none
+    k_eq_v: bool = False  # attention_k_eq_v: global layers have no V projection (the keys serve as values)
+    double_wide_ffn: bool = False  # use_double_wide_mlp: the shared-KV layers' FFN is twice n_ff wide
+
+    def is_global(self, il: int) -> bool:
+        return il % self.global_every == self.global_every - 1
+
+    def layer_params(self, a: Architecture, il: int, experts: int) -> int:
+        """One layer's weights as src/models/gemma4.cpp creates them (norms left out): q and o at this
+        layer's head size, k and v where it keeps a cache (k only on a k_eq_v global layer), the dense FFN,
+        the router and experts of an MoE beside it, and the per-layer embedding's gate and projection."""
+        glob = self.is_global(il)
+        head_dim = self.head_dim_global if glob else a.head_dim
+        n_head_kv = self.n_head_kv_global if glob else a.n_head_kv
+        params = 2 * a.n_embd * a.n_head * head_dim
+        shared = il >= a.n_layer - self.shared_kv_layers
+        if not shared:
+            params += a.n_embd * n_head_kv * head_dim * (1 if glob and self.k_eq_v else 2)
+        params += 3 * a.n_embd * a.n_ff * (2 if shared and self.double_wide_ffn else 1)
+        if a.is_moe:
+            params += a.n_embd * a.n_expert + experts * 3 * a.n_embd * a.n_ff_exp
+        return params + 2 * a.n_embd * self.n_embd_per_layer
+
+    def embedding_params(self, a: Architecture) -> int:
+        """The per-layer embedding table (looked up, one row per token) and its projection from the trunk."""
+        return (a.n_vocab + a.n_embd) * self.n_embd_per_layer * a.n_layer
+
+
+@dataclass(frozen=True)
 class Architecture:
     """The numbers engine.planning.memory_plan needs, as the model's config.json / GGUF header state them."""
 
@@ -126,12 +166,15 @@ class Architecture:
     hybrid: Hybrid | None = None  # Qwen3.5's delta-net layers; None for a decoder that attends in every layer
     # MTP (next-n) blocks after the trunk (mtp_num_hidden_layers), run by draft-mtp; not counted in params
     nextn_layers: int = 0
+    gemma4: Gemma4Layers | None = None  # Gemma 4's per-layer shapes; None for every other architecture
 
     @property
     def is_moe(self) -> bool:
         return self.n_expert > 0
 
     def _layer_params(self, experts: int, il: int = -1) -> int:
+        if self.gemma4 is not None:
+            return self.gemma4.layer_params(self, il, experts)
         if self.hybrid is not None and il >= 0 and self.hybrid.recurrent(il):
             mixer = self.hybrid.layer_params(self.n_embd)
         else:  # Qwen3.5's query projection also yields its output gate: twice the rows
@@ -145,7 +188,7 @@ class Architecture:
         return mixer + ffn
 
     def _layers_params(self, experts: int) -> int:
-        if self.hybrid is None:
+        if self.hybrid is None and self.gemma4 is None:
             return self.n_layer * self._layer_params(experts)
         return sum(self._layer_params(experts, il) for il in range(self.n_layer))
 
@@ -153,6 +196,8 @@ class Architecture:
         """Parameters of a decoder with these numbers (norms and biases left out); an MoE model counts every
         expert, a hybrid one its delta-net layers as such; an MTP block is not counted."""
         embeddings = self.n_vocab * self.n_embd * (1 if self.tied_embeddings else 2)
+        if self.gemma4 is not None:
+            embeddings += self.gemma4.embedding_params(self)
         return self._layers_params(self.n_expert) + embeddings
 
     def estimated_active_params(self) -> int:
@@ -165,8 +210,10 @@ class Architecture:
     @property
     def active_params(self) -> int:
         """The parameters a token uses: for an MoE model the published count scaled by the share of it a token
-        passes through (estimated_active_params / estimated_params); for a dense model the published count."""
-        if not self.is_moe:
+        passes through (estimated_active_params / estimated_params), and so for a model with per-layer
+        embeddings (Gemma 4 E2B: 4.6B in the file, 2.3B a token reads); for other dense models the published
+        count."""
+        if not self.is_moe and not (self.gemma4 and self.gemma4.n_embd_per_layer):
             return self.params
         return round(self.params * self.estimated_active_params() / self.estimated_params())
 
@@ -436,6 +483,38 @@ def _hybrid(raw: Any, where: str) -> Hybrid:
     return hybrid
 
 
+_GEMMA4_ARCHS = ("gemma4",)
+
+
+def _gemma4(raw: Any, where: str, numbers: dict[str, int]) -> Gemma4Layers:
+    e = _Entry(raw, where)
+    layers = Gemma4Layers(
+        **{key: e.get(key, int, check=_positive) for key in ("global_every", "head_dim_global", "n_head_kv_global")},
+        **{key: e.get(key, int, 0, check=_positive) for key in ("shared_kv_layers", "n_embd_per_layer")},
+        k_eq_v=e.get("k_eq_v", bool, False),
+        double_wide_ffn=e.get("double_wide_ffn", bool, False),
+    )
+    n_layer = numbers["n_layer"]
+    # transformers forces the last layer global and llama.cpp reads the pattern as written: a depth that
+    # ends on a sliding layer is a mistyped period or depth
+    if not layers.is_global(n_layer - 1):
+        raise e.fail(
+            f"the last of {n_layer} layers must be global; global_every {layers.global_every} makes it sliding"
+        )
+    if numbers["n_head"] % layers.n_head_kv_global:
+        raise e.fail(f"n_head {numbers['n_head']} is not a multiple of n_head_kv_global {layers.n_head_kv_global}")
+    # the shared layers read the last sliding and the last global layer before them: both must exist
+    if n_layer - layers.shared_kv_layers < layers.global_every:
+        raise e.fail(
+            f"shared_kv_layers {layers.shared_kv_layers} leaves fewer than global_every {layers.global_every} "
+            "layers with a cache of their own, so no global layer keeps one"
+        )
+    if layers.double_wide_ffn and not layers.shared_kv_layers:
+        raise e.fail("double_wide_ffn widens the shared-KV layers' FFN: it needs shared_kv_layers")
+    e.done()
+    return layers
+
+
 def _architecture(raw: Any, where: str) -> Architecture:
     e = _Entry(raw, where)
     numbers = {
@@ -444,6 +523,7 @@ def _architecture(raw: Any, where: str) -> Architecture:
     }
     moe = {key: e.get(key, int, 0, check=_positive) for key in _MOE_KEYS}
     raw_hybrid = e.get("hybrid", (dict, type(None)), None)
+    raw_gemma4 = e.get("gemma4", dict, None)
     arch = Architecture(
         llama_arch=e.get("llama_arch", str, check=_nonempty),
         tied_embeddings=e.get("tied_embeddings", bool),
@@ -451,6 +531,7 @@ def _architecture(raw: Any, where: str) -> Architecture:
         n_ff_shared=e.get("n_ff_shared", int, 0, check=_positive),
         hybrid=None if raw_hybrid is None else _hybrid(raw_hybrid, f"{where}: hybrid"),
         nextn_layers=e.get("nextn_layers", int, 0, check=_positive),
+        gemma4=None if raw_gemma4 is None else _gemma4(raw_gemma4, f"{where}: gemma4", numbers),
         **numbers,
         **moe,
     )
@@ -459,6 +540,13 @@ def _architecture(raw: Any, where: str) -> Architecture:
             f"'hybrid' (the delta-net sizes) is needed for, and only for, {', '.join(_HYBRID_ARCHS)}; "
             f"this model is {arch.llama_arch}"
         )
+    if (arch.gemma4 is not None) != (arch.llama_arch in _GEMMA4_ARCHS):
+        raise e.fail(
+            f"'gemma4' (the per-layer shapes) is needed for, and only for, {', '.join(_GEMMA4_ARCHS)}; "
+            f"this model is {arch.llama_arch}"
+        )
+    if arch.gemma4 is not None and not arch.sliding_window:
+        raise e.fail("a gemma4 model needs its 'sliding_window' (config.json's sliding_window)")
     if arch.n_ff_shared and not arch.is_moe:
         raise e.fail("n_ff_shared (a shared expert) needs a mixture of experts")
     if arch.n_head % arch.n_head_kv:

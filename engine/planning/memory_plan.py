@@ -572,6 +572,13 @@ def model_info_from_numbers(
     ssm_time_step_rank: int = 0,
     ssm_inner_size: int = 0,
     nextn_layers: int = 0,
+    global_every: int = 0,
+    head_dim_global: int = 0,
+    n_head_kv_global: int = 0,
+    shared_kv_layers: int = 0,
+    n_embd_per_layer: int = 0,
+    k_eq_v: bool = False,
+    double_wide_ffn: bool = False,
 ) -> ModelInfo:
     """A ModelInfo with the tensors of a llama-style decoder, so a model can be planned before it is downloaded.
 
@@ -598,6 +605,12 @@ def model_info_from_numbers(
     in place of attention, and its attention layers a query twice as wide (the output gate) with per-head
     q/k norms, as src/models/qwen35.cpp creates them. nextn_layers MTP blocks (a full-attention layer with
     eh_proj and its norms) follow the trunk and count in block_count, as the converter writes them.
+    A gemma4 model (engine.models.catalog.Gemma4Layers) takes its per-layer shapes from the rest: every
+    global_every-th layer global, with heads of head_dim_global and n_head_kv_global KV heads (head_dim and
+    n_head_kv are the sliding layers'), the last shared_kv_layers without K and V, per-layer embeddings of
+    n_embd_per_layer, no V on global layers with k_eq_v, and the shared layers' FFN twice as wide with
+    double_wide_ffn; its tensors are those src/models/gemma4.cpp creates, its keys those the converter writes
+    and engine.planning.kv_layers reads (per-layer KV heads, key_length / key_length_swa, the window pattern).
     """
     if n_expert and not (1 <= n_expert_used <= n_expert and n_ff_exp > 0):
         raise PlanError("an MoE model needs 1 <= n_expert_used <= n_expert and n_ff_exp > 0")
@@ -647,8 +660,25 @@ def model_info_from_numbers(
         raise PlanError(f"a {architecture} model needs its ssm sizes (conv kernel, state, groups, rank, inner)")
     interval = full_attention_interval or DEFAULT_FULL_ATTENTION_INTERVAL
     q, kv = n_head * head_dim, n_head_kv * head_dim
+    # without global_every a gemma4 is planned llama-style, one shape for all layers (tests edit its keys)
+    gemma4 = architecture == "gemma4" and global_every > 0
+    if gemma4 and not (head_dim_global > 0 and n_head_kv_global > 0 and sliding_window):
+        raise PlanError("a gemma4 model needs head_dim_global, n_head_kv_global and sliding_window")
     add("token_embd.weight", (n_embd, n_vocab))
-    for il in range(n_layer + nextn_layers):
+    if gemma4:
+        layout = dict(
+            global_every=global_every,
+            head_dim_global=head_dim_global,
+            n_head_kv_global=n_head_kv_global,
+            shared_kv_layers=shared_kv_layers,
+            n_embd_per_layer=n_embd_per_layer,
+            k_eq_v=k_eq_v,
+            double_wide_ffn=double_wide_ffn,
+            n_expert=n_expert,
+            n_ff_exp=n_ff_exp,
+        )
+        _gemma4_tensors(add, n_layer, n_embd, n_head, head_dim, n_head_kv, n_ff, n_vocab, layout)
+    for il in range(0 if gemma4 else n_layer + nextn_layers):
         trunk = il < n_layer
         add(f"blk.{il}.attn_norm.weight", (n_embd,), matrix=False)
         if hybrid and trunk and (il + 1) % interval != 0:  # a gated delta-net layer
@@ -721,6 +751,25 @@ def model_info_from_numbers(
         metadata[f"{architecture}.expert_count"] = n_expert
         metadata[f"{architecture}.expert_used_count"] = n_expert_used
         metadata[f"{architecture}.expert_feed_forward_length"] = n_ff_exp
+    if gemma4:
+        pattern = [il % global_every != global_every - 1 for il in range(n_layer)]
+        first_shared = n_layer - shared_kv_layers
+        metadata.update(
+            {
+                f"{architecture}.attention.head_count_kv": [n_head_kv if s else n_head_kv_global for s in pattern],
+                f"{architecture}.attention.key_length": head_dim_global,
+                f"{architecture}.attention.value_length": head_dim_global,
+                f"{architecture}.attention.key_length_swa": head_dim,
+                f"{architecture}.attention.value_length_swa": head_dim,
+                f"{architecture}.attention.sliding_window_pattern": pattern,
+                f"{architecture}.attention.shared_kv_layers": shared_kv_layers,
+                f"{architecture}.embedding_length_per_layer_input": n_embd_per_layer,
+            }
+        )
+        if double_wide_ffn:  # llama.cpp reads feed_forward_length as a scalar or one entry per layer
+            metadata[f"{architecture}.feed_forward_length"] = [
+                n_ff * (2 if il >= first_shared else 1) for il in range(n_layer)
+            ]
     vocab = VocabInfo(None, None, "BPE", n_vocab, -1, -1, False, False, None, None)
     return ModelInfo(
         path=f"<{name or architecture} from numbers>",
@@ -732,6 +781,58 @@ def model_info_from_numbers(
         tensors=tensors,
         vocab=vocab,
     )
+
+
+def _gemma4_tensors(add, n_layer, n_embd, n_head, head_dim, n_head_kv, n_ff, n_vocab, kw) -> None:
+    """The tensors of a gemma4 model between token_embd and output_norm, as src/models/gemma4.cpp creates them
+    (load_arch_tensors): the per-layer embeddings, one rope_freqs for the global layers (llama.cpp duplicates
+    it, the file holds it once), and per layer q / k / v / o at that layer's head size with q and k norms, the
+    norms after attention and the FFN, the dense FFN, an MoE's router, experts and their norms beside it,
+    and the per-layer input gate and projection. layer_output_scale (one number a layer) is left out."""
+    ple, every = kw["n_embd_per_layer"], kw["global_every"]
+    if ple:
+        add("per_layer_token_embd.weight", (ple * n_layer, n_vocab))
+        add("per_layer_model_proj.weight", (n_embd, ple * n_layer))
+        add("per_layer_proj_norm.weight", (ple,), matrix=False)
+    add("rope_freqs.weight", (kw["head_dim_global"] // 2,), matrix=False)
+    first_shared = n_layer - kw["shared_kv_layers"]
+    for il in range(n_layer):
+        glob = il % every == every - 1
+        hd, kv_heads = (kw["head_dim_global"], kw["n_head_kv_global"]) if glob else (head_dim, n_head_kv)
+        blk = f"blk.{il}."
+        add(blk + "attn_norm.weight", (n_embd,), matrix=False)
+        add(blk + "attn_q.weight", (n_embd, n_head * hd))
+        if il < first_shared:  # a shared layer reads an earlier layer's K and V
+            add(blk + "attn_k.weight", (n_embd, kv_heads * hd))
+            if not (glob and kw["k_eq_v"]):
+                add(blk + "attn_v.weight", (n_embd, kv_heads * hd))
+            add(blk + "attn_k_norm.weight", (hd,), matrix=False)
+        add(blk + "attn_output.weight", (n_head * hd, n_embd))
+        add(blk + "attn_q_norm.weight", (hd,), matrix=False)
+        add(blk + "post_attention_norm.weight", (n_embd,), matrix=False)
+        ff = n_ff * (2 if kw["double_wide_ffn"] and il >= first_shared else 1)
+        add(blk + "ffn_norm.weight", (n_embd,), matrix=False)
+        add(blk + "ffn_gate.weight", (n_embd, ff))
+        add(blk + "ffn_up.weight", (n_embd, ff))
+        add(blk + "ffn_down.weight", (ff, n_embd))
+        add(blk + "post_ffw_norm.weight", (n_embd,), matrix=False)
+        if kw["n_expert"]:  # the routed experts beside the dense FFN, each with its own norms
+            n_expert, ff_exp = kw["n_expert"], kw["n_ff_exp"]
+            add(blk + "ffn_gate_inp.weight", (n_embd, n_expert), matrix=False)
+            for norm in (
+                "ffn_gate_inp.scale",
+                "pre_ffw_norm_2.weight",
+                "post_ffw_norm_1.weight",
+                "post_ffw_norm_2.weight",
+            ):
+                add(blk + norm, (n_embd,), matrix=False)
+            add(blk + "ffn_gate_exps.weight", (n_embd, ff_exp, n_expert))
+            add(blk + "ffn_up_exps.weight", (n_embd, ff_exp, n_expert))
+            add(blk + "ffn_down_exps.weight", (ff_exp, n_embd, n_expert))
+        if ple:
+            add(blk + "inp_gate.weight", (n_embd, ple))
+            add(blk + "proj.weight", (ple, n_embd))
+            add(blk + "post_norm.weight", (n_embd,), matrix=False)
 
 
 # -- the plan -------------------------------------------------------------------------------

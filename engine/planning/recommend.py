@@ -229,6 +229,7 @@ class _Models:
                 n_ff_shared=a.n_ff_shared,
                 nextn_layers=a.nextn_layers,
                 **(vars(a.hybrid) if a.hybrid else {}),
+                **(vars(a.gemma4) if a.gemma4 else {}),
             )
         return self._cache[key]
 
