@@ -322,3 +322,20 @@ def test_each_shipped_workload_set_has_its_prior_and_the_flat_prior_is_their_mea
     assert by_set["creative"].acceptance == [ACCEPTANCE_PRIORS["creative"]]
     assert by_set["summarization"].acceptance == [ACCEPTANCE_PRIORS["summarization"]]
     assert by_set["creative"].speedup_by_k[4] < by_set["summarization"].speedup_by_k[4]
+
+
+def test_per_layer_embedding_tables_are_looked_up_not_read_whole():
+    """Gemma 4 E2B's per-layer embedding table holds half its parameters, but a token reads one row of it:
+    the speed model counts the catalog E2B's bytes per token by the 2.3B it uses, not the 4.6B it stores."""
+    from engine.models.catalog import load_catalog
+    from engine.planning.memory_plan import model_info_from_numbers
+
+    arch = load_catalog().model("gemma-4-e2b-it").architecture
+    numbers = {k: v for k, v in vars(arch).items() if k not in ("llama_arch", "params", "gemma4", "hybrid")}
+    for key in ("n_ff_shared", "nextn_layers", "n_expert", "n_expert_used", "n_ff_exp"):
+        numbers.pop(key, None)
+    info = model_info_from_numbers(architecture="gemma4", **numbers, **vars(arch.gemma4))
+    table = next(t for t in info.tensors if t.name == "per_layer_token_embd.weight")
+    cost = model_cost(info)
+    assert table.n_bytes > 0.4 * sum(t.n_bytes for t in info.tensors)
+    assert cost.weight_bytes == pytest.approx(2 * arch.active_params, rel=0.05)  # F16: 2 bytes a parameter
