@@ -15,7 +15,7 @@ from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
 from engine.planning.hardware import cpu_features
 from engine.planning.kv_layers import kv_layers_from_start, kv_row_widths
-from engine.planning.memory_plan import model_info_from_numbers, plan_memory
+from engine.planning.memory_plan import load_options, model_info_from_numbers, plan_memory
 from engine.planning.sliding_window import sliding_window
 from engine.runtime.binding import Engine
 
@@ -198,3 +198,61 @@ def test_a_catalog_gemma4_entry_plans_like_the_generated_file_with_its_numbers(t
             )
             assert from_file == from_numbers, (gpus, ctx)
             assert any(kind == "kv_cache" for _, kind, _, _ in from_file)
+
+
+# -- the compute buffer (engine.planning.compute_buffer) against llama.cpp's report -------------------------
+
+
+def _compute(target: Path, draft: Path, ctx: int) -> dict[str, tuple[int, int]]:
+    """{model: (llama.cpp's compute bytes, the plan's)} for a pair loaded as specrt loads it (CPU only)."""
+    info, draft_info = inspect_gguf(target), inspect_gguf(draft)
+    plan = plan_memory(info, ctx, draft=draft_info, cpu_features=cpu_features(), **load_options(info, draft_info))
+    with Engine(LoadSettings(target, draft, ctx=ctx)) as engine:
+        reported = {m["model"]: m["compute_bytes"] for m in engine.memory() if m["compute_bytes"]}
+    return {m: (b, plan.total(model=m, kind="compute")) for m, b in reported.items()}
+
+
+@pytest.fixture(scope="module")
+def gemma4_wide_ffn(tmp_path_factory):
+    """A 12-layer gemma4 whose FFN (1024 rows, 8 x n_embd) decides the compute buffer; its 6-layer draft."""
+    out = tmp_path_factory.mktemp("gemma4_ffn")
+    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--gemma4", "--dtype", "f16", "--n-ff", "1024"]
+    written = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    return Path(written["target"]), Path(written["draft"])
+
+
+@pytest.mark.parametrize("ctx", [512, 2048])
+def test_the_gemma4_compute_buffer_matches_llama_cpp_to_the_byte(gemma4_pair, gemma4_wide_ffn, ctx):
+    # the targets (two global layers, as every Gemma 4 has): the attention phase decides gemma4_pair's (global
+    # queries 4 x 128 wide), the FFN phase the other's; both masks (sliding and global) are live; the llama fit
+    # was 20-25 % low on these. The drafts (one global layer, their last) come out higher than llama.cpp's,
+    # which frees the sliding mask before that layer: on the safe side, and not by more than a third.
+    for pair in (gemma4_pair, gemma4_wide_ffn):
+        sizes = _compute(*pair, ctx)
+        print(ctx, pair[0].parent.name, sizes)
+        actual, planned = sizes["target"]
+        assert planned == actual
+        actual, planned = sizes["draft"]
+        assert actual <= planned <= 1.34 * actual
+
+
+@pytest.fixture(scope="module")
+def assistant_pair(tmp_path_factory):
+    """A gemma4 target 256 wide and the assistant engine.models.synthetic_heads writes for it (512 wide)."""
+    out = tmp_path_factory.mktemp("gemma4_assistant")
+    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--gemma4", "--dtype", "f16", "--n-embd", "256"]
+    target = Path(json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)["target"])
+    assistant = out / "assistant.gguf"
+    argv = [sys.executable, "-m", "engine.models.synthetic_heads", "gemma4-assistant", str(assistant)]
+    subprocess.run(argv + ["--target", str(target)], capture_output=True, text=True, check=True)
+    return target, assistant
+
+
+@pytest.mark.parametrize("ctx", [512, 2048])
+def test_the_assistant_compute_buffer_matches_llama_cpp_to_the_byte(assistant_pair, ctx):
+    assert inspect_gguf(assistant_pair[1]).speculative_role == "gemma4-assistant"
+    sizes = _compute(*assistant_pair, ctx)
+    print(ctx, sizes)
+    assert sizes["target"][1] == sizes["target"][0]
+    # the fit for ordinary models was 15 % low here
+    assert sizes["draft"][1] == sizes["draft"][0]

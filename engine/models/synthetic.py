@@ -25,6 +25,8 @@ attention with a gated query, so recurrent and hybrid caches are tested on what 
 builds. With ``--mtp`` the target also carries Qwen3.5's next-token-prediction (MTP) block,
 which draft-mtp drafts with: it predicts from the last token alone (the bigram of the
 embeddings and output head), so it agrees with the target less often than the draft does.
+``--hybrid --n-expert E --n-expert-used K`` writes a qwen35moe pair (Qwen3.5's MoE layout): the same layers
+with a routed FFN of E experts and a shared expert of n_ff rows (llama.cpp's default width) beside it.
 
 ``--gemma4`` writes a dense gemma4 pair instead (Gemma 4's layout): five of every six layers
 slide over ``--sliding-window`` tokens (default 64) with heads of n_embd / n_head, the sixth is
@@ -98,7 +100,8 @@ class ModelShape:
     n_expert_used: int = 0
     n_ff_exp: int = 0  # rows of each expert's FFN (0: n_ff // n_expert_used, llama.cpp's default)
     sliding_window: int = 0  # > 0: a dense gemma3, five of every six layers attending over this many tokens
-    hybrid: bool = False  # a dense qwen35: gated delta-net layers, full attention every FULL_ATTENTION_INTERVAL-th
+    # a qwen35: gated delta-net layers, full attention every FULL_ATTENTION_INTERVAL-th (qwen35moe with n_expert)
+    hybrid: bool = False
     # a dense gemma4 (sliding_window > 0 is its window): global layers with heads of head_dim_global (0: twice
     # the sliding layers') and n_head_kv_global KV heads (0: half the sliding layers', at least one); the
     # last shared_kv_layers layers keep no KV cache
@@ -118,7 +121,7 @@ class ModelShape:
         if self.sliding_window:
             return "gemma3"
         if self.hybrid:
-            return "qwen35"
+            return "qwen35moe" if self.is_moe else "qwen35"
         return "qwen3moe" if self.is_moe else "llama"
 
     @property
@@ -305,10 +308,24 @@ def _qwen35_block(
     block = {
         "attn_norm.weight": np.ones(d, dtype=np.float32),
         "post_attention_norm.weight": np.ones(d, dtype=np.float32),
-        "ffn_gate.weight": w(ff, d),
-        "ffn_up.weight": w(ff, d),
-        "ffn_down.weight": w(d, ff, gain=scale_out),
     }
+    if shape.is_moe:
+        # qwen35moe: routed experts stacked in one tensor each, and a shared expert (n_ff rows, llama.cpp's
+        # default when expert_shared_feed_forward_length is absent) whose output a sigmoid gate scales; the
+        # loader requires all of them
+        e, ffe = shape.n_expert, shape.expert_ff
+        block["ffn_gate_inp.weight"] = w(e, d, gain=4.0)
+        block["ffn_gate_exps.weight"] = w(e, ffe, d)
+        block["ffn_up_exps.weight"] = w(e, ffe, d)
+        block["ffn_down_exps.weight"] = w(e, d, ffe, gain=scale_out)
+        block["ffn_gate_inp_shexp.weight"] = w(1, d)[0]
+        block["ffn_gate_shexp.weight"] = w(ff, d)
+        block["ffn_up_shexp.weight"] = w(ff, d)
+        block["ffn_down_shexp.weight"] = w(d, ff, gain=scale_out)
+    else:
+        block["ffn_gate.weight"] = w(ff, d)
+        block["ffn_up.weight"] = w(ff, d)
+        block["ffn_down.weight"] = w(d, ff, gain=scale_out)
     if not qwen35_is_recurrent(layer):
         # full attention; the query projection also yields a sigmoid gate per head, hence twice the rows
         block["attn_q.weight"] = w(2 * d, d)
@@ -540,7 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--hybrid",
         action="store_true",
-        help="a qwen35 pair: gated delta-net layers with a recurrent state, full attention every fourth",
+        help="a qwen35 pair: gated delta-net layers with a recurrent state, full attention every fourth "
+        "(qwen35moe with --n-expert)",
     )
     p.add_argument(
         "--gemma4",
@@ -566,8 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     moe = {"n_expert": a.n_expert, "n_expert_used": a.n_expert_used, "n_ff_exp": a.n_ff_exp} if a.n_expert else {}
     if a.sliding_window and a.n_expert:
         p.error("--sliding-window writes a dense gemma3; it does not combine with --n-expert")
-    if a.hybrid and (a.sliding_window or a.n_expert):
-        p.error("--hybrid writes a dense qwen35; it does not combine with --sliding-window or --n-expert")
+    if a.hybrid and a.sliding_window:
+        p.error("--hybrid writes a qwen35 (qwen35moe with --n-expert); it does not combine with --sliding-window")
     if a.gemma4 and (a.hybrid or a.n_expert):
         p.error("--gemma4 writes a dense gemma4; it does not combine with --hybrid or --n-expert")
     if (a.shared_kv_layers or a.head_dim_global or a.n_head_kv_global) and not a.gemma4:

@@ -29,8 +29,8 @@ KV cache  src/llama-kv-cache.cpp, llama_kv_cache::llama_kv_cache: per layer one 
           recurrent layers hold a fixed-size state instead (engine.planning.recurrent),
           and the MTP layers after the trunk have a cache only in the MTP context
           draft-mtp makes, which the plan lists as the draft's.
-compute   an empirical fit of llama.cpp's reserved compute buffer (see
-          compute_buffer_bytes), measured on the CPU backend.
+compute   an empirical fit of llama.cpp's reserved compute buffer
+          (engine.planning.compute_buffer), measured on the CPU backend.
 output    llama_context::output_reserve: n_vocab x n_outputs floats of logits in
           host memory (CPU or the GPU's pinned host buffer). llama.cpp does not list
           it in its memory breakdown, so it is reported but not compared.
@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
+from engine.planning.compute_buffer import compute_buffer_bytes, moe_numbers, mtp_compute_buffer_bytes
 from engine.planning.kv_layers import kv_row_widths
 from engine.planning.recurrent import (
     DEFAULT_FULL_ATTENTION_INTERVAL,
@@ -416,117 +417,6 @@ def _state_tensor_bytes(n_embd: int, rows: int, device: str) -> int:
     """One recurrent state tensor (F32, n_embd x rows) in its layer's buffer."""
     n_bytes = n_embd * rows * STATE_BYTES
     return _align(n_bytes, CPU_ALIGNMENT if device == CPU else CUDA_ALIGNMENT)
-
-
-def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: int, flash_attn: bool = True) -> int:
-    """llama.cpp's reserved compute buffer for one context: an empirical fit.
-
-    llama.cpp reserves the worst-case graph (n_ubatch tokens, min(n_ubatch,
-    n_outputs_max) outputs) and ggml-alloc packs its tensors; the peak is the
-    largest of four phases, in bytes (T = n_ubatch tokens, E = n_embd,
-    q = n_head * head_dim_k, F = n_ff, V = n_vocab, O = outputs, n_kv = padded context):
-
-      attention  4*T*(3E + 2q) + mask + 24*T + 288
-      FFN        4*T*(2F + 4E + (F if F > 2E else 0)) + mask + 24*T + 288
-                 (only with 2 or more layers: the last layer runs its FFN on the
-                 output rows alone)
-      output     4*O*V + 4*T*E + 12*O*E + 2064
-      last FFN   4*O*(2F + 2E + (F if F > 2E else 0)) + 4*T*E   (the FFN on the output rows)
-      mask       2*n_kv*T (f16, flash attention)
-
-    Fitted on the CPU backend of the pinned llama.cpp (flash attention on, as
-    llama.cpp's auto setting chooses) over 26 llama shapes x 3-4 contexts (E 128-4096,
-    F/E 1-6, q/E 0.5-2, V 580-152k, contexts 300-16384). Error against llama.cpp's
-    reported size: exact (within 32 bytes) where the FFN or attention phase dominates
-    and q = E; the output phase within -4.9% .. +1.7% on models of 2 or more layers;
-    FFN-dominated shapes with q != E within -11% .. +18% (fragmentation in
-    ggml-alloc that this fit does not model); one-layer models with a large
-    vocabulary down to -13%, and one-layer models at contexts of 256 or less down to
-    -14%. Without flash attention the n_kv x T x n_head score
-    matrix and an f32 mask are added to the attention phase (a rougher estimate).
-    On CUDA the same graph is reserved; the fit is not verified there.
-
-    A mixture-of-experts model (n_expert X, K used, expert FFN rows G) replaces the FFN
-    phase with its routed FFN, which holds K expert rows per token at once:
-
-      MoE FFN    4*T*max(4E + K*E, 3*K*G + 3E + (E if K*G > E else 0)) + mask + 24*T + 288
-
-    fitted on generated qwen3moe models (E 128-512, X 4-64, K 1-8, G 32-768, contexts
-    512 and 2048): exact to the byte in 133 of 140 cases; the 7 others are one packing
-    coincidence of ggml-alloc (K = 8 with K*G = 2E, where llama.cpp reserves 4*T*18E and
-    the plan is low by up to 32 %).
-
-    A hybrid model (engine.planning.recurrent: Qwen3.5) has its own FFN phase and a delta-net
-    phase, C = conv channels of a delta-net layer (2 x ssm_state x ssm_groups + ssm_inner):
-
-      hybrid FFN  4*T*(3F + 3E + 3) + mask + 24*T + 320
-      delta-net   4*T*(3C + 3E + 15) + mask + 24*T + 288
-
-    fitted on generated qwen35 models (E 128-512, F 256-2048, C 128-1536, contexts 512 and
-    2048): within -0.11% .. +0.64% of llama.cpp in all 28 cases, exact in 16, with or without
-    rollback snapshots (n_rs_seq 3 and 6 reserve the same). The attention and output phases are
-    the llama fit's: on two generated hybrids with 32000 and 60000 vocabulary rows, where the
-    output phase decides, 2.2% to 5.0% low. A hybrid MoE (qwen35moe) takes the MoE phase and the
-    delta-net phase, not measured.
-    """
-    E, F = info.n_embd or 0, info.n_ff or 0
-    q = (info.n_head or 0) * (info.head_dim_k or 0)
-    V = info.vocab.n_tokens
-    T, O = n_ubatch, min(n_ubatch, n_outputs)  # noqa: E741 (the formula's own names: tokens, outputs)
-    small = 24 * T + 288
-    if flash_attn:
-        mask = 2 * n_ctx * T
-        attention = 4 * T * (3 * E + 2 * q) + mask + small
-    else:
-        mask = 4 * n_ctx * T
-        attention = 4 * n_ctx * T * (info.n_head or 0) + 4 * T * (3 * E + 2 * q) + mask + small
-    last_layer_ffn = 4 * O * (2 * F + 2 * E + (F if F > 2 * E else 0)) + 4 * T * E
-    phases = [attention, 4 * O * V + 4 * T * E + 12 * O * E + 2064, last_layer_ffn]
-    layout = recurrent_layout(info)
-    if (info.block_count or 0) >= 2:
-        n_expert, used, expert_ff = moe_numbers(info)
-        if n_expert:
-            routed = 3 * used * expert_ff + 3 * E + (E if used * expert_ff > E else 0)
-            phases.append(4 * T * max(4 * E + used * E, routed) + mask + small)
-        elif layout:
-            phases.append(4 * T * (3 * F + 3 * E + 3) + mask + small + 32)
-        else:
-            phases.append(4 * T * (2 * F + 4 * E + (F if F > 2 * E else 0)) + mask + small)
-    if layout and layout.n_recurrent:
-        # the delta-net layer: its qkv projection, convolution and gated output, conv_dim channels a token
-        d_state, d_inner = info._arch_int("ssm.state_size") or 0, info._arch_int("ssm.inner_size") or 0
-        conv_dim = 2 * d_state * (info._arch_int("ssm.group_count") or 0) + d_inner
-        phases.append(4 * T * (3 * conv_dim + 3 * E + 15) + mask + small)
-    return max(phases)
-
-
-def mtp_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: int) -> int:
-    """The compute buffer of the MTP context draft-mtp makes (one next-n block over the target's hidden
-    state, then the output head): an empirical fit, the largest of three phases (names as in
-    compute_buffer_bytes)
-
-      block    4*T*(6E + 3)
-      FFN      4*T*(4F - 3E + 3)
-      output   4*O*V + 4*T*(2E + 3)
-
-    plus the mask 2*n_ctx*T and 24*T + 288. Fitted on the MTP block of generated qwen35 models (E 128
-    and 256, F/E 1-4, V 580 and 20000, context 512 and 2048): exact to the byte in all 6 cases. Not
-    checked on other architectures' MTP blocks (glm4moe) nor on attention wider than E."""
-    E, F, V = info.n_embd or 0, info.n_ff or 0, info.vocab.n_tokens
-    T, O = n_ubatch, min(n_ubatch, n_outputs)  # noqa: E741 (the formula's own names)
-    phases = [4 * T * (6 * E + 3), 4 * T * (4 * F - 3 * E + 3), 4 * O * V + 4 * T * (2 * E + 3)]
-    return max(phases) + 2 * n_ctx * T + 24 * T + 288
-
-
-def moe_numbers(info: ModelInfo) -> tuple[int, int, int]:
-    """(experts per layer, experts used per token, rows of an expert's FFN); (0, 0, 0) for a dense model.
-    An expert's rows default to n_ff / n_expert_used, as llama.cpp's qwen3moe loader has it."""
-    n_expert = info._arch_int("expert_count") or 0
-    if not n_expert:
-        return 0, 0, 0
-    used = info._arch_int("expert_used_count") or n_expert
-    expert_ff = info._arch_int("expert_feed_forward_length") or (info.n_ff or 0) // max(used, 1)
-    return n_expert, used, expert_ff
 
 
 # -- a model from its numbers, without a file ----------------------------------------------
@@ -1014,18 +904,25 @@ def plan_memory(
         )
         if assistant:
             notes.append(
-                f"{role}: a Gemma 4 assistant keeps no KV cache (it reads the target's); its compute buffer is the "
-                "fit for ordinary models (11 % below llama.cpp's on a generated assistant)"
+                f"{role}: a Gemma 4 assistant keeps no KV cache (it reads the target's); its compute buffer is a fit "
+                "on generated assistants (exact on those 512 wide or more, up to 30 % high on smaller ones)"
             )
         elif info.arch_value("attention.sliding_window") and not modelled_window(info):
             notes.append(
                 f"{role}: {info.architecture}.attention.sliding_window is set, and which layers slide is not "
                 "known here for this architecture: the plan counts full-context caches for all of them"
             )
-        if sliding_window(info):
+        if info.architecture == "gemma4":
             notes.append(
-                f"{role}: the compute buffer of a sliding-window model comes from the fit for full attention "
-                "(on generated gemma3 and gemma4 it was 24 % low to 62 % high); its KV caches are llama.cpp's own sizes"
+                f"{role}: the compute buffer of a Gemma 4 is a fit on generated gemma4 models (exact where a layer "
+                "decides it, within 11 % where the logits do); per-layer embeddings and MoE layers are added from "
+                "llama.cpp's graph, not measured"
+            )
+        elif sliding_window(info):
+            notes.append(
+                f"{role}: the compute buffer of a sliding-window model comes from the fit for full attention with "
+                "its two masks (on generated gemma3 it was 9 % low to 11 % high); its KV caches are llama.cpp's own "
+                "sizes"
             )
         if info.arch_value("ssm.state_size") and recurrent_layout(info) is None:
             notes.append(
