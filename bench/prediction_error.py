@@ -1,6 +1,6 @@
 """How far the speed model's predictions are from what llama.cpp then does, here.
 
-    .venv/bin/python bench/prediction_error.py [--cases all|small] [--rounds 2] [--tokens 48] [--save]
+    .venv/bin/python bench/prediction_error.py [--cases all|small] [--rounds 3] [--tokens 48] [--save]
 
 Six dense target/draft pairs with real models' proportions and two mixture-of-experts ones
 (engine.models.synthetic, with a 32000-token vocabulary, so the embeddings and the output layer
@@ -19,7 +19,7 @@ For each pair, in one engine worker:
              as engine.measure.device_probe measured it (its cached result, taken before any
              pair is loaded): nothing of the pair itself.
   calibrated the same after one calibration run of the pair, as a tune does it: the worker's
-             forward times by batch size (measure) and one plain generation on a prompt the
+             forward times by batch size (measure) and a plain baseline on two prompts the
              evaluation does not use, which scales the verify curve (engine.measure.tuner).
   Both predictions take the acceptance by position that each K's own runs measured (as
   `spectune predict --acceptance` does): this checks the cost side, which the device decides;
@@ -64,7 +64,8 @@ PROMPTS = (
     "def the value of the data is",
     "the model and the draft are in the cache of the target model and the draft",
 )
-CALIBRATION_PROMPT = "import self return None for value in list"
+# the calibration baseline, on prompts the evaluation does not use; two, as a tune takes its baseline
+CALIBRATION_PROMPTS = ("import self return None for value in list", "the cache of the model is the value of the list")
 VERIFY_SIZES = [1, 2, 3, 4, 5, 6, 8]
 DRAFT_SIZES = [1, 2, 4, 8]
 GOALS = {"prior": (0.15, 0.10), "calibrated": (0.05, 0.05)}
@@ -148,10 +149,12 @@ def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: i
         client.load(LoadSettings(target, draft, ctx=2048, threads=threads, threads_batch=threads))
         # warm-up: the first generation pages the weights in
         generate(client, PROMPTS[0], 8, specs["plain"], sampling, baseline=True)
-        # the calibration run, as a tune takes it: forward times by batch size, one plain generation
+        # the calibration run, as a tune takes it: forward times by batch size, a plain baseline
         verify = client.measure("target", VERIFY_SIZES, n_past=n_past)
         draft_ms = client.measure("draft", DRAFT_SIZES, n_past=n_past)
-        calib = generate(client, CALIBRATION_PROMPT, tokens, specs["plain"], sampling, baseline=True)
+        calib = tokens_per_s(
+            [generate(client, p, tokens, specs["plain"], sampling, baseline=True) for p in CALIBRATION_PROMPTS]
+        )
         # the evaluation: the arms take turns, the order reversed every other round
         per_round: list[dict[str, list[dict]]] = []
         for r in range(rounds):
@@ -167,7 +170,7 @@ def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: i
         total = RunStats.of_summaries([s for g in per_round for s in g[f"K{k}"]])
         cond[k] = conditional_acceptance(total.accepted_by_position[:k], total.steps)
         acceptance[k] = total.acceptance_rate
-    scale = (1000.0 / calib["tokens_per_s"]) / verify[1] if calib["tokens_per_s"] else 1.0
+    scale = (1000.0 / calib) / verify[1] if calib else 1.0
     measured = Measured({b: ms * scale for b, ms in verify.items()}, draft_ms, source="calibration run")
     plain_pred, speed_pred = {}, {}
     for basis in ("prior", "calibrated"):
@@ -188,7 +191,7 @@ def _predict(basis: str, t_cost: ModelCost, d_cost: ModelCost, device, measured:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", choices=sorted(CASES), default="all")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
     ap.add_argument("--save", action="store_true", help="also write bench/results/prediction_error-cpu.txt")

@@ -19,7 +19,7 @@ from engine.models.gguf_inspect import TensorInfo, inspect_gguf
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import (
     GPU_BANDWIDTH_EFFICIENCY,
-    PROBE_BATCH,
+    PROBE_BATCHES,
     ProbeTimes,
     assumed_cpu_speed,
     cached_cpu_speed,
@@ -177,14 +177,12 @@ def test_the_cpu_solve_recovers_the_figures_its_timings_came_from():
     truth = DeviceSpeed(
         "CPU", bandwidth_bytes_per_s=10e9, flops_per_s=100e9, overhead_ms=0.5, overlap=False, reread=0.4
     )
-    times = ProbeTimes(
-        *(truth.forward_ms(c, b, 16) for c, b in ((cost, 1), (cost, 2), (cost, PROBE_BATCH), (small, 1)))
-    )
+    times = ProbeTimes({b: truth.forward_ms(cost, b, 16) for b in (1, *PROBE_BATCHES)}, truth.forward_ms(small, 1, 16))
     got = solve_cpu_speed({"F16": (cost, small, times)}, ms_per_token=times.one)
     assert got.bandwidth_bytes_per_s == pytest.approx(10e9) and got.flops_per_s == pytest.approx(100e9)
     assert got.reread == pytest.approx(0.4) and got.overhead_ms == pytest.approx(0.5) and not got.overlap
     # the solved device predicts the timings it was solved from, and the passes between
-    for b in (1, 2, 5, PROBE_BATCH):
+    for b in (1, 2, 5, 16):
         assert got.forward_ms(cost, b, 16) == pytest.approx(truth.forward_ms(cost, b, 16))
     # a plain generation slower than its forward pass: the difference is a cost every pass pays
     assert solve_cpu_speed({"F16": (cost, small, times)}, ms_per_token=times.one + 1.5).overhead_ms == pytest.approx(

@@ -1,7 +1,7 @@
 """Measuring this machine's CPU for the speed model: llama.cpp's own forward passes, a few seconds, once.
 
 A small F16 model and its one-layer draft (engine.models.synthetic) are loaded in an engine worker;
-the worker times forward passes of 1 and PROBE_BATCH tokens, and a short plain generation times a
+the worker times forward passes of 1 to 16 tokens (PROBE_BATCHES), and short plain generations time a
 whole step. The same pair quantized by llama-quantize to Q8_0 and to Q4_K_M is timed the same way,
 since llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones.
 engine.planning.device_speed.solve_cpu_speed and solve_class_rates turn the timings into a
@@ -10,6 +10,7 @@ DeviceSpeed, which is cached per processor, core count and llama.cpp build.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from engine.measure.generate import generate
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import PairSpec, write_pair
 from engine.planning.device_speed import (
-    PROBE_BATCH,
+    PROBE_BATCHES,
     PROBE_QUANTS,
     PROBE_SHAPE,
     ProbeTimes,
@@ -57,19 +58,13 @@ def probe_cpu_speed(
         cost, small = model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft))
         progress("loading it")
         client.load(LoadSettings(target, draft, ctx=2048))
-        progress("timing forward passes of 1, 2 and 16 tokens")
-        timed = {"F16": (cost, small, _fastest_passes(client, reps))}
-        progress("timing a short plain generation")
-        tps = max(
-            generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)[
-                "tokens_per_s"
-            ]
-            for _ in range(REPEATS)
-        )
+        progress("timing forward passes of 1 to 16 tokens and short plain generations")
+        times, beyond = _fastest_passes(client, reps, generation=True)
+        timed = {"F16": (cost, small, times)}
     for cls, ftype in PROBE_QUANTS.items():
         progress(f"timing {ftype} weights, whose kernels differ from F16's")
         timed[cls] = _time_class(folder, target, draft, ftype, reps)
-    speed = solve_cpu_speed(timed, 1000.0 / tps if tps else timed["F16"][2].one)
+    speed = solve_cpu_speed(timed, timed["F16"][2].one + beyond)
     save_cpu_speed(key, speed, cache)
     return speed
 
@@ -87,16 +82,25 @@ def _time_class(
     with EngineClient() as client:
         client.start()
         client.load(LoadSettings(files[0], files[1], ctx=2048))
-        times = _fastest_passes(client, reps)
+        times, _ = _fastest_passes(client, reps)
     return model_cost(inspect_gguf(files[0])), model_cost(inspect_gguf(files[1])), times
 
 
-def _fastest_passes(client: EngineClient, reps: int) -> ProbeTimes:
-    """The target's passes of 1, 2 and PROBE_BATCH tokens and the draft's of 1, each the fastest of REPEATS."""
+def _fastest_passes(client: EngineClient, reps: int, generation: bool = False) -> tuple[ProbeTimes, float]:
+    """The target's passes of 1 and PROBE_BATCHES tokens and the draft's of 1, each the fastest of REPEATS
+    rounds; with generation, each round also runs a short plain generation, and the second value is the
+    median over the rounds of what a generated token took beyond that round's one-token pass (sampling,
+    the loop): paired in time, so a slow spell of the machine does not pass for a cost (else 0)."""
     ms: dict[int, float] = {}
     ms_small = float("inf")
+    beyond: list[float] = []
     for _ in range(REPEATS):
-        for n, t in client.measure("target", [1, 2, PROBE_BATCH], n_past=16, reps=reps).items():
+        passes = client.measure("target", [1, *PROBE_BATCHES], n_past=16, reps=reps)
+        for n, t in passes.items():
             ms[n] = min(ms.get(n, float("inf")), t)
         ms_small = min(ms_small, client.measure("draft", [1], n_past=16, reps=reps)[1])
-    return ProbeTimes(ms[1], ms[2], ms[PROBE_BATCH], ms_small)
+        if generation:
+            run = generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)
+            if run["tokens_per_s"]:
+                beyond.append(max(1000.0 / run["tokens_per_s"] - passes[1], 0.0))
+    return ProbeTimes(ms, ms_small), statistics.median(beyond) if beyond else 0.0

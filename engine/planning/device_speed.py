@@ -73,8 +73,11 @@ ASSUMED_OVERHEAD_MS = 0.3
 ASSUMED_REREAD = 0.45  # measured 0.4 to 0.55 on that VM for F16, Q8_0 and Q4_K_M
 
 PROBE_SHAPE = ModelShape(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816, n_ctx_train=2048)
-PROBE_BATCH = 16
+# the batch sizes the probe times besides one token: the line through them is a token's compute
+PROBE_BATCHES = (2, 4, 8, 16)
 # the weight classes the probe times besides F16, and the llama-quantize type it makes for each
+# bumped when the probe measures otherwise, so that an older probe's figures are measured again
+PROBE_VERSION = 2
 PROBE_QUANTS = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M"}
 
 
@@ -113,7 +116,7 @@ def _processor() -> str:
 def cpu_key(build: str | None = None) -> str:
     """What the CPU probe's result depends on: the processor, its cores and the llama.cpp build
     (None: any build, the key of the newest probe on this processor)."""
-    text = f"{_processor()}|{os.cpu_count()}" + (f"|{build}" if build is not None else "|latest")
+    text = f"{PROBE_VERSION}|{_processor()}|{os.cpu_count()}" + (f"|{build}" if build is not None else "|latest")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -159,29 +162,40 @@ def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSp
 
 @dataclass(frozen=True)
 class ProbeTimes:
-    """The probe's timings of one weight class, in ms: the 8-layer target's passes of 1, 2 and PROBE_BATCH
-    tokens, and the 1-layer draft's of one."""
+    """The probe's timings of one weight class, in ms: the 8-layer target's passes by batch size (1 and
+    PROBE_BATCHES), and the 1-layer draft's of one token."""
 
-    one: float
-    two: float
-    batch: float
+    batches: dict[int, float]
     small: float
+
+    @property
+    def one(self) -> float:
+        return self.batches[1]
 
 
 def solve_rates(cost: ModelCost, small: ModelCost, t: ProbeTimes) -> tuple[float, float, float, float]:
     """(bandwidth, FLOPs, reread, fixed ms) of one weight class, for a CPU (DeviceSpeed.overlap False):
       a pass of B tokens = fixed + bytes / bandwidth x (1 + reread if B > 1) + B x flops / FLOPs
-    The step from 2 to PROBE_BATCH tokens is compute alone; the target's and the draft's one-token
-    passes differ by their bytes (and their compute, now known); the step from 1 to 2 tokens beyond a
-    token's compute is the weights read again."""
-    compute_ms = (t.batch - t.two) / (PROBE_BATCH - 2)  # one token's compute through the target
-    flops = cost.flops(1, 16) / max(compute_ms / 1000.0, 1e-12)
+    From 2 tokens on a pass grows by one token's compute a token: a least-squares line through those
+    passes gives it (several batch sizes average out the noise of each timing, where the step between
+    two of them carried all of it), and its intercept is the fixed cost plus the weights read with the
+    reread. The target's and the draft's one-token passes differ by their bytes (and their compute, now
+    known); what one token's pass takes beyond its bytes and compute is the fixed cost."""
+    multi = sorted(b for b in t.batches if b >= 2)
+    if len(multi) < 2:
+        raise ValueError("the probe needs passes of at least two batch sizes from 2 tokens on")
+    mean_b = sum(multi) / len(multi)
+    mean_t = sum(t.batches[b] for b in multi) / len(multi)
+    compute_ms = sum((b - mean_b) * (t.batches[b] - mean_t) for b in multi) / sum((b - mean_b) ** 2 for b in multi)
+    compute_ms = max(compute_ms, 1e-6)  # one token's compute through the target
+    intercept = mean_t - compute_ms * mean_b
+    flops = cost.flops(1, 16) / (compute_ms / 1000.0)
     small_compute_ms = 1000.0 * small.flops(1, 16) / flops
     memory_ms = (t.one - compute_ms) - (t.small - small_compute_ms)  # the target's extra bytes
     bandwidth = (cost.bytes_read(16) - small.bytes_read(16)) / max(memory_ms / 1000.0, 1e-12)
     target_memory_ms = 1000.0 * cost.bytes_read(16) / bandwidth
     fixed_ms = max(t.one - compute_ms - target_memory_ms, 0.0)
-    reread = max((t.two - t.one - compute_ms) / max(target_memory_ms, 1e-9), 0.0)
+    reread = max((intercept - fixed_ms - target_memory_ms) / max(target_memory_ms, 1e-9), 0.0)
     return bandwidth, flops, reread, fixed_ms
 
 

@@ -1401,8 +1401,10 @@ int32_t specrt_time_forward(specrt_engine * e, int32_t which, int32_t n_tokens, 
     std::vector<double> times;
     for (int32_t r = 0; r < reps; ++r) {
         b.clear();
+        // other tokens each repetition, as decoding feeds: an MoE routes them to other experts, where the
+        // same tokens again would find their experts' weights still in the CPU's cache
         for (int32_t i = 0; i < n_tokens; ++i) {
-            b.add(token_at(n_past + i), n_past + i, 0, n_tokens - i <= n_out_max);
+            b.add(token_at(n_past + i + (r + 1) * n_tokens), n_past + i, 0, n_tokens - i <= n_out_max);
         }
         const auto t0 = clock_type::now();
         if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, b.get()) != 0) {
