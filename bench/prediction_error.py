@@ -19,7 +19,7 @@ For each pair, in one engine worker:
              as engine.measure.device_probe measured it (its cached result, taken before any
              pair is loaded): nothing of the pair itself.
   calibrated the same after one calibration run of the pair, as a tune does it: the worker's
-             forward times by batch size (measure) and a plain baseline on two prompts the
+             forward times by batch size (engine.measure.forward_times) and a plain baseline on two prompts the
              evaluation does not use, which scales the verify curve (engine.measure.tuner).
   Both predictions take the acceptance by position that each K's own runs measured (as
   `spectune predict --acceptance` does): this checks the cost side, which the device decides;
@@ -51,6 +51,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  #
 from engine.core.stats import RunStats  # noqa: E402
 from engine.llama.quantize import quantize  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
+from engine.measure.forward_times import forward_times  # noqa: E402
 from engine.measure.generate import generate  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
@@ -150,8 +151,8 @@ def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: i
         # warm-up: the first generation pages the weights in
         generate(client, PROMPTS[0], 8, specs["plain"], sampling, baseline=True)
         # the calibration run, as a tune takes it: forward times by batch size, a plain baseline
-        verify = client.measure("target", VERIFY_SIZES, n_past=n_past)
-        draft_ms = client.measure("draft", DRAFT_SIZES, n_past=n_past)
+        verify = forward_times(client, "target", VERIFY_SIZES, n_past=n_past)
+        draft_ms = forward_times(client, "draft", DRAFT_SIZES, n_past=n_past)
         calib = tokens_per_s(
             [generate(client, p, tokens, specs["plain"], sampling, baseline=True) for p in CALIBRATION_PROMPTS]
         )

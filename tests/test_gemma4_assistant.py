@@ -118,6 +118,21 @@ def test_the_plan_gives_the_assistant_no_kv_cache_as_llama_cpp_does(files):
 # -- specrt against llama-server ---------------------------------------------------------------------------
 
 
+def test_the_speed_model_drafts_with_an_assistant_without_feeding_it_the_verified_tokens(files):
+    """An assistant attends over the target's cache and keeps none: a step costs its K draft passes and the
+    verify, with no pass of the verified tokens through it, which an ordinary draft of the same cost needs."""
+    import dataclasses
+
+    from engine.planning.speed_model import DeviceSpeed, model_cost, predict
+
+    target, assistant = model_cost(inspect_gguf(files["target"])), model_cost(inspect_gguf(files["assistant"]))
+    assert assistant.reads_target_cache and not target.reads_target_cache
+    ordinary = dataclasses.replace(assistant, reads_target_cache=False)
+    cpu = DeviceSpeed("CPU", 20e9, 100e9, 0.5, overlap=False, reread=0.4)
+    with_head, as_draft = (predict(target, d, cpu, acceptance=0.7, k_max=6) for d in (assistant, ordinary))
+    assert all(with_head.speedup_by_k[k] > as_draft.speedup_by_k[k] for k in range(1, 7))
+
+
 def test_specrt_refuses_other_draft_types_with_an_assistant(files):
     from engine.runtime.binding import Engine
 

@@ -142,3 +142,26 @@ def test_a_close_call_is_settled_head_to_head_on_every_prompt(loaded):
     # alternating which goes first, so neither always runs on the other's warm-up
     assert order[:4] == ["ngram-simple", "draft-simple", "draft-simple", "ngram-simple"]
     assert tuner.close_call and tuner.runs == 2 * n and "close call" in lines[0]
+
+
+def test_forward_times_take_every_size_in_each_round_in_alternating_order(loaded):
+    """The calibration's forward times (engine.measure.forward_times): each round times every size, the order
+    reversed every other round, so a slow spell of the machine falls on all sizes alike; each size keeps the
+    median of its rounds."""
+    from engine.measure.forward_times import forward_times
+
+    client, _ = loaded
+    calls: list[list[int]] = []
+    real = client.measure
+
+    def recording(which, sizes, **kw):
+        calls.append(list(sizes))
+        return real(which, sizes, **kw)
+
+    client.measure = recording
+    try:
+        got = forward_times(client, "target", [1, 2, 4], n_past=32, rounds=3, reps=1)
+    finally:
+        client.measure = real
+    assert calls == [[1, 2, 4], [4, 2, 1], [1, 2, 4]]
+    assert set(got) == {1, 2, 4} and all(ms > 0 for ms in got.values())

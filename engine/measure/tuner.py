@@ -39,6 +39,7 @@ from engine.core.chat import Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import DRAFT_MODEL_TYPES, LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
+from engine.measure.forward_times import forward_times
 from engine.measure.generate import generate
 from engine.models.draft_heads import HEAD_METHODS, pair_verdicts
 from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance
@@ -253,12 +254,12 @@ class Tuner:
     def measure_costs(self) -> PairCosts:
         self._check_stop()
         self.progress("measuring the target's verify time by batch size ...")
-        verify = self.client.measure("target", list(VERIFY_SIZES), n_past=min(256, self.load.ctx // 4))
+        verify = forward_times(self.client, "target", list(VERIFY_SIZES), n_past=min(256, self.load.ctx // 4))
         draft = None
         if self.load.draft is not None and self.methods["draft-simple"].runs:  # a head cannot run alone
             self._check_stop()
             self.progress("measuring the draft's forward time ...")
-            d = self.client.measure("draft", [1, 2, 4, 8, 16], n_past=min(256, self.load.ctx // 4))
+            d = forward_times(self.client, "draft", [1, 2, 4, 8, 16], n_past=min(256, self.load.ctx // 4))
             draft = CostCurve(tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
         return PairCosts(CostCurve(tuple(sorted(verify)), tuple(verify[k] for k in sorted(verify))), draft)
 

@@ -15,8 +15,9 @@ it back at the end, whatever n_past is, and updates it for every token (about th
 state element: decay and write the key-value outer product, read it out with the query). An MTP block
 after the trunk is not part of a forward pass of the model.
 Plain decoding is t(1) per token; a speculative step with K drafted tokens costs K draft passes, a
-draft pass over the K + 1 verified tokens and one target pass of K + 1 (engine.planning.cost_model;
-a hybrid target adds the replay of a partly kept draft),
+draft pass over the K + 1 verified tokens (none for a Gemma 4 assistant, which keeps no cache of its
+own) and one target pass of K + 1 (engine.planning.cost_model; a hybrid target adds the replay of a
+partly kept draft),
 which is why verify cost that grows with B (compute-bound, as on a 2-core CPU) eats the speedup and
 a flat one (bandwidth-bound, as on a GPU) does not.
 
@@ -113,6 +114,9 @@ class ModelCost:
     swa_window: int = 0
     # a hybrid target verifies a partly kept draft again (engine.planning.cost_model, replays)
     replays: bool = False
+    # a draft that attends over the target's KV cache and keeps none (a Gemma 4 assistant): the verified
+    # tokens need no pass of their own through it, so a step costs K draft passes and the verify alone
+    reads_target_cache: bool = False
 
     def attended(self, n_past: int) -> tuple[int, int]:
         """(full-attention positions, sliding-window positions) a token attends to after n_past."""
@@ -199,6 +203,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
         swa_attention_macs_per_position=att[1],
         swa_window=window.window if window else 0,
         replays=layout is not None and layout.n_recurrent > 0,
+        reads_target_cache=info.speculative_role == "gemma4-assistant",
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
         expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
         expert_bytes_by_class=tuple(sorted(experts.items())),
@@ -392,7 +397,10 @@ def predict(
         cond = [acceptance_prior(workload)]
     costs = PairCosts(verify, draft_curve, replays=target.replays)
     plain = costs.baseline_tps
-    speedups = {k: costs.predict_tps(cond, k) / plain for k in range(1, k_max + 1)} if draft_curve else {}
+    feed = draft is None or not draft.reads_target_cache
+    speedups = (
+        {k: costs.predict_tps(cond, k, feed_draft=feed) / plain for k in range(1, k_max + 1)} if draft_curve else {}
+    )
     best = max(speedups, key=lambda k: speedups[k]) if speedups else None
     return Prediction(
         plain_tokens_per_s=plain,
