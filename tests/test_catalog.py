@@ -576,7 +576,7 @@ def test_tokenizers_that_differ_in_their_special_tokens_are_kept_apart(catalog):
 def test_gemma_4_26b_a4b_numbers_are_the_pinned_headers(catalog):
     """The pinned llama.cpp's ggml-vocab-gemma-4.gguf is a 26B-A4B's header: the catalog entry's numbers and
     its 'gemma4' object say what that header says, layer by layer."""
-    from engine.planning.memory_plan import model_info_from_numbers
+    from engine.planning.model_numbers import model_info_from_numbers
 
     from .test_gguf_inspect import vocab_dir
 

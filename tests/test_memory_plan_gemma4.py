@@ -15,7 +15,8 @@ from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
 from engine.planning.hardware import cpu_features
 from engine.planning.kv_layers import kv_layers_from_start, kv_row_widths
-from engine.planning.memory_plan import load_options, model_info_from_numbers, plan_memory
+from engine.planning.memory_plan import load_options, plan_memory
+from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.sliding_window import sliding_window
 from engine.runtime.binding import Engine
 

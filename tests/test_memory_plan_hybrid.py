@@ -14,7 +14,8 @@ import pytest
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import GpuBudget, PlanError, load_options, model_info_from_numbers, plan_memory
+from engine.planning.memory_plan import GpuBudget, PlanError, load_options, plan_memory
+from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.recurrent import recurrent_layout, snapshots_at_load, trunk_layers
 from engine.runtime.binding import Engine
 

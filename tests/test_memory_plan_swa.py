@@ -14,7 +14,8 @@ import pytest
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import model_info_from_numbers, plan_memory
+from engine.planning.memory_plan import plan_memory
+from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.sliding_window import modelled, sliding_window
 from engine.runtime.binding import Engine
 

@@ -16,7 +16,8 @@ from engine.models.catalog import load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.planning.hardware import probe
-from engine.planning.memory_plan import CPU, GpuBudget, PlanError, model_info_from_numbers, plan_memory
+from engine.planning.memory_plan import CPU, GpuBudget, PlanError, plan_memory
+from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.placement import Placement, fits, place, placements
 from engine.planning.recommend import budget_from_hardware, headroom, recommend
 from engine.runtime.binding import Engine, SpecrtError

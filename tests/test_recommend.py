@@ -21,7 +21,8 @@ from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
-from engine.planning.memory_plan import GpuBudget, model_info_from_numbers, plan_memory
+from engine.planning.memory_plan import GpuBudget, plan_memory
+from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.recommend import (
     HEADROOM_MIN,
     MIN_SPEEDUP,

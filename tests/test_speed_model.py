@@ -286,7 +286,7 @@ def test_verifying_a_batch_reads_more_of_an_moe_s_experts_and_speculation_pays_l
     """Each token of a verify batch routes to its own experts: a batch of B reads 1 - (1 - share)^B of them.
     Measured here on a generated qwen3moe (32 experts, 2 used, 8 layers, F16) with specrt's timed passes:
     8 tokens cost 7.4x one token, where the dense model of the same active size took 2.9x."""
-    from engine.planning.memory_plan import model_info_from_numbers
+    from engine.planning.model_numbers import model_info_from_numbers
 
     numbers = dict(architecture="qwen3moe", n_layer=48, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128)
     numbers.update(n_ff=6144, n_vocab=151936, n_ctx_train=40960, weight_type="Q4_K", bits_per_weight=4.9)
@@ -326,7 +326,7 @@ def test_per_layer_embedding_tables_are_looked_up_not_read_whole():
     """Gemma 4 E2B's per-layer embedding table holds half its parameters, but a token reads one row of it:
     the speed model counts the catalog E2B's bytes per token by the 2.3B it uses, not the 4.6B it stores."""
     from engine.models.catalog import load_catalog
-    from engine.planning.memory_plan import model_info_from_numbers
+    from engine.planning.model_numbers import model_info_from_numbers
 
     arch = load_catalog().model("gemma-4-e2b-it").architecture
     numbers = {k: v for k, v in vars(arch).items() if k not in ("llama_arch", "params", "gemma4", "hybrid")}

@@ -56,10 +56,10 @@ from engine.planning.memory_plan import (
     PlanError,
     expert_on_cpu,
     format_bytes,
-    model_info_from_numbers,
     parse_size,
     plan_memory,
 )
+from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.placement import Placement, place
 from engine.planning.speed_model import (
     ACCEPTANCE_PRIOR,
