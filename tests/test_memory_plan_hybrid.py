@@ -349,3 +349,39 @@ def test_a_hybrid_moe_pair_matches_llama_cpp_to_the_byte(hybrid_moe_pair, ctx):
         else:
             # the 4-layer draft, whose one attention layer is its last, packs tighter: the plan is high there
             assert actual < planned <= 1.36 * actual
+
+
+def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair, hybrid_pair):
+    """draft-mtp runs the target's MTP block like a draft model (common/speculative.cpp): K passes of the
+    block and the output head, and one over each verified batch. A hybrid target then rolls back from its
+    snapshots, so no replay enters the step; `spectune predict` without a draft predicts it."""
+    import dataclasses
+
+    from engine.planning.speed_model import DeviceSpeed, model_cost, mtp_cost, predict
+
+    info = inspect_gguf(mtp_pair[0])
+    assert mtp_cost(inspect_gguf(hybrid_pair[0])) is None  # no MTP block
+    block = mtp_cost(info)
+    n_trunk = trunk_layers(info)
+    names = {t.name for t in info.tensors}
+    head = "output.weight" if "output.weight" in names else "token_embd.weight"  # a tied model's head
+    expected = sum(
+        t.n_bytes
+        for t in info.tensors
+        if (t.name.startswith(f"blk.{n_trunk}.") and ".embed_tokens" not in t.name)
+        or t.name in (head, "output_norm.weight")
+    )
+    assert block.mtp and block.weight_bytes == expected
+    trunk = model_cost(info)
+    assert block.kv_bytes_per_position > 0 and block.state_bytes_per_pass == 0 and not block.replays
+    assert block.weight_bytes < trunk.weight_bytes / 2
+    cpu = DeviceSpeed("CPU", 20e9, 100e9, 0.5, overlap=False, reread=0.4)
+    got = predict(trunk, block, cpu, acceptance=0.7, k_max=4)
+    as_draft = predict(trunk, dataclasses.replace(block, mtp=False), cpu, acceptance=0.7, k_max=4)  # would replay
+    assert got.method == "draft-mtp" and as_draft.method == "draft-simple"
+    assert all(got.speedup_by_k[k] > as_draft.speedup_by_k[k] for k in range(1, 5))
+    argv = [sys.executable, "-m", "engine.cli", "predict", "--target", str(mtp_pair[0]), "--cpu", "--prior", "--json"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    printed = json.loads(r.stdout)
+    assert printed["method"] == "draft-mtp" and set(printed["speedup_by_k"]) == {str(k) for k in range(1, 13)}

@@ -374,6 +374,20 @@ def test_moe_targets_are_recommended_whole_where_they_fit_and_with_experts_in_ra
     assert c.plan.device_totals()["CUDA0"] == c.needed_bytes <= c.usable_bytes
 
 
+def test_a_target_with_an_mtp_head_is_also_predicted_drafting_for_itself(catalog):
+    """Qwen3.5 carries an MTP block: beside its pair with the 0.8B draft, each candidate says what draft-mtp
+    alone is predicted to give on this GPU (the block and the output head as the draft, no replay)."""
+    device = gpu_device(probe(FakeNVML([rtx4090(0)])))
+    rec = recommend(catalog, gpu_budget(24), ctx=8192, family="qwen3.5", device=device, limit=50)
+    c = next(c for c in rec.recommended if c.target.model == "qwen3.5-27b")
+    assert c.mtp_head and c.mtp_prediction is not None and c.mtp_prediction.method == "draft-mtp"
+    assert c.mtp_prediction.plain_tokens_per_s == pytest.approx(c.prediction.plain_tokens_per_s)
+    best = max(c.mtp_prediction.speedup_by_k.values())
+    assert 1.0 < best < 4.0
+    assert any(f"predicted x{best:.2f}" in r for r in c.reasons())
+    assert c.to_dict()["mtp_prediction"]["method"] == "draft-mtp"
+
+
 def test_unknown_family_and_bad_context(catalog):
     with pytest.raises(CatalogError, match="no family 'qwen9'.*qwen2.5-coder"):
         recommend(catalog, gpu_budget(24), family="qwen9")

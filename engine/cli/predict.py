@@ -4,7 +4,8 @@
 
 The speed model (engine.planning.speed_model) on this machine's device: the first GPU NVML sizes, or
 the CPU measured by a short probe (cached). A tune of the same pair in the history replaces the priors
-(basis "measured") unless --prior; --acceptance replaces the acceptance either way.
+(basis "measured") unless --prior; --acceptance replaces the acceptance either way. Without --draft, a
+target with an MTP block is predicted drafting for itself (draft-mtp).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from engine.measure.device_probe import probe_cpu_speed
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
-from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, model_cost, predict
+from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, model_cost, mtp_cost, predict
 from engine.runtime.client import EngineError
 
 _guarded = guarded(GGUFInspectError, EngineError, ValueError)
@@ -30,8 +31,10 @@ _guarded = guarded(GGUFInspectError, EngineError, ValueError)
 def cmd_predict(a: argparse.Namespace) -> int:
     if a.acceptance is not None and not 0.0 <= a.acceptance <= 1.0:
         raise ValueError(f"--acceptance must be between 0 and 1, got {a.acceptance}")
-    target = model_cost(inspect_gguf(a.target))
-    draft = model_cost(inspect_gguf(a.draft)) if a.draft else None
+    info = inspect_gguf(a.target)
+    target = model_cost(info)
+    # without a draft, a target with an MTP block drafts for itself (draft-mtp), as `spectune run` picks
+    draft = model_cost(inspect_gguf(a.draft)) if a.draft else mtp_cost(info)
     measured = None if a.prior else measured_pair(a.target, a.draft)
     device = None
     if measured is None:
@@ -54,7 +57,7 @@ def format_prediction(p: Prediction, measured_from: str | None = None) -> str:
     lines = [f"basis: {p.basis} ({where})", f"plain decoding: {p.plain_tokens_per_s:.1f} tokens/s"]
     if p.speedup_by_k:
         ks = sorted(p.speedup_by_k)
-        lines.append("draft-simple speedup by K: " + "  ".join(f"{k}: x{p.speedup_by_k[k]:.2f}" for k in ks))
+        lines.append(f"{p.method} speedup by K: " + "  ".join(f"{k}: x{p.speedup_by_k[k]:.2f}" for k in ks))
     lines.append(p.why())
     return "\n".join(lines)
 

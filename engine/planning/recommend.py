@@ -67,6 +67,7 @@ from engine.planning.speed_model import (
     ModelCost,
     Prediction,
     model_cost,
+    mtp_cost,
     predict,
     split_cost,
 )
@@ -335,6 +336,8 @@ class Candidate:
     active_params: int = 0  # of an MoE target: the parameters a token uses (0: dense)
     # the target has an MTP block of an architecture llama.cpp runs draft-mtp for (Qwen3.5): it can draft alone
     mtp_head: bool = False
+    # the speed model for the target drafting with its own MTP block (draft-mtp), when the device is known
+    mtp_prediction: Prediction | None = None
 
     @property
     def score(self) -> float:
@@ -425,9 +428,14 @@ class Candidate:
         for s in self.published:
             out.append(f"published: x{s['speedup']:.2f} ({s['setup']}) {s['source']}")
         if self.mtp_head:
+            p = self.mtp_prediction
+            alone = ""
+            if p is not None and p.speedup_by_k:
+                k = p.best_k or max(p.speedup_by_k, key=lambda k: p.speedup_by_k[k])
+                alone = f" (predicted x{p.speedup_by_k[k]:.2f} at K={k} here, acceptance {self.acceptance_prior:.2f})"
             out.append(
-                "the target has an MTP head: draft-mtp needs no separate draft model, where its GGUF keeps the "
-                "MTP block (spectune inspect says so)"
+                f"the target has an MTP head: draft-mtp needs no separate draft model{alone}, where its GGUF "
+                "keeps the MTP block (spectune inspect says so)"
             )
         return out
 
@@ -458,6 +466,7 @@ class Candidate:
             "tokens_per_s": _rounded(self.tokens_per_s),
             "speed_floor": self.speed_floor,
             "prediction": self.prediction.to_dict() if self.prediction else None,
+            "mtp_prediction": self.mtp_prediction.to_dict() if self.mtp_prediction else None,
             "published_speedups": self.published,
             "reasons": self.reasons(),
             "pull": pull_commands(self.target, self.draft if self.uses_draft else None, self.preset),
@@ -675,6 +684,11 @@ def _predict(
     )
     k = p.best_k or max(p.speedup_by_k, key=lambda k: p.speedup_by_k[k])
     c.prediction, c.speed_floor = p, floor
+    block = mtp_cost(models.info(target, tq)) if c.mtp_head else None
+    if block is not None and not placement.n_cpu_moe:  # the block runs where the target's last layers run
+        c.mtp_prediction = predict(
+            target_cost, block, device, n_past=min(ctx, N_PAST), acceptance=c.acceptance_prior, k_max=max(K_RANGE)
+        )
     c.speedup, c.draft_n_max, c.tokens_per_s_bound = round(p.speedup_by_k[k], 3), k, None
     pace = min(c.tokens_per_s or 0.0, PACE_CAP * floor) if floor else PACE_CAP
     c.score_parts["speed"] = round(10 * math.log2(max(pace, 1e-3) / (floor or 1.0)), 2)

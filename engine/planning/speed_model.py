@@ -117,6 +117,9 @@ class ModelCost:
     # a draft that attends over the target's KV cache and keeps none (a Gemma 4 assistant): the verified
     # tokens need no pass of their own through it, so a step costs K draft passes and the verify alone
     reads_target_cache: bool = False
+    # a target's own MTP block drafting for it (draft-mtp): a hybrid target then rolls a rejected draft
+    # back from its K state snapshots, in place, instead of verifying again
+    mtp: bool = False
 
     def attended(self, n_past: int) -> tuple[int, int]:
         """(full-attention positions, sliding-window positions) a token attends to after n_past."""
@@ -149,15 +152,20 @@ class ModelCost:
         return 2.0 * batch * (self.weight_macs + self.attention_macs(n_past))
 
 
-def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> ModelCost:
+def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: bool = False) -> ModelCost:
     """Bytes and multiply-adds per token of a model (dense or MoE), from its tensors and hyperparameters.
 
     only: count just the tensors whose names it accepts, and no KV cache or attention (the part of a
-    model that runs elsewhere, e.g. the experts --n-cpu-moe keeps in host memory; see split_cost)."""
+    model that runs elsewhere, e.g. the experts --n-cpu-moe keeps in host memory; see split_cost).
+    mtp: the cost of a pass of the model's MTP (next-n) block instead, as draft-mtp runs it (mtp_cost)."""
     n_expert = info._arch_int("expert_count") or 0
     n_expert_used = info._arch_int("expert_used_count") or n_expert
     tied = not any(t.name == "output.weight" for t in info.tensors)
     n_trunk = trunk_layers(info)
+    # the logits of an MTP pass come from the model's output head unless its block has its own
+    head = None if any(".nextn.shared_head_head" in t.name for t in info.tensors) else "output.weight"
+    if head and tied:
+        head = "token_embd.weight"
     weight_bytes = weight_macs = 0
     classes: dict[str, list[int]] = {}
     experts: dict[str, int] = {}
@@ -165,8 +173,11 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
         if only is not None and not only(t.name):
             continue
         layer = _LAYER.match(t.name)
-        if layer and int(layer.group(1)) >= n_trunk:
-            continue  # the MTP block: run by draft-mtp's own context, not by a pass of the model
+        in_block = bool(layer) and int(layer.group(1)) >= n_trunk
+        if mtp and (layer is None and t.name not in (head, "output_norm.weight") or ".nextn.embed_tokens" in t.name):
+            continue  # an MTP pass: its block and the output head; the block's own embedding is a lookup
+        if mtp != in_block and layer is not None:
+            continue  # the MTP block is run by draft-mtp's own context, not by a pass of the model
         share = 1.0
         if "_exps" in t.name and n_expert:
             share = n_expert_used / n_expert  # only the routed experts are read and multiplied
@@ -180,13 +191,14 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
             c = classes.setdefault(weight_class(t.type_name), [0, 0])
             c[0] += int(t.n_bytes * share)
             c[1] += int(t.n_elements * share)
-    layout = recurrent_layout(info)
+    layout = None if mtp else recurrent_layout(info)
     state = layout.state_bytes() if layout and only is None else 0
     window = sliding_window(info)
     # per attention layer: its heads and head sizes (Gemma 4's global layers differ from its sliding ones);
     # a layer that reuses an earlier layer's cache still reads it
     kv, att = [0, 0], [0, 0]  # [full attention, sliding window]
-    for il in range(n_trunk if only is None else 0):
+    layers = range(n_trunk, info.block_count or 0) if mtp else range(n_trunk)
+    for il in layers if only is None else ():
         if is_recurrent(layout, il):
             continue
         n_head, n_head_kv = layer_heads(info, il)
@@ -204,12 +216,23 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None) -> Mo
         swa_window=window.window if window else 0,
         replays=layout is not None and layout.n_recurrent > 0,
         reads_target_cache=info.speculative_role == "gemma4-assistant",
+        mtp=mtp,
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
         expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
         expert_bytes_by_class=tuple(sorted(experts.items())),
         state_bytes_per_pass=2 * state,
         recurrent_macs=3 * layout.n_recurrent * layout.n_embd_s if layout and only is None else 0,
     )
+
+
+def mtp_cost(info: ModelInfo) -> ModelCost | None:
+    """What a draft-mtp pass costs: the model's MTP (next-n) block after its trunk and the output head over
+    the vocabulary, attending to the context like one more layer; None for a model without the block. llama.cpp
+    runs it like a draft model (common/speculative.cpp, draft-mtp): K passes to draft K tokens, and one pass
+    over each verified batch to catch its cache up."""
+    if trunk_layers(info) >= (info.block_count or 0):
+        return None
+    return model_cost(info, mtp=True)
 
 
 def split_cost(info: ModelInfo, on_host: Callable[[str], bool]) -> tuple[ModelCost, ModelCost]:
@@ -304,6 +327,7 @@ class Prediction:
     acceptance: list[float]  # conditional acceptance by position used
     basis: str  # "measured" or "prior"
     device: DeviceSpeed | None
+    method: str = "draft-simple"  # the drafting the speedups are for: draft-mtp for an MTP block or an assistant
 
     @property
     def pays(self) -> bool:
@@ -329,6 +353,7 @@ class Prediction:
             "best_k": self.best_k,
             "acceptance": [round(a, 4) for a in self.acceptance],
             "basis": self.basis,
+            "method": self.method,
             "device": self.device.to_dict() if self.device else None,
             "why": self.why(),
         }
@@ -395,7 +420,7 @@ def predict(
         cond = list(measured.acceptance_by_position)
     else:
         cond = [acceptance_prior(workload)]
-    costs = PairCosts(verify, draft_curve, replays=target.replays)
+    costs = PairCosts(verify, draft_curve, replays=target.replays and not (draft is not None and draft.mtp))
     plain = costs.baseline_tps
     feed = draft is None or not draft.reads_target_cache
     speedups = (
@@ -411,6 +436,7 @@ def predict(
         acceptance=list(cond),
         basis=basis,
         device=device if measured is None else None,
+        method="draft-mtp" if draft is not None and (draft.mtp or draft.reads_target_cache) else "draft-simple",
     )
 
 
