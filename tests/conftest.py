@@ -113,3 +113,12 @@ def run_registered(register, args: list[str], capsys, **register_kw) -> tuple[in
     rc = a.func(a)
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def own_cache_env(folder: Path) -> dict[str, str]:
+    """The environment for a SpecTune subprocess that may measure this CPU (`spectune predict`): its user
+    cache in ``folder``, so that a probe taken under the test run's load never becomes this machine's
+    figures, and the native runtime already built, so that nothing is built again there."""
+    from engine.runtime.native_build import library_path
+
+    return {**os.environ, "SPECTUNE_CACHE_DIR": str(folder), "SPECTUNE_SPECRT": str(library_path())}

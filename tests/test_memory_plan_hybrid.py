@@ -19,6 +19,7 @@ from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.recurrent import recurrent_layout, snapshots_at_load, trunk_layers
 from engine.runtime.binding import Engine
 
+from .conftest import own_cache_env
 from .test_memory_plan import compare
 
 # the generator's delta-net sizes (engine.models.synthetic): conv kernel 4, state 16, 2 key heads, 4 value heads
@@ -351,7 +352,7 @@ def test_a_hybrid_moe_pair_matches_llama_cpp_to_the_byte(hybrid_moe_pair, ctx):
             assert actual < planned <= 1.36 * actual
 
 
-def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair, hybrid_pair):
+def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair, hybrid_pair, tmp_path):
     """draft-mtp runs the target's MTP block like a draft model (common/speculative.cpp): K passes of the
     block and the output head, and one over each verified batch. A hybrid target then rolls back from its
     snapshots, so no replay enters the step; `spectune predict` without a draft predicts it."""
@@ -381,7 +382,7 @@ def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair,
     assert got.method == "draft-mtp" and as_draft.method == "draft-simple"
     assert all(got.speedup_by_k[k] > as_draft.speedup_by_k[k] for k in range(1, 5))
     argv = [sys.executable, "-m", "engine.cli", "predict", "--target", str(mtp_pair[0]), "--cpu", "--prior", "--json"]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=own_cache_env(tmp_path))
     assert r.returncode == 0, r.stderr
     printed = json.loads(r.stdout)
     assert printed["method"] == "draft-mtp" and set(printed["speedup_by_k"]) == {str(k) for k in range(1, 13)}

@@ -34,6 +34,7 @@ from engine.planning.device_speed import (
 from engine.planning.hardware import probe
 from engine.planning.speed_model import DeviceSpeed, Measured, ModelCost, model_cost, predict, weight_class
 
+from .conftest import own_cache_env
 from .fake_nvml import FakeNVML, h100, rtx4090
 
 
@@ -220,17 +221,19 @@ def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
 
 
 @pytest.mark.server
-def test_spectune_predict_prints_the_json_and_refuses_a_bad_acceptance(pair):
+def test_spectune_predict_prints_the_json_and_refuses_a_bad_acceptance(pair, tmp_path):
     target, draft = pair
     argv = [sys.executable, "-m", "engine.cli", "predict", "--target", str(target), "--draft", str(draft)]
-    r = subprocess.run([*argv, "--cpu", "--prior", "--json"], capture_output=True, text=True, timeout=300)
+    env = own_cache_env(tmp_path)  # the CPU probe it takes stays out of the user's cache
+    r = subprocess.run([*argv, "--cpu", "--prior", "--json"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["basis"] == "prior" and got["device"]["name"] == "CPU"
     assert got["plain_tokens_per_s"] > 0 and all(math.isfinite(s) for s in got["speedup_by_k"].values())
     assert set(got["verify_ms_by_batch"]) >= {"1", "2", "5"} and "speculation" in got["why"]
-    r = subprocess.run([*argv, "--acceptance", "2"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([*argv, "--acceptance", "2"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 2 and "--acceptance must be between 0 and 1" in r.stderr
+    assert list((tmp_path / "device-speed").glob("cpu-*.json")), "the probe was kept in the test's cache"
 
 
 def test_the_planner_uses_the_gpu_then_this_cpus_last_probe_then_an_assumption(tmp_path):
