@@ -428,11 +428,12 @@ class Candidate:
         for s in self.published:
             out.append(f"published: x{s['speedup']:.2f} ({s['setup']}) {s['source']}")
         if self.mtp_head:
-            p = self.mtp_prediction
+            mtp = self.mtp_prediction
             alone = ""
-            if p is not None and p.speedup_by_k:
-                k = p.best_k or max(p.speedup_by_k, key=lambda k: p.speedup_by_k[k])
-                alone = f" (predicted x{p.speedup_by_k[k]:.2f} at K={k} here, acceptance {self.acceptance_prior:.2f})"
+            if mtp is not None and mtp.speedup_by_k:
+                by_k = mtp.speedup_by_k
+                k = mtp.best_k or max(by_k, key=lambda k: by_k[k])
+                alone = f" (predicted x{by_k[k]:.2f} at K={k} here, acceptance {self.acceptance_prior:.2f})"
             out.append(
                 f"the target has an MTP head: draft-mtp needs no separate draft model{alone}, where its GGUF "
                 "keeps the MTP block (spectune inspect says so)"

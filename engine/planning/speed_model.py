@@ -173,7 +173,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         if only is not None and not only(t.name):
             continue
         layer = _LAYER.match(t.name)
-        in_block = bool(layer) and int(layer.group(1)) >= n_trunk
+        in_block = layer is not None and int(layer.group(1)) >= n_trunk
         if mtp and (layer is None and t.name not in (head, "output_norm.weight") or ".nextn.embed_tokens" in t.name):
             continue  # an MTP pass: its block and the output head; the block's own embedding is a lookup
         if mtp != in_block and layer is not None:
