@@ -505,3 +505,27 @@ def test_cli_errors_are_one_line(args, message):
     assert p.returncode == 2
     assert p.stdout == "" and "Traceback" not in p.stderr
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("spectune: error: ") and message in p.stderr
+
+
+def test_a_workload_set_sets_the_acceptance_the_pairs_are_predicted_at(catalog, capsys):
+    """`spectune recommend --workload SET`: the speed model's prior for that kind of text (summaries restate
+    their source and are drafted more easily than free writing), lowered for the draft's quant as always."""
+    from engine.planning.speed_model import ACCEPTANCE_PRIORS
+
+    device = gpu_device(probe(FakeNVML([rtx4090(0)])))
+    by_set = {
+        w: recommend(catalog, gpu_budget(24), family="qwen2.5-coder", device=device, workload=w)
+        for w in ("creative", "summarization")
+    }
+    first = by_set["creative"].recommended[0]
+    same = next(c for c in by_set["summarization"].recommended if (c.target, c.draft) == (first.target, first.draft))
+    assert first.acceptance_prior <= ACCEPTANCE_PRIORS["creative"]
+    assert same.acceptance_prior - first.acceptance_prior == pytest.approx(
+        ACCEPTANCE_PRIORS["summarization"] - ACCEPTANCE_PRIORS["creative"]
+    )
+    assert same.speedup > first.speedup
+    with pytest.raises(RecommendError, match="no workload set 'poetry'; the shipped ones: code-completion"):
+        recommend(catalog, gpu_budget(24), workload="poetry")
+    code, out, err = run_cli(["recommend", "--vram", "24GiB", "--workload", "summarization", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["recommendations"][0]["acceptance_prior"] <= ACCEPTANCE_PRIORS["summarization"]

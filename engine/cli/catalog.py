@@ -1,7 +1,7 @@
 """The ``spectune`` subcommands about the catalog: what to run, and the one-click presets.
 
   spectune recommend [--vram 12GiB | auto] [--family F] [--ctx N] [--bandwidth GB/s] [--limit N]
-                     [--speed-floor TOK/S] [--no-probe] [--json]
+                     [--speed-floor TOK/S] [--workload SET] [--no-probe] [--json]
   spectune presets [--vram SIZE | auto] [--ctx N] [--json]
 
 recommend ranks by the speed the pairs are predicted to reach on this machine's device: the first GPU
@@ -45,7 +45,7 @@ from engine.planning.recommend import (
     preset_fits,
     recommend,
 )
-from engine.planning.speed_model import DeviceSpeed
+from engine.planning.speed_model import ACCEPTANCE_PRIORS, DeviceSpeed
 from engine.runtime.client import EngineError
 
 _guarded = guarded(CatalogError, RecommendError, PlanError, EngineError)
@@ -106,6 +106,7 @@ def cmd_recommend(a: argparse.Namespace) -> int:
         limit=a.limit,
         device=_device(a, budget, report),
         speed_floor=a.speed_floor,
+        workload=a.workload,
     )
     print(json.dumps(result.to_dict()) if a.json else format_recommendation(result))
     return 0
@@ -152,6 +153,11 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
         type=float,
         default=DEFAULT_SPEED_FLOOR,
         help=f"tokens/s a pair must reach here to be recommended (default {DEFAULT_SPEED_FLOOR:g}, interactive)",
+    )
+    r.add_argument(
+        "--workload",
+        choices=sorted(ACCEPTANCE_PRIORS),
+        help="the kind of text: the pairs are predicted at its prior acceptance (default: a flat 0.70)",
     )
     r.add_argument(
         "--no-probe",

@@ -29,8 +29,8 @@ rank     score = size + quant + speed, in points (each part reported):
                   Without one: 10 x log2(expected speedup), Leviathan et al.'s formula for
                   a bandwidth-bound decoder (engine.planning.cost_model.leviathan_speedup)
                   with c = draft bytes / target bytes read per token.
-         The acceptance is a prior (ACCEPTANCE_PRIOR, lowered for a coarse draft quant)
-         until the lab measures the real one; K is the best of 1..8.
+         The acceptance is the speed model's prior (by kind of text with a workload set, lowered
+         for a coarse draft quant) until the lab measures the real one; K is the best of 1..8.
 left out near-misses (within 25% of the budget, under the speed floor, or fitting but
          not worth a draft) come with the reason; models without a same-tokenizer draft in
          the catalog, or whose trained context is shorter than asked, are named.
@@ -62,7 +62,7 @@ from engine.planning.memory_plan import (
 from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.placement import Placement, place
 from engine.planning.speed_model import (
-    ACCEPTANCE_PRIOR,
+    ACCEPTANCE_PRIORS,
     DeviceSpeed,
     ModelCost,
     Prediction,
@@ -71,6 +71,7 @@ from engine.planning.speed_model import (
     predict,
     split_cost,
 )
+from engine.planning.speed_model import acceptance_prior as workload_prior
 
 K_RANGE = range(1, 9)
 DEFAULT_SPEED_FLOOR = 10.0  # tokens/s: about reading speed, what "interactive" needs
@@ -292,15 +293,18 @@ def quant_quality(catalog: Catalog, name: str) -> tuple[float, bool]:
     return known[-1][1], True
 
 
-def acceptance_prior(draft_ppl_increase: float) -> float:
-    """The acceptance expected of a same-family draft at a quant that adds this much perplexity."""
-    return max(0.05, ACCEPTANCE_PRIOR - DRAFT_QUANT_PENALTY * draft_ppl_increase)
+def acceptance_prior(draft_ppl_increase: float, workload: str | None = None) -> float:
+    """The acceptance expected of a same-family draft at a quant that adds this much perplexity, on a shipped
+    workload set's kind of text (engine.planning.speed_model.ACCEPTANCE_PRIORS; None: the flat prior)."""
+    return max(0.05, workload_prior(workload) - DRAFT_QUANT_PENALTY * draft_ppl_increase)
 
 
-def expected_speedup(cost_ratio: float, draft_ppl_increase: float) -> tuple[float, int, float]:
+def expected_speedup(
+    cost_ratio: float, draft_ppl_increase: float, workload: str | None = None
+) -> tuple[float, int, float]:
     """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token, on a
     bandwidth-bound device (no device speed known)."""
-    alpha = acceptance_prior(draft_ppl_increase)
+    alpha = acceptance_prior(draft_ppl_increase, workload)
     speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in K_RANGE)
     return speedup, k, alpha
 
@@ -534,12 +538,15 @@ def recommend(
     device: DeviceSpeed | None = None,
     speed_floor: float = DEFAULT_SPEED_FLOOR,
     host: DeviceSpeed | None = None,
+    workload: str | None = None,
 ) -> Recommendation:
     """device: where the pairs would run (engine.planning.device_speed.local_device), so that they are
     ranked by what the speed model predicts there; None ranks by the bandwidth-bound speedup alone.
     A pair that does not fit the GPUs as llama.cpp places it by default is placed otherwise where it can
     be (engine.planning.placement: the draft on one GPU or the CPU, an MoE target's experts in RAM);
-    host is the CPU's speed for the parts placed there (default: this CPU, measured or assumed)."""
+    host is the CPU's speed for the parts placed there (default: this CPU, measured or assumed).
+    workload: a shipped workload set's name, whose prior acceptance the pairs are predicted at (None: the
+    flat prior)."""
     if host is None and device is not None and budget.kind == "gpu":
         from engine.planning.device_speed import assumed_cpu_speed, latest_cpu_speed
 
@@ -550,6 +557,8 @@ def recommend(
         raise RecommendError(f"the speed floor must be 0 tokens/s or more, got {speed_floor}")
     if family is not None:
         catalog.family(family)  # CatalogError names the known families
+    if workload is not None and workload not in ACCEPTANCE_PRIORS:
+        raise RecommendError(f"no workload set {workload!r}; the shipped ones: {', '.join(sorted(ACCEPTANCE_PRIORS))}")
     models = _Models(catalog)
     presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in catalog.presets}
     pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in catalog.pairings}
@@ -585,7 +594,9 @@ def recommend(
             best: Candidate | None = None
             for draft in drafts:
                 for dq in (q for q in DRAFT_QUANTS if q in draft.files):
-                    c = _candidate(catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups)
+                    c = _candidate(
+                        catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups, workload
+                    )
                     if not c.fits_memory and budget.kind == "gpu":
                         _place(c, models, budget, ctx, target, tq, draft, dq)
                     if device is not None:
@@ -747,13 +758,14 @@ def _candidate(
     dq: str,
     presets: dict,
     pairing_speedups: dict,
+    workload: str | None = None,
 ) -> Candidate:
     needed, fits = _needed(models.pair_totals(budget, ctx, target, tq, draft, dq), budget)
     target_bytes = models.bytes_per_token(target, tq)
     cost_ratio = models.bytes_per_token(draft, dq) / target_bytes
     ppl, estimated = quant_quality(catalog, tq)
     draft_ppl, _ = quant_quality(catalog, dq)
-    speedup, k, alpha = expected_speedup(cost_ratio, draft_ppl)
+    speedup, k, alpha = expected_speedup(cost_ratio, draft_ppl, workload)
     params = target.architecture.params
     parts = {
         "size": round(10 * math.log2(size_params(target) / 1e9), 2),
