@@ -215,7 +215,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         swa_attention_macs_per_position=att[1],
         swa_window=window.window if window else 0,
         replays=layout is not None and layout.n_recurrent > 0,
-        reads_target_cache=info.speculative_role == "gemma4-assistant",
+        reads_target_cache=info.architecture == "gemma4-assistant",  # its speculative_role, without a scan
         mtp=mtp,
         by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
         expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
