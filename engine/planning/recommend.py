@@ -204,6 +204,7 @@ class _Models:
         self._cache: dict[tuple[str, str], ModelInfo] = {}
         self._alone: dict[tuple[str, str, int], dict[str, int]] = {}
         self._costs: dict[tuple[str, str], ModelCost] = {}
+        self._mtp_costs: dict[tuple[str, str], ModelCost | None] = {}
 
     def info(self, model: Model, quant: str) -> ModelInfo:
         key = (model.id, quant)
@@ -241,6 +242,14 @@ class _Models:
         if key not in self._costs:
             self._costs[key] = model_cost(self.info(model, quant))
         return self._costs[key]
+
+    def mtp_cost(self, model: Model, quant: str) -> ModelCost | None:
+        """What a pass of the model's own MTP block costs (None: it has none), once per model and quant: a
+        target is a candidate with every draft it pairs with."""
+        key = (model.id, quant)
+        if key not in self._mtp_costs:
+            self._mtp_costs[key] = mtp_cost(self.info(model, quant))
+        return self._mtp_costs[key]
 
     def alone(self, budget: Budget, ctx: int, model: Model, quant: str) -> dict[str, int]:
         """Device totals of one model planned alone at ctx tokens."""
@@ -696,7 +705,7 @@ def _predict(
     )
     k = p.best_k or max(p.speedup_by_k, key=lambda k: p.speedup_by_k[k])
     c.prediction, c.speed_floor = p, floor
-    block = mtp_cost(models.info(target, tq)) if c.mtp_head else None
+    block = models.mtp_cost(target, tq) if c.mtp_head else None
     if block is not None and not placement.n_cpu_moe:  # the block runs where the target's last layers run
         c.mtp_prediction = predict(
             target_cost, block, device, n_past=min(ctx, N_PAST), acceptance=c.acceptance_prior, k_max=max(K_RANGE)
