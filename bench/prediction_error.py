@@ -19,8 +19,14 @@ For each pair, in one engine worker:
              as engine.measure.device_probe measured it (its cached result, taken before any
              pair is loaded): nothing of the pair itself.
   calibrated the same after one calibration run of the pair, as a tune does it: the worker's
-             forward times by batch size (engine.measure.forward_times) and a plain baseline on two prompts the
-             evaluation does not use, which scales the verify curve (engine.measure.tuner).
+             forward times by batch size (engine.measure.forward_times) and a plain baseline on two
+             prompts the evaluation does not use, which scales the verify curve (engine.measure.tuner).
+             Every round takes its own calibration run, as one more arm in the A B C D / D C B A
+             order, and its predictions are compared with that round's measurements: a calibration
+             and the measurement it is checked against then lie a minute apart at most, and the
+             machine's drift between them (a 2-core VM drifts 10-40 % within minutes) is what one
+             round sees, not what the whole case does. A case's calibrated error is the median over
+             rounds of these paired errors; its "calib" column the median of the rounds' predictions.
   Both predictions take the acceptance by position that each K's own runs measured (as
   `spectune predict --acceptance` does): this checks the cost side, which the device decides;
   acceptance is a property of the pair and the text, measured live. p-min is 0 so that every
@@ -56,7 +62,7 @@ from engine.measure.generate import generate  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.planning.cost_model import conditional_acceptance  # noqa: E402
-from engine.planning.speed_model import Measured, ModelCost, model_cost, predict  # noqa: E402
+from engine.planning.speed_model import Measured, model_cost, predict  # noqa: E402
 from engine.runtime.client import EngineClient  # noqa: E402
 
 N_VOCAB = 32000
@@ -128,13 +134,39 @@ class CaseResult:
     params: float
     plain_measured: float
     speedup_measured: dict[int, float]
-    plain_predicted: dict[str, float]  # basis -> tokens/s
+    plain_predicted: dict[str, float]  # basis -> tokens/s (calibrated: the median of the rounds')
     speedup_predicted: dict[str, dict[int, float]]  # basis -> K -> speedup
     acceptance: dict[int, float]
+    # the calibrated predictions' errors, each the median over rounds of the error against the same round
+    calibrated_plain_error: float  # relative
+    calibrated_speedup_error: dict[int, float]  # K -> predicted minus measured
 
 
 def tokens_per_s(summaries: list[dict]) -> float:
     return RunStats.of_summaries(summaries).tokens_per_s
+
+
+@dataclass
+class Calibration:
+    verify_ms: dict[int, float]
+    draft_ms: dict[int, float]
+    baseline_tokens_per_s: float
+
+    def measured(self) -> Measured:
+        """The forward times, the verify curve scaled so that a one-token pass is what the baseline's
+        tokens took (as engine.measure.tuner does)."""
+        b = self.baseline_tokens_per_s
+        scale = (1000.0 / b) / self.verify_ms[1] if b else 1.0
+        return Measured({n: ms * scale for n, ms in self.verify_ms.items()}, self.draft_ms, source="calibration run")
+
+
+def calibrate(client: EngineClient, n_past: int, tokens: int) -> Calibration:
+    """One calibration run of the loaded pair, as a tune takes it."""
+    verify = forward_times(client, "target", VERIFY_SIZES, n_past=n_past)
+    draft_ms = forward_times(client, "draft", DRAFT_SIZES, n_past=n_past)
+    plain, sampling = SpecSettings("none"), SamplingSettings(temp=0.0)
+    baseline = tokens_per_s([generate(client, p, tokens, plain, sampling, baseline=True) for p in CALIBRATION_PROMPTS])
+    return Calibration(verify, draft_ms, baseline)
 
 
 def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: int, log) -> CaseResult:
@@ -150,43 +182,48 @@ def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: i
         client.load(LoadSettings(target, draft, ctx=2048, threads=threads, threads_batch=threads))
         # warm-up: the first generation pages the weights in
         generate(client, PROMPTS[0], 8, specs["plain"], sampling, baseline=True)
-        # the calibration run, as a tune takes it: forward times by batch size, a plain baseline
-        verify = forward_times(client, "target", VERIFY_SIZES, n_past=n_past)
-        draft_ms = forward_times(client, "draft", DRAFT_SIZES, n_past=n_past)
-        calib = tokens_per_s(
-            [generate(client, p, tokens, specs["plain"], sampling, baseline=True) for p in CALIBRATION_PROMPTS]
-        )
-        # the evaluation: the arms take turns, the order reversed every other round
+        # the arms and a calibration run take turns, the order reversed every other round
         per_round: list[dict[str, list[dict]]] = []
+        calibrations: list[Calibration] = []
         for r in range(rounds):
             got: dict[str, list[dict]] = {}
-            for arm in abba(arms, r):
+            for arm in abba(["calibration", *arms], r):
+                if arm == "calibration":
+                    calibrations.append(calibrate(client, n_past, tokens))
+                    continue
                 got[arm] = [generate(client, p, tokens, specs[arm], sampling, baseline=arm == "plain") for p in PROMPTS]
             per_round.append(got)
-    plain = statistics.median(tokens_per_s(g["plain"]) for g in per_round)
-    speedup = {k: statistics.median(tokens_per_s(g[f"K{k}"]) / tokens_per_s(g["plain"]) for g in per_round) for k in KS}
+    plain_by_round = [tokens_per_s(g["plain"]) for g in per_round]
+    speedup_by_round = {k: [tokens_per_s(g[f"K{k}"]) / p for g, p in zip(per_round, plain_by_round)] for k in KS}
     cond: dict[int, list[float]] = {}
     acceptance: dict[int, float] = {}
     for k in KS:
         total = RunStats.of_summaries([s for g in per_round for s in g[f"K{k}"]])
         cond[k] = conditional_acceptance(total.accepted_by_position[:k], total.steps)
         acceptance[k] = total.acceptance_rate
-    scale = (1000.0 / calib) / verify[1] if calib else 1.0
-    measured = Measured({b: ms * scale for b, ms in verify.items()}, draft_ms, source="calibration run")
-    plain_pred, speed_pred = {}, {}
-    for basis in ("prior", "calibrated"):
-        speed_pred[basis] = {}
-        for k in KS:
-            p = _predict(basis, t_cost, d_cost, device, measured, n_past, cond[k])
-            speed_pred[basis][k] = p.speedup_by_k[k]
-            plain_pred[basis] = p.plain_tokens_per_s
-    return CaseResult(f"{size} {quant}", params, plain, speedup, plain_pred, speed_pred, acceptance)
-
-
-def _predict(basis: str, t_cost: ModelCost, d_cost: ModelCost, device, measured: Measured, n_past: int, cond):
-    if basis == "prior":
-        return predict(t_cost, d_cost, device, n_past=n_past, acceptance=cond, k_max=max(KS))
-    return predict(t_cost, d_cost, None, measured=measured, acceptance=cond, k_max=max(KS))
+    prior = {k: predict(t_cost, d_cost, device, n_past=n_past, acceptance=cond[k], k_max=max(KS)) for k in KS}
+    # each round's calibration predicts that round
+    calibrated = [
+        {k: predict(t_cost, d_cost, None, measured=c.measured(), acceptance=cond[k], k_max=max(KS)) for k in KS}
+        for c in calibrations
+    ]
+    calib_plain = [c[KS[0]].plain_tokens_per_s for c in calibrated]
+    return CaseResult(
+        name=f"{size} {quant}",
+        params=params,
+        plain_measured=statistics.median(plain_by_round),
+        speedup_measured={k: statistics.median(v) for k, v in speedup_by_round.items()},
+        plain_predicted={"prior": prior[KS[0]].plain_tokens_per_s, "calibrated": statistics.median(calib_plain)},
+        speedup_predicted={
+            "prior": {k: p.speedup_by_k[k] for k, p in prior.items()},
+            "calibrated": {k: statistics.median(c[k].speedup_by_k[k] for c in calibrated) for k in KS},
+        },
+        acceptance=acceptance,
+        calibrated_plain_error=statistics.median(p / m - 1 for p, m in zip(calib_plain, plain_by_round)),
+        calibrated_speedup_error={
+            k: statistics.median(c[k].speedup_by_k[k] - m for c, m in zip(calibrated, speedup_by_round[k])) for k in KS
+        },
+    )
 
 
 def main() -> int:
@@ -221,14 +258,15 @@ def main() -> int:
         row = f"{r.name:<14} {r.params / 1e9:>6.2f}B {r.plain_measured:>8.1f}"
         for basis in GOALS:
             pred = r.plain_predicted[basis]
-            err = pred / r.plain_measured - 1
+            err = pred / r.plain_measured - 1 if basis == "prior" else r.calibrated_plain_error
             errors[basis]["plain"].append(abs(err))
             row += f" {pred:>8.1f} {100 * err:>+6.1f}%"
         for k in KS:
             row += f"   {r.acceptance[k]:>7.2f} {r.speedup_measured[k]:>5.2f}"
             for basis in GOALS:
                 pred = r.speedup_predicted[basis][k]
-                errors[basis]["speedup"].append(abs(pred - r.speedup_measured[k]))
+                diff = pred - r.speedup_measured[k] if basis == "prior" else r.calibrated_speedup_error[k]
+                errors[basis]["speedup"].append(abs(diff))
                 row += f" {pred:>5.2f}"
         out(row)
 
