@@ -15,6 +15,7 @@ from engine.core.settings import LoadSettings, SettingsError
 from engine.models.catalog import load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.fit import verdict_of
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import CPU, GpuBudget, PlanError, plan_memory
 from engine.planning.model_numbers import model_info_from_numbers
@@ -114,6 +115,38 @@ def test_an_moe_target_too_big_for_the_gpu_keeps_the_fewest_expert_layers_in_ram
     assert place(TARGET, DRAFT, 8192, _gpus(4), headroom) is None
 
 
+def test_experts_go_to_ram_only_where_the_ram_holds_them():
+    """The host part of a placement (the experts of the first N layers, the draft on the CPU) must fit the
+    available RAM: mapped experts that RAM cannot hold would be read from the disk on every token."""
+    gpus = _gpus(12)
+    placement, plan = place(MOE, DRAFT, 8192, gpus, headroom)
+    host = plan.device_totals()[CPU]
+    assert host > 4 * GiB  # the experts of the first layers
+    # enough RAM: the same placement; one byte too little (after its headroom): nowhere
+    roomy = host + headroom(host) + GiB
+    assert place(MOE, DRAFT, 8192, gpus, headroom, roomy) == (placement, plan)
+    assert place(MOE, DRAFT, 8192, gpus, headroom, host // 2) is None
+    assert fits(plan, gpus, headroom) and not fits(plan, gpus, headroom, host // 2)
+    # the default placement of a pair that fits the GPUs is held to the RAM as well (its token embeddings)
+    small = _gpus(24)
+    default = Placement().plan(TARGET, DRAFT, 8192, small)
+    assert place(TARGET, DRAFT, 8192, small, NO_HEADROOM, default.device_totals()[CPU]) == (Placement(), default)
+    assert place(TARGET, DRAFT, 8192, small, NO_HEADROOM, default.device_totals()[CPU] - 1) is None
+
+
+def test_a_gpu_plan_whose_host_part_exceeds_the_ram_does_not_fit_and_says_why():
+    gpus = _gpus(12)
+    _, plan = place(MOE, DRAFT, 8192, gpus, headroom)
+    host = plan.device_totals()[CPU]
+    assert verdict_of(plan, gpus, host).fits and verdict_of(plan, gpus, None).fits
+    short = verdict_of(plan, gpus, host - 1)
+    assert short.fits is False and short.where == "RAM" and short.host_part
+    assert short.needed_bytes == host and short.available_bytes == host - 1
+    assert "The GPUs hold their part" in short.explanation(8192) and "in RAM" in short.summary()
+    # a GPU that is short is the verdict, whatever the RAM
+    assert verdict_of(plan, _gpus(2), 1).where == "VRAM"
+
+
 def test_placement_becomes_load_settings_and_the_export_line(pair):
     load = LoadSettings(pair[0], pair[1], ctx=2048)
     placed = Placement(target_devices=("CUDA0",), draft_devices=("CUDA1",)).apply(load)
@@ -163,6 +196,15 @@ def test_plan_on_a_two_gpu_stand_in_gives_the_placed_plan_and_the_export_runs_it
     placed = report["placement"]
     assert placed["flags"] == placement.flags() and placed["plan"]["fits"] is True
     assert placed["plan"]["layers"] == plan.layers
+    # --vram with --ram too small for even the default plan's host part (the token embeddings): the GPU holds
+    # its part, and the verdict is the RAM's
+    host = Placement().plan(inspect_gguf(target), inspect_gguf(draft), 2048, _gpus(4)).device_totals()[CPU]
+    ram_args = ["plan", "--target", str(target), "--draft", str(draft), "--ctx", "2048", "--vram", "4GiB"]
+    rc, out, _ = run_registered(register_models, [*ram_args, "--ram", f"{host - 1}B", "--json"], capsys)
+    short = json.loads(out)["fit"]
+    assert rc == 0 and short["fits"] is False and short["where"] == "RAM" and short["needed_bytes"] == host
+    rc, out, _ = run_registered(register_models, [*ram_args, "--ram", f"{host}B", "--json"], capsys)
+    assert json.loads(out)["fit"]["fits"] is True
     # the export with those flags: the same placement on llama-server's command line
     flags = {"-devd": "--device-draft", "-dev": "--device", "-ngld": "--ngl-draft", "-ncmoe": "--n-cpu-moe"}
     export_args = ["export", "--target", str(target), "--draft", str(draft), "--ctx", "2048"]

@@ -374,6 +374,33 @@ def test_moe_targets_are_recommended_whole_where_they_fit_and_with_experts_in_ra
     assert c.plan.device_totals()["CUDA0"] == c.needed_bytes <= c.usable_bytes
 
 
+def test_experts_in_ram_need_the_ram_to_hold_them(catalog):
+    """--vram 16GiB --ram SIZE: Qwen3-30B-A3B at Q4_K_M fits with the experts of its first layers in RAM when
+    the RAM holds them; with too little RAM it is a near-miss that says so, and with --vram auto the RAM is
+    this machine's (the stand-in's report)."""
+    device = gpu_device(probe(FakeNVML([rtx4090(0)])))
+
+    def qwen3_30b(budget):
+        r = recommend(catalog, budget, ctx=8192, family="qwen3", device=device, limit=50, near_miss_limit=50)
+        return next(
+            c for c in r.recommended + r.near_misses if c.target.model == "qwen3-30b-a3b" and c.target.quant == "Q4_K_M"
+        )
+
+    roomy = qwen3_30b(budget_from_size("16GiB", ram="64GiB"))
+    assert roomy.fits_memory and roomy.placement is not None and roomy.placement.n_cpu_moe > 0
+    assert roomy.host_bytes == roomy.plan.device_totals()["CPU"] > 2 * 2**30
+    assert any(r.startswith("RAM: ") for r in roomy.reasons())
+    assert roomy.to_dict()["host_bytes"] == roomy.host_bytes
+    short = qwen3_30b(budget_from_size("16GiB", ram="2GiB"))
+    assert not short.fits_memory and "in RAM, more than the" in short.why_not
+    unknown = qwen3_30b(budget_from_size("16GiB"))  # no --ram: not checked, as before
+    assert unknown.fits_memory and unknown.ram_usable_bytes is None
+    # --vram auto: the RAM the hardware report reads
+    auto = budget_from_hardware(FakeNVML([rtx4090(0)]))
+    assert auto.ram_bytes == probe(FakeNVML([rtx4090(0)])).cpu.ram_available_bytes
+    assert "RAM" in auto.describe()
+
+
 def test_a_target_with_an_mtp_head_is_also_predicted_drafting_for_itself(catalog):
     """Qwen3.5 carries an MTP block: beside its pair with the 0.8B draft, each candidate says what draft-mtp
     alone is predicted to give on this GPU (the block and the output head as the draft, no replay)."""
@@ -498,6 +525,8 @@ def test_cli_presets_json_through_a_subprocess():
         (["recommend", "--vram", "24GiB", "--family", "qwen9"], "no family 'qwen9' in the catalog; known:"),
         (["recommend", "--vram", "24GiB", "--ctx", "0"], "--ctx must be 1 or more"),
         (["presets", "--vram", "24GiB", "--catalog", "/nonexistent/catalog"], "catalog folder missing"),
+        (["recommend", "--ram", "32GiB"], "--ram goes with --vram SIZE"),
+        (["recommend", "--vram", "24GiB", "--ram", "100MiB"], "--ram 100MiB leaves nothing after"),
     ],
 )
 def test_cli_errors_are_one_line(args, message):

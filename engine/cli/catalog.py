@@ -1,8 +1,8 @@
 """The ``spectune`` subcommands about the catalog: what to run, and the one-click presets.
 
-  spectune recommend [--vram 12GiB | auto] [--family F] [--ctx N] [--bandwidth GB/s] [--limit N]
-                     [--speed-floor TOK/S] [--workload SET] [--no-probe] [--json]
-  spectune presets [--vram SIZE | auto] [--ctx N] [--json]
+  spectune recommend [--vram 12GiB [--ram 32GiB] | auto] [--family F] [--ctx N] [--bandwidth GB/s]
+                     [--limit N] [--speed-floor TOK/S] [--workload SET] [--no-probe] [--json]
+  spectune presets [--vram SIZE [--ram SIZE] | auto] [--ctx N] [--json]
 
 recommend ranks by the speed the pairs are predicted to reach on this machine's device: the first GPU
 NVML sizes, else the CPU as measured by a short probe (run once, cached; --no-probe uses the last
@@ -60,8 +60,10 @@ def _budget(a: argparse.Namespace, report: HardwareReport | None = None) -> Budg
     if a.bandwidth is not None and a.bandwidth <= 0:
         raise RecommendError(f"--bandwidth must be positive (GB/s), got {a.bandwidth}")
     if _auto(a):
+        if a.ram is not None:
+            raise RecommendError("--ram goes with --vram SIZE; --vram auto reads this machine's RAM")
         return budget_from_hardware(a.nvml, a.bandwidth, report=report)
-    return budget_from_size(a.vram, a.bandwidth)
+    return budget_from_size(a.vram, a.bandwidth, a.ram)
 
 
 def _check_ctx(ctx: int) -> None:
@@ -130,6 +132,11 @@ def _common(p: argparse.ArgumentParser, nvml: ModuleType | None) -> None:
         default="auto",
         help="free GPU memory to plan for (e.g. 12GiB), or auto: the GPUs NVML reports, else the "
         "available RAM for a CPU-only run (default auto)",
+    )
+    p.add_argument(
+        "--ram",
+        help="with --vram SIZE: the RAM available (e.g. 32GiB) for what a placement keeps on the CPU (an MoE "
+        "target's experts, the draft); unchecked without it. --vram auto reads this machine's",
     )
     p.add_argument("--ctx", type=int, default=DEFAULT_CTX, help=f"context size to plan for (default {DEFAULT_CTX})")
     p.add_argument(

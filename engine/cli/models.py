@@ -4,7 +4,7 @@
   spectune inspect FILE [--json]              what a GGUF holds (header only)
   spectune compat TARGET DRAFT [--json]       llama.cpp's draft/target vocab rule
   spectune plan --target T [--draft D] --ctx N [--ngl N] [--ngl-draft N]
-                [--cache-type-k T] [--cache-type-v T] [--vram SIZE] [--json]
+                [--cache-type-k T] [--cache-type-v T] [--vram SIZE] [--ram SIZE] [--json]
 
 engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
 ``spectune: error: ...``, on stderr and return exit code 2; ``compat`` returns 1
@@ -75,8 +75,17 @@ def _budgets(a: argparse.Namespace) -> list[GpuBudget]:
     return [GpuBudget(g.llama_name, g.memory_free_bytes) for g in report.gpus if g.memory_free_bytes is not None]
 
 
-def _placed(a: argparse.Namespace, gpus: list[GpuBudget]):
-    """The first arrangement of the pair that fits these GPUs (engine.planning.placement), with its plan."""
+def _ram(a: argparse.Namespace) -> int | None:
+    """The RAM a plan's host part must fit: --ram, else this machine's available RAM, unless --vram describes
+    another machine's GPU (then not checked)."""
+    if a.ram is not None:
+        return parse_size(a.ram)
+    return None if a.vram is not None else ram()[1]
+
+
+def _placed(a: argparse.Namespace, gpus: list[GpuBudget], ram_bytes: int | None):
+    """The first arrangement of the pair that fits these GPUs and the RAM (engine.planning.placement), with
+    its plan."""
     from engine.planning.placement import place
 
     if not gpus:
@@ -84,15 +93,17 @@ def _placed(a: argparse.Namespace, gpus: list[GpuBudget]):
     target = inspect_gguf(a.target)
     draft = inspect_gguf(a.draft) if a.draft else None
     options = {"cache_type_k": a.cache_type_k, "cache_type_v": a.cache_type_v}
-    return place(target, draft, a.ctx, gpus, lambda free: 0, **options)
+    return place(target, draft, a.ctx, gpus, lambda free: 0, ram_bytes, **options)
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
     if a.ctx < 0:
         raise PlanError(f"--ctx must be 0 (the trained context) or more, got {a.ctx}")
     gpus = _budgets(a)
-    # the verdict the GUI shows before loading: VRAM per GPU, or RAM where no GPU is planned
-    budget = MemoryBudget(gpus, None if gpus else ram()[1], tuple(cpu_features()))
+    # the verdict the GUI shows before loading: VRAM per GPU (and the RAM for their host part), or RAM where no
+    # GPU is planned
+    ram_bytes = _ram(a)
+    budget = MemoryBudget(gpus, ram_bytes, tuple(cpu_features()))
     check = preflight(
         a.target,
         a.draft,
@@ -111,7 +122,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
         raise PlanError(check.reasons[0].message)
-    placed = _placed(a, gpus) if fit.fits is False else None
+    placed = _placed(a, gpus, ram_bytes) if fit.fits is False else None
     if a.json:
         print(
             json.dumps(
@@ -190,6 +201,11 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     )
     p.add_argument(
         "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"
+    )
+    p.add_argument(
+        "--ram",
+        help="the RAM available (e.g. 32GiB) for what stays on the CPU (default: this machine's; with --vram "
+        "SIZE, not checked)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_guarded(cmd_plan), nvml=nvml)

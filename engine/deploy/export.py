@@ -361,6 +361,13 @@ def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:
             + "; ".join(short)
             + " (llama-server's --fit would move layers to the CPU; lower -c or the layer count)"
         ]
+    if fit.host_part:
+        return warnings + [
+            f"the GPUs hold their part of the memory plan for -c {ctx}, but it keeps "
+            f"{format_bytes(fit.needed_bytes)} in host memory (what it places on the CPU), "
+            f"{format_bytes(fit.available_bytes or 0)} available: free some RAM, keep fewer experts (-ncmoe) "
+            "or the draft on the CPU where the GPUs have room, or take a smaller quantization"
+        ]
     return warnings + [
         f"the memory plan for -c {ctx} needs {format_bytes(fit.needed_bytes)} of host memory, "
         f"{format_bytes(fit.available_bytes or 0)} available; lower -c"

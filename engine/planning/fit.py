@@ -30,6 +30,8 @@ class FitVerdict:
     available_bytes: int | None
     plan: MemoryPlan
     short_devices: list[str]  # the GPUs the plan overfills
+    # a GPU plan whose GPUs hold their part while its host part (where "RAM") is more than the RAM available
+    host_part: bool = False
 
     def summary(self) -> str:
         need = format_bytes(self.needed_bytes)
@@ -51,6 +53,14 @@ class FitVerdict:
                 f"This pair does not fit on {over}: the memory plan counts "
                 f"{format_bytes(self.needed_bytes)} for both models, their KV caches and compute buffers, "
                 f"with {format_bytes(self.available_bytes or 0)} free. {advice}"
+            )
+        if self.host_part:
+            return (
+                f"The GPUs hold their part, but this arrangement keeps {format_bytes(self.needed_bytes)} in RAM "
+                f"(what the plan puts on the CPU: weights placed there, the token embeddings, host buffers) and "
+                f"{format_bytes(self.available_bytes or 0)} is available: weights mapped there would be read from "
+                "the disk again on every token. Free some RAM, keep fewer of the target's experts or the draft "
+                f"on the CPU where the GPUs have room, or try a smaller context than {ctx} or a smaller quantization."
             )
         return (
             f"This pair needs {format_bytes(self.needed_bytes)} of memory by the plan and "
@@ -165,11 +175,15 @@ def check_fit(
 
 
 def verdict_of(plan: MemoryPlan, gpus: list[GpuBudget], ram_available: int | None) -> FitVerdict:
-    """A plan's verdict: against the GPUs' free VRAM when it has GPUs, else against the available RAM."""
+    """A plan's verdict: against the GPUs' free VRAM when it has GPUs (and its host part against the available
+    RAM, when that is known), else the whole plan against the available RAM."""
     totals = plan.to_dict()["totals"]
     if gpus:
         by_device = totals["by_device"]
         short = [g.name for g in gpus if by_device.get(g.name, 0) > g.free_bytes]
+        host = totals["host_bytes"]
+        if not short and ram_available is not None and host > ram_available:
+            return FitVerdict(False, "RAM", host, ram_available, plan, [], host_part=True)
         return FitVerdict(plan.fits, "VRAM", totals["vram_bytes"], sum(g.free_bytes for g in gpus), plan, short)
     fits = None if ram_available is None else totals["all_bytes"] <= ram_available
     return FitVerdict(fits, "RAM", totals["all_bytes"], ram_available, plan, [])

@@ -18,7 +18,10 @@ GPUs in another arrangement, in this order of preference (fastest first):
    them, so this costs far less speed than moving whole layers.
 
 Each arrangement is a full memory plan (engine.planning.memory_plan), checked device by
-device against the free memory less a headroom. ``place`` returns the first that fits.
+device against the free memory less a headroom, and, when the available RAM is known, its
+host part (experts and a draft placed there, the token embeddings, host buffers) against that
+RAM less a headroom: experts mapped from a file that RAM cannot hold are read from the disk
+again on every token. ``place`` returns the first that fits.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.memory_plan import GpuBudget, MemoryPlan, load_options, moe_numbers, plan_memory
+from engine.planning.memory_plan import CPU, GpuBudget, MemoryPlan, load_options, moe_numbers, plan_memory
 
 Headroom = Callable[[int], int]  # free bytes of a GPU -> bytes to keep free on it
 
@@ -113,9 +116,18 @@ class Placement:
         )
 
 
-def fits(plan: MemoryPlan, gpus: list[GpuBudget], headroom: Headroom) -> bool:
+def fits_gpus(plan: MemoryPlan, gpus: list[GpuBudget], headroom: Headroom) -> bool:
     totals = plan.device_totals()
     return all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in gpus)
+
+
+def fits_ram(plan: MemoryPlan, ram_bytes: int | None, headroom: Headroom) -> bool:
+    """The plan's host part within the available RAM less its headroom (True when the RAM is unknown)."""
+    return ram_bytes is None or plan.device_totals().get(CPU, 0) <= ram_bytes - headroom(ram_bytes)
+
+
+def fits(plan: MemoryPlan, gpus: list[GpuBudget], headroom: Headroom, ram_bytes: int | None = None) -> bool:
+    return fits_gpus(plan, gpus, headroom) and fits_ram(plan, ram_bytes, headroom)
 
 
 def placements(target: ModelInfo, draft: ModelInfo | None, gpus: list[GpuBudget]) -> Iterator[Placement]:
@@ -139,16 +151,17 @@ def place(
     ctx: int,
     gpus: list[GpuBudget],
     headroom: Headroom,
+    ram_bytes: int | None = None,
     **opts,
 ) -> tuple[Placement, MemoryPlan] | None:
-    """The first arrangement whose plan fits every GPU (with its headroom), and that plan; None when none
-    does. opts go to Placement.plan (draft_n_max, the K the pair loads for) and plan_memory (cache types,
-    n_outputs, ...)."""
+    """The first arrangement whose plan fits every GPU (with its headroom) and the available RAM (ram_bytes,
+    None: not checked), and that plan; None when none does. opts go to Placement.plan (draft_n_max, the K
+    the pair loads for) and plan_memory (cache types, n_outputs, ...)."""
     if not gpus:
         return None
     for p in placements(target, draft, gpus):
         plan = p.plan(target, draft, ctx, gpus, **opts)
-        if fits(plan, gpus, headroom):
+        if fits(plan, gpus, headroom, ram_bytes):
             return p, plan
     if not moe_numbers(target)[0]:
         return None
@@ -159,14 +172,17 @@ def place(
             p = Placement(draft_on_cpu=cpu, n_cpu_moe=n)
             return p, p.plan(target, draft, ctx, gpus, **opts)
 
-        if not fits(at(n_layer)[1], gpus, headroom):
+        if not fits_gpus(at(n_layer)[1], gpus, headroom):
             continue  # even with every expert in RAM the rest does not fit
-        lo, hi = 1, n_layer  # the smallest N that fits: the plan shrinks as N grows
+        lo, hi = 1, n_layer  # the smallest N that fits the GPUs: their part shrinks as N grows
         while lo < hi:
             mid = (lo + hi) // 2
-            if fits(at(mid)[1], gpus, headroom):
+            if fits_gpus(at(mid)[1], gpus, headroom):
                 hi = mid
             else:
                 lo = mid + 1
-        return at(lo)
+        placed = at(lo)
+        # RAM's part grows with N, so the smallest N is the one RAM can best hold
+        if fits_ram(placed[1], ram_bytes, headroom):
+            return placed
     return None

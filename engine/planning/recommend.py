@@ -50,6 +50,7 @@ from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.hardware import HardwareReport
 from engine.planning.memory_plan import (
+    CPU,
     KV_PAD,
     GpuBudget,
     MemoryPlan,
@@ -105,7 +106,9 @@ def headroom(free_bytes: int) -> int:
 class Budget:
     kind: str  # "gpu" | "cpu"
     gpus: tuple[GpuBudget, ...] = ()  # llama.cpp names and free bytes (gpu)
-    ram_bytes: int | None = None  # available RAM (cpu)
+    # available RAM: the budget itself (cpu), or what must hold a GPU plan's host part, the experts or the
+    # draft placed on the CPU among it (gpu; None: unknown, not checked)
+    ram_bytes: int | None = None
     bandwidth_bytes_per_s: float | None = None
     source: str = ""
 
@@ -123,6 +126,11 @@ class Budget:
     def usable_bytes(self) -> int:
         return self.free_bytes - self.headroom_bytes
 
+    @property
+    def ram_usable_bytes(self) -> int | None:
+        """RAM less its headroom (the usable bytes themselves for a CPU budget); None when unknown."""
+        return None if self.ram_bytes is None else self.ram_bytes - headroom(self.ram_bytes)
+
     def describe(self, short: bool = False) -> str:
         """short: where and how much, without the source, headroom and bandwidth."""
         bw = f", peak bandwidth {self.bandwidth_bytes_per_s / 1e9:.0f} GB/s" if self.bandwidth_bytes_per_s else ""
@@ -133,7 +141,8 @@ class Budget:
         )
         if short:
             return where
-        return f"{where} ({self.source}); {format_bytes(self.headroom_bytes)} kept as headroom{bw}"
+        ram = f"; RAM {format_bytes(self.ram_bytes)} available" if self.kind == "gpu" and self.ram_bytes else ""
+        return f"{where}{ram} ({self.source}); {format_bytes(self.headroom_bytes)} kept as headroom{bw}"
 
     def to_dict(self) -> dict:
         return {
@@ -148,16 +157,21 @@ class Budget:
         }
 
 
-def budget_from_size(text: str, bandwidth_gb_s: float | None = None) -> Budget:
-    """--vram 12GiB: one GPU (CUDA0) with that much free memory."""
+def budget_from_size(text: str, bandwidth_gb_s: float | None = None, ram: str | None = None) -> Budget:
+    """--vram 12GiB: one GPU (CUDA0) with that much free memory; ram (--ram 32GiB): the RAM available beside
+    it, which what a placement puts on the CPU must fit (None: not checked)."""
     try:
         size = parse_size(text)
+        ram_bytes = parse_size(ram) if ram is not None else None
     except PlanError as exc:
         raise RecommendError(str(exc)) from None
     if size <= HEADROOM_MIN:
         raise RecommendError(f"--vram {text} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
+    if ram_bytes is not None and ram_bytes <= HEADROOM_MIN:
+        raise RecommendError(f"--ram {ram} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
+    source = f"--vram {text}" + (f", --ram {ram}" if ram is not None else "")
     return Budget(
-        "gpu", (GpuBudget("CUDA0", size),), None, bandwidth_gb_s * 1e9 if bandwidth_gb_s else None, f"--vram {text}"
+        "gpu", (GpuBudget("CUDA0", size),), ram_bytes, bandwidth_gb_s * 1e9 if bandwidth_gb_s else None, source
     )
 
 
@@ -178,9 +192,9 @@ def budget_from_hardware(
         return Budget(
             "gpu",
             tuple(GpuBudget(g.llama_name, g.memory_free_bytes or 0) for g in gpus),
-            None,
+            report.cpu.ram_available_bytes,
             bandwidth,
-            f"NVML: {names}",
+            f"NVML: {names}" + (f"; RAM from {report.cpu.source}" if report.cpu.ram_available_bytes else ""),
         )
     if not report.cpu.ram_available_bytes:
         raise RecommendError(f"{report.message}, and the available RAM cannot be read either; give --vram SIZE")
@@ -351,6 +365,14 @@ class Candidate:
     mtp_head: bool = False
     # the speed model for the target drafting with its own MTP block (draft-mtp), when the device is known
     mtp_prediction: Prediction | None = None
+    # a GPU budget's host part: what the plan keeps in RAM, and the RAM usable for it (None: unknown)
+    host_bytes: int = 0
+    ram_usable_bytes: int | None = None
+
+    @property
+    def ram_short(self) -> bool:
+        """The GPUs hold their part, the RAM not the host part (the experts or the draft placed there)."""
+        return self.ram_usable_bytes is not None and self.host_bytes > self.ram_usable_bytes
 
     @property
     def score(self) -> float:
@@ -434,8 +456,11 @@ class Candidate:
             *speed,
             f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
         ]
+        if self.placement is not None and self.ram_usable_bytes is not None:
+            out.append(f"RAM: {format_bytes(self.host_bytes)} of {format_bytes(self.ram_usable_bytes)} usable")
         if self.placement is not None:
-            out.append(f"placed so that it fits: {self.placement.describe()} ({' '.join(self.placement_flags())})")
+            how = "placed so that it fits" if self.fits_memory else "placed so that the GPUs hold their part"
+            out.append(f"{how}: {self.placement.describe()} ({' '.join(self.placement_flags())})")
         if self.tokens_per_s_bound:
             out.append(f"bandwidth bound: about {self.tokens_per_s_bound:.0f} tokens/s with the draft")
         for s in self.published:
@@ -462,6 +487,8 @@ class Candidate:
             "score_parts": self.score_parts,
             "needed_bytes": self.needed_bytes,
             "usable_bytes": self.usable_bytes,
+            "host_bytes": self.host_bytes,
+            "ram_usable_bytes": self.ram_usable_bytes,
             "fits_memory": self.fits_memory,
             "quality": {
                 "quant": self.target.quant,
@@ -520,13 +547,16 @@ class Recommendation:
 
 
 def _needed(plan: MemoryPlan | dict[str, int], budget: Budget) -> tuple[int, bool]:
-    """Bytes on the budget's devices and whether every device keeps its headroom."""
+    """Bytes on the budget's devices and whether every device keeps its headroom (a GPU budget's RAM too,
+    for the plan's host part, when the RAM is known)."""
     totals = plan.device_totals() if isinstance(plan, MemoryPlan) else plan
     if budget.kind == "cpu":
         total = sum(totals.values())
         return total, total <= budget.usable_bytes
     needed = sum(totals.get(g.name, 0) for g in budget.gpus)
-    return needed, all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in budget.gpus)
+    ram = budget.ram_usable_bytes
+    fits = all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in budget.gpus)
+    return needed, fits and (ram is None or totals.get(CPU, 0) <= ram)
 
 
 def _plan(
@@ -626,6 +656,12 @@ def recommend(
                 f"fits, but the draft costs {100 * c.cost_ratio:.0f}% of the target per token: "
                 f"expected x{c.speedup:.2f}, not worth its memory"
             )
+        elif not c.fits_memory and c.ram_short and c.needed_bytes <= c.usable_bytes:
+            how = f" with {c.placement.describe()}" if c.placement else ""
+            c.why_not = (
+                f"the GPUs hold their part{how}, but that keeps {format_bytes(c.host_bytes)} in RAM, more than "
+                f"the {format_bytes(c.ram_usable_bytes or 0)} usable"
+            )
         elif not c.fits_memory:
             over = c.needed_bytes - c.usable_bytes
             c.why_not = (
@@ -660,12 +696,17 @@ def _place(
     c: Candidate, models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
 ) -> None:
     """Where the pair fits the GPUs when llama.cpp's default placement does not: the candidate then fits,
-    with that placement and its plan."""
-    placed = place(models.info(target, tq), models.info(draft, dq), ctx, list(budget.gpus), headroom)
+    with that placement and its plan. When only the RAM cannot hold what a placement keeps on the CPU,
+    the candidate keeps that placement and does not fit, so that its near-miss says so."""
+    t_info, d_info, gpus = models.info(target, tq), models.info(draft, dq), list(budget.gpus)
+    placed = place(t_info, d_info, ctx, gpus, headroom, budget.ram_bytes)
+    if placed is None and budget.ram_bytes is not None:
+        placed = place(t_info, d_info, ctx, gpus, headroom)
     if placed is None:
         return
     c.placement, c.plan = placed
     c.needed_bytes, c.fits_memory = _needed(c.plan, budget)
+    c.host_bytes = c.plan.device_totals().get(CPU, 0)
 
 
 def _worth_listing(c: Candidate) -> bool:
@@ -769,7 +810,8 @@ def _candidate(
     pairing_speedups: dict,
     workload: str | None = None,
 ) -> Candidate:
-    needed, fits = _needed(models.pair_totals(budget, ctx, target, tq, draft, dq), budget)
+    totals = models.pair_totals(budget, ctx, target, tq, draft, dq)
+    needed, fits = _needed(totals, budget)
     target_bytes = models.bytes_per_token(target, tq)
     cost_ratio = models.bytes_per_token(draft, dq) / target_bytes
     ppl, estimated = quant_quality(catalog, tq)
@@ -803,6 +845,8 @@ def _candidate(
         presets.get((target.id, tq, draft.id, dq)),
         active_params=target.architecture.active_params if target.architecture.is_moe else 0,
         mtp_head=target.architecture.nextn_layers > 0 and target.architecture.llama_arch in MTP_ARCHITECTURES,
+        host_bytes=totals.get(CPU, 0) if budget.kind == "gpu" else 0,
+        ram_usable_bytes=budget.ram_usable_bytes if budget.kind == "gpu" else None,
     )
 
 
@@ -865,11 +909,18 @@ def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX)
                     run_ctx,
                     list(budget.gpus),
                     headroom,
+                    budget.ram_bytes,
                 )
                 if placed is not None:
                     placement, plan = placed
                     needed, fits = _needed(plan, budget)
             verdict = "fits" if fits else f"does not fit ({format_bytes(needed - budget.usable_bytes)} over)"
+            if not fits and needed <= budget.usable_bytes:  # the GPUs hold their part, the RAM not the rest
+                host = plan.device_totals().get(CPU, 0)
+                verdict = (
+                    f"does not fit: {format_bytes(host)} in RAM, more than the "
+                    f"{format_bytes(budget.ram_usable_bytes or 0)} usable"
+                )
             if placement is not None:
                 verdict += f" with {placement.describe()} ({' '.join(placement.flags())})"
             why = f"{format_bytes(needed)} of {format_bytes(budget.usable_bytes)} usable at {run_ctx} tokens: {verdict}"

@@ -253,7 +253,13 @@ class LabPage(QWidget):
             target = inspect_gguf(settings.target)
             draft = inspect_gguf(settings.draft) if settings.draft else None
             placed = place(
-                target, draft, settings.ctx, list(budget.gpus), lambda free: 0, draft_n_max=settings.draft_n_max_at_load
+                target,
+                draft,
+                settings.ctx,
+                list(budget.gpus),
+                lambda free: 0,
+                budget.ram_available,
+                draft_n_max=settings.draft_n_max_at_load,
             )
         except (GGUFInspectError, OSError, ValueError):
             return None
