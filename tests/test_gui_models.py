@@ -387,6 +387,16 @@ def test_recommendations_for_the_gpu_nvml_reports(qtbot, tmp_path, places):
             assert "cannot reach the hub" in page.presets.details.text()
             page.tabs.setCurrentWidget(rec)
         assert len(page.presets.rows) == n_rows + 1 and page.presets.rows[-1].kind == "pick"
+
+        # the kind of text: the pairs are ranked again at its prior acceptance
+        flat = {c.label: c.acceptance_prior for c in rec.result.recommended}
+        before = rec.result
+        rec.text_kind.setCurrentIndex(rec.text_kind.findData("creative"))
+        assert rec.workload() == "creative"
+        qtbot.waitUntil(lambda: rec.result is not before and not page.rank_job.running, timeout=WAIT)
+        creative = {c.label: c.acceptance_prior for c in rec.result.recommended}
+        both = set(flat) & set(creative)
+        assert both and all(creative[k] < flat[k] for k in both)
     finally:
         w.close()
     assert not page.rank_job.running and not page.library.scanning

@@ -46,11 +46,19 @@ class CatalogView:
     error: str = ""  # why there is no recommendation
 
 
-def rank_catalog(catalog, nvml, ctx: int, speed_floor: float = 10.0, probe_cache: Path | None = None) -> CatalogView:
+def rank_catalog(
+    catalog,
+    nvml,
+    ctx: int,
+    speed_floor: float = 10.0,
+    probe_cache: Path | None = None,
+    workload: str | None = None,
+) -> CatalogView:
     """The catalog (loaded when None), the budget NVML sees (or RAM), the list ranked by the speed predicted
     on this machine's device (the GPU, else the CPU as last measured or as assumed from its cores) and the
-    presets' fits; what `spectune recommend --no-probe` and `spectune presets` print. A budget that cannot
-    be measured still leaves the presets with their sizes. probe_cache: where the CPU probe is kept."""
+    presets' fits; what `spectune recommend --no-probe [--workload SET]` and `spectune presets` print. A
+    budget that cannot be measured still leaves the presets with their sizes. probe_cache: where the CPU
+    probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at."""
     from engine.models.catalog import CatalogError, load_catalog
     from engine.planning.device_speed import local_device
     from engine.planning.hardware import probe
@@ -62,7 +70,7 @@ def rank_catalog(catalog, nvml, ctx: int, speed_floor: float = 10.0, probe_cache
         report = probe(nvml)
         budget = budget_from_hardware(nvml, report=report)
         device = local_device(report, probe_cache)
-        rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor)
+        rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor, workload=workload)
     except (RecommendError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
     return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
@@ -171,10 +179,11 @@ class ModelsPage(QWidget):
         self._hook_close()
         catalog = self.catalog_view.catalog if self.catalog_view is not None else self._catalog
         nvml, ctx, floor = self.nvml, self.recommend.ctx.value(), float(self.recommend.floor.value())
+        workload = self.recommend.workload()
         cache = getattr(self.hardware, "probe_cache", None)
         self.recommend.set_busy()
         self.rank_job = BackgroundJob(
-            "models-recommend", lambda report: rank_catalog(catalog, nvml, ctx, floor, cache), self
+            "models-recommend", lambda report: rank_catalog(catalog, nvml, ctx, floor, cache, workload), self
         )
         self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()
 
@@ -276,6 +285,10 @@ class ModelsPage(QWidget):
         detail = ""
         if verdict.where == "VRAM":
             detail = f"; {plan.to_dict()['totals']['host_bytes'] / GIB:.2f} GiB in host memory"
+        elif verdict.host_part:
+            detail = (
+                f"; the GPUs hold their {plan.to_dict()['totals']['vram_bytes'] / GIB:.2f} GiB, the RAM not the rest"
+            )
         self.fit_badge.setText(coloured(f"{mark} {verdict.summary()}", colour) + detail)
         by_kind = {}
         for item in plan.items:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.widgets.style import ERROR, error_text
 from engine.models.downloads import format_bytes
+from engine.planning.speed_model import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIORS
 
 COLUMNS = ("target + draft", "score", "memory", "predicted here", "preset")
 ROLE = Qt.ItemDataRole.UserRole
@@ -63,6 +65,17 @@ class RecommendPanel(QWidget):
         )
         self.floor.setKeyboardTracking(False)
         self.floor.valueChanged.connect(lambda value: self.refreshRequested.emit())
+        # the kind of text: its prior acceptance is what the pairs' speeds are predicted at
+        self.text_kind = QComboBox()
+        self.text_kind.addItem(f"any text ({ACCEPTANCE_PRIOR:.2f})", None)
+        for name, prior in sorted(ACCEPTANCE_PRIORS.items()):
+            self.text_kind.addItem(f"{name} ({prior:.2f})", name)
+        self.text_kind.setToolTip(
+            "the kind of text you will generate: the pairs are predicted at its prior acceptance per draft "
+            "position (text that restates its prompt is drafted more easily than free writing); a tune of a "
+            "pair in the Lab measures its own"
+        )
+        self.text_kind.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setToolTip("read the free memory again and rank anew")
         self.refresh_button.clicked.connect(self.refreshRequested)
@@ -72,6 +85,8 @@ class RecommendPanel(QWidget):
         top.addWidget(self.ctx)
         top.addWidget(QLabel("at least"))
         top.addWidget(self.floor)
+        top.addWidget(QLabel("for"))
+        top.addWidget(self.text_kind)
         top.addWidget(self.refresh_button)
 
         self.tree = QTreeWidget()
@@ -100,6 +115,10 @@ class RecommendPanel(QWidget):
         col.addLayout(top)
         col.addWidget(self.tree, 1)
         col.addLayout(bottom)
+
+    def workload(self) -> str | None:
+        """The shipped workload set chosen (None: any text, the flat prior)."""
+        return self.text_kind.currentData()
 
     def set_busy(self) -> None:
         self.refresh_button.setEnabled(False)
