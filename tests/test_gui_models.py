@@ -219,6 +219,11 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     # the compatible pairs: the larger model is the target
     assert lib.pairs.rowCount() == 1 + len(BUNDLED.pairs)
     assert (lib.pairs.item(0, 0).text(), lib.pairs.item(0, 1).text()) == (f"{REPO}:{TARGET}", "tiny:latest")
+    # each pair's speed predicted here, in the background: tokens/s and the best K, and why in the tooltip
+    qtbot.waitUntil(lambda: all(lib.pairs.item(r, 2).text() != "…" for r in range(lib.pairs.rowCount())), timeout=WAIT)
+    predicted = lib.pairs.item(0, 2)
+    assert predicted.text().startswith("~") and "tok/s" in predicted.text()
+    assert "speculation" in predicted.toolTip() and "predicted from" in predicted.toolTip()
 
     session = page.session
     lib.select_paths(ollama_d)

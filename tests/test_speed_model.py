@@ -15,6 +15,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.measure.calibration import measured_pair
 from engine.measure.device_probe import probe_cpu_speed
 from engine.measure.history import History, record_summary
+from engine.measure.pair_speed import predict_pairs
 from engine.models.gguf_inspect import TensorInfo, inspect_gguf
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import (
@@ -202,6 +203,34 @@ def test_a_tune_in_the_history_is_this_pairs_measurement(pair, tmp_path):
         found = measured_pair(target, draft, h)
         assert found is not None and found.verify_ms == {1: 2.0, 4: 5.0} and found.acceptance_by_position == [0.8, 0.6]
         assert measured_pair(target, None, h) is None  # another pair: the draft differs
+
+
+def test_local_pairs_are_predicted_from_their_tune_or_the_device(pair, tmp_path):
+    """What the library shows beside each pair: the device's prediction until the pair is tuned here, then the
+    tune's; a file that cannot be read says why, and the other pairs are still predicted."""
+    target, draft = pair
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\0" * 12)
+    device = DeviceSpeed("CPU", bandwidth_bytes_per_s=13e9, flops_per_s=70e9, overhead_ms=0.4, source="measured")
+    pairs = [(str(target), str(draft)), (str(broken), str(draft))]
+    db = tmp_path / "history.sqlite"
+    with History(db) as h:
+        got = predict_pairs(pairs, device, history=h)
+        prior = got[pairs[0]]
+        assert not isinstance(prior, str) and prior.basis == "prior" and prior.device == device
+        direct = predict(model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft)), device)
+        assert prior.plain_tokens_per_s == direct.plain_tokens_per_s and prior.speedup_by_k == direct.speedup_by_k
+        assert isinstance(got[pairs[1]], str) and "broken.gguf" in got[pairs[1]]
+        assert prior.speed_text().startswith("~") and "tok/s" in prior.speed_text()
+        tune = {"verify_ms": {"1": 2.0, "5": 2.4}, "draft_ms": {"1": 0.1}, "acceptance_by_position": [0.9] * 4}
+        load = LoadSettings(target, draft, ctx=2048)
+        record_summary("tune", load, SpecSettings("draft-simple"), SamplingSettings(), tune, path=db)
+        measured = predict_pairs(pairs[:1], None, history=h)[pairs[0]]
+        assert not isinstance(measured, str) and measured.basis == "measured" and measured.pays
+        assert measured.plain_tokens_per_s == pytest.approx(1000 / 2.0)
+        assert measured.speed_text().endswith(f"at K={measured.best_k})")
+        # without a tune or a device there is nothing to predict from: said, not raised
+        assert "no device" in predict_pairs([(str(draft), str(target))], None, history=h)[(str(draft), str(target))]
 
 
 @pytest.mark.server

@@ -71,6 +71,7 @@ from engine.planning.speed_model import (
     mtp_cost,
     predict,
     split_cost,
+    tokens_per_s_text,
 )
 from engine.planning.speed_model import acceptance_prior as workload_prior
 
@@ -407,10 +408,7 @@ class Candidate:
         if self.prediction is None:
             bound = f", ≤{self.tokens_per_s_bound:.0f} tok/s" if self.tokens_per_s_bound else ""
             return f"x{self.speedup:.2f} at K={self.draft_n_max}{bound}"
-        tps = self.tokens_per_s or 0.0
-        if self.uses_draft:
-            return f"~{_tps(tps)} tok/s (x{self.speedup:.2f} at K={self.draft_n_max})"
-        return f"~{_tps(tps)} tok/s without the draft (x{self.speedup:.2f} with it)"
+        return self.prediction.speed_text()
 
     @property
     def label(self) -> str:
@@ -438,8 +436,8 @@ class Candidate:
             pr, floor = self.prediction, self.speed_floor or DEFAULT_SPEED_FLOOR
             device = f" on {pr.device.name} ({pr.device.source})" if pr.device else ""
             speed = [
-                f"predicted{device}: {_tps(pr.plain_tokens_per_s)} tokens/s without speculation; "
-                f"{_tps(self.tokens_per_s or 0.0)} tokens/s as recommended, against a floor of {floor:g}: "
+                f"predicted{device}: {tokens_per_s_text(pr.plain_tokens_per_s)} tokens/s without speculation; "
+                f"{tokens_per_s_text(self.tokens_per_s or 0.0)} tokens/s as recommended, against a floor of {floor:g}: "
                 f"{p['speed']:+.1f}",
                 f"at acceptance {self.acceptance_prior:.2f} (prior), {pr.why()}",
             ]
@@ -648,7 +646,7 @@ def recommend(
     for c in candidates:
         if c.too_slow:
             c.why_not = (
-                f"fits, but about {_tps(c.tokens_per_s or 0.0)} tokens/s here, under the floor of "
+                f"fits, but about {tokens_per_s_text(c.tokens_per_s or 0.0)} tokens/s here, under the floor of "
                 f"{speed_floor:g} tokens/s"
             )
         elif c.fits_memory and c.speedup < MIN_SPEEDUP and c.prediction is None:
@@ -939,11 +937,6 @@ def pull_commands(target: ModelFile, draft: ModelFile | None, preset: str | None
     if preset and draft is not None:
         return [f"spectune pull {preset}"]
     return [f"spectune pull {f.repo}:{f.filename}" for f in (target, draft) if f is not None and not f.bundled]
-
-
-def _tps(x: float) -> str:
-    """Tokens/s to two significant figures: 1.2, 14, 140."""
-    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
 
 
 def _rounded(x: float | None) -> float | None:

@@ -333,6 +333,18 @@ class Prediction:
     def pays(self) -> bool:
         return self.best_k is not None
 
+    def speed_text(self, drafter: str = "the draft") -> str:
+        """ "~14 tok/s (x1.32 at K=4)" at the best K, or "~14 tok/s without the draft (x0.81 with it)" where
+        no K pays (the K whose speedup comes closest to 1)."""
+        by_k = self.speedup_by_k
+        plain = self.plain_tokens_per_s
+        if not by_k:
+            return f"~{tokens_per_s_text(plain)} tok/s"
+        k = self.best_k or max(by_k, key=lambda k: by_k[k])
+        if self.pays:
+            return f"~{tokens_per_s_text(plain * by_k[k])} tok/s (x{by_k[k]:.2f} at K={k})"
+        return f"~{tokens_per_s_text(plain)} tok/s without {drafter} (x{by_k[k]:.2f} with it)"
+
     def why(self) -> str:
         """One sentence: why speculation pays here, or why it does not."""
         v1, k = self.verify_ms_by_batch[1], self.best_k or 4
@@ -357,6 +369,11 @@ class Prediction:
             "device": self.device.to_dict() if self.device else None,
             "why": self.why(),
         }
+
+
+def tokens_per_s_text(x: float) -> str:
+    """Tokens/s to two significant figures: 1.2, 14, 140."""
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
 
 
 def predict(

@@ -122,8 +122,12 @@ class LibraryPanel(QWidget):
         actions.addWidget(self.use_button)
         actions.addWidget(self.draft_button)
 
-        self.pairs = QTableWidget(0, 2)
-        self.pairs.setHorizontalHeaderLabels(("target", "draft (llama.cpp accepts the pair)"))
+        self.pairs = QTableWidget(0, 3)
+        self.pairs.setHorizontalHeaderLabels(("target", "draft (llama.cpp accepts the pair)", "predicted here"))
+        self.pairs.horizontalHeaderItem(2).setToolTip(
+            "tokens/s the speed model predicts for the pair on this machine, and the speedup at the best K: from "
+            "the pair's tune when it has one, else from this machine's measured speed and the prior acceptance"
+        )
         self.pairs.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.pairs.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.pairs.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -271,12 +275,31 @@ class LibraryPanel(QWidget):
                 item = QTableWidgetItem(p[f"{key}_name"])
                 item.setToolTip(p[key])
                 self.pairs.setItem(r, c, item)
+            self.pairs.setItem(r, 2, QTableWidgetItem("…"))
         self.pairs_label.setText(
             f"compatible pairs ({len(lib.pairs)})"
             if lib.pairs
             else "compatible pairs: none (no two files share a vocabulary llama.cpp accepts)"
         )
         self.pair_button.setEnabled(False)
+
+    def set_pair_speeds(self, speeds: dict) -> None:
+        """Each pair's prediction (engine.measure.pair_speed.predict_pairs: a Prediction, or why there is none),
+        for the library the speeds were predicted for."""
+        if self.library is None:
+            return
+        for r, p in enumerate(self.library.pairs):
+            got = speeds.get((p["target"], p["draft"]))
+            if got is None:
+                continue
+            if isinstance(got, str):
+                item = QTableWidgetItem("?")
+                item.setToolTip(f"no prediction: {got}")
+            else:
+                item = QTableWidgetItem(got.speed_text() + ("" if got.basis == "prior" else f" ({got.basis})"))
+                where = f"{got.device.name}: {got.device.source}" if got.device else "this pair's tune"
+                item.setToolTip(f"{got.why()}\npredicted from {where}")
+            self.pairs.setItem(r, 2, item)
 
     # -- selection -> the session ------------------------------------------------------------------
     def selected_models(self) -> list:

@@ -115,6 +115,7 @@ class ModelsPage(QWidget):
         self._catalog = catalog
         self.catalog_view: CatalogView | None = None
         self.rank_job: BackgroundJob | None = None
+        self.speeds_job: BackgroundJob | None = None
         self._started = False
         self._rank_again = False
         self._hooked: QObject | None = None
@@ -130,6 +131,7 @@ class ModelsPage(QWidget):
         self.tabs.addTab(self.recommend, "Recommended")
         col.addWidget(self.tabs, 1)
         self.library.scanned.connect(self.presets.set_library)
+        self.library.scanned.connect(self.predict_pairs)
         self.library.downloadRequested.connect(lambda: self.tabs.setCurrentWidget(self.presets))
         self.presets.downloaded.connect(lambda result: self.library.rescan())
         self.recommend.refreshRequested.connect(self.rank)
@@ -187,6 +189,29 @@ class ModelsPage(QWidget):
         )
         self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()
 
+    def predict_pairs(self, lib) -> None:
+        """The library's pairs predicted on this machine's device (the GPU, else the CPU as last measured or
+        assumed), in the background: a header read per file."""
+        if not lib.pairs:
+            return
+        from engine.measure.pair_speed import predict_pairs
+        from engine.planning.device_speed import local_device
+        from engine.planning.hardware import probe
+
+        nvml, cache = self.nvml, getattr(self.hardware, "probe_cache", None)
+        pairs = [(p["target"], p["draft"]) for p in lib.pairs]
+
+        def work(report):
+            return lib, predict_pairs(pairs, local_device(probe(nvml), cache))
+
+        self.speeds_job = BackgroundJob("models-pair-speeds", work, self)
+        self.speeds_job.on(done=self._pair_speeds, failed=lambda exc: None).start()
+
+    def _pair_speeds(self, result) -> None:
+        lib, speeds = result
+        if lib is self.library.library:  # not a library scanned again since
+            self.library.set_pair_speeds(speeds)
+
     def _ranked(self, view: CatalogView) -> None:
         self.catalog_view = view
         self.ranked.emit(view)
@@ -235,8 +260,9 @@ class ModelsPage(QWidget):
         self._rank_again = False
         self.presets.shutdown()
         self.library.shutdown()
-        if self.rank_job is not None:
-            self.rank_job.stop(timeout_s=10.0)
+        for job in (self.rank_job, self.speeds_job):
+            if job is not None:
+                job.stop(timeout_s=10.0)
 
     def use_demo_pair(self) -> None:
         self.session.use_demo_pair()
