@@ -44,12 +44,17 @@ LIMIT = 1000  # cycles in one phase: one that has not shown what it waits for by
 
 
 @pytest.fixture
-def window(window):
+def window(window, qtbot):
     """The common window (tests/conftest.py), its Lab sending a knob 1 ms after it rests. The page sends once
     the knob has rested KNOB_SETTLE_MS (150 ms); on a machine where the tiny test models run a cycle in well
     under a millisecond, that is hundreds of cycles, and a few changes fill the context. The timer still
-    decides when the page sends; it just waits less."""
+    decides when the page sends; it just waits less. The window's first look at the catalog (a scan and a
+    ranking, in background threads) ends before the test starts: it holds the interpreter for seconds, and a
+    GUI thread that falls behind the worker moves a knob hundreds of cycles late, with too little context left
+    for what the test waits to see."""
     window.lab.knob_timer.setInterval(1)
+    models = window.models
+    qtbot.waitUntil(lambda: models._started and not models.background_busy, timeout=WAIT)
     return window
 
 

@@ -694,14 +694,13 @@ def _place(
     c: Candidate, models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
 ) -> None:
     """Where the pair fits the GPUs when llama.cpp's default placement does not: the candidate then fits,
-    with that placement and its plan. When only the RAM cannot hold what a placement keeps on the CPU,
-    the candidate keeps that placement and does not fit, so that its near-miss says so."""
-    t_info, d_info, gpus = models.info(target, tq), models.info(draft, dq), list(budget.gpus)
-    placed = place(t_info, d_info, ctx, gpus, headroom, budget.ram_bytes)
-    if placed is None and budget.ram_bytes is not None:
-        placed = place(t_info, d_info, ctx, gpus, headroom)
-    if placed is None:
-        return
+    with that placement and its plan, when the RAM holds what the placement keeps on the CPU; otherwise it
+    keeps the placement and does not fit, so that its near-miss says so. One search, for the GPUs alone, as
+    ranking the catalog must stay quick: the fastest arrangement that fits them usually keeps the least on the
+    CPU too (the Lab and `spectune plan` search with the RAM, engine.planning.placement.place)."""
+    placed = place(models.info(target, tq), models.info(draft, dq), ctx, list(budget.gpus), headroom)
+    if placed is None or placed[0].is_default:
+        return  # none fits the GPUs; or llama.cpp's own does and only the RAM is short, as the candidate says
     c.placement, c.plan = placed
     c.needed_bytes, c.fits_memory = _needed(c.plan, budget)
     c.host_bytes = c.plan.device_totals().get(CPU, 0)

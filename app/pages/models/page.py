@@ -173,6 +173,12 @@ class ModelsPage(QWidget):
             self.rank()
         self._hook_close()
 
+    @property
+    def background_busy(self) -> bool:
+        """A scan, a ranking or the library's speed predictions still running."""
+        jobs = (self.rank_job, self.speeds_job)
+        return self.library.scanning or any(j is not None and j.running for j in jobs)
+
     def rank(self) -> None:
         if self.rank_job is not None and self.rank_job.running:
             self._rank_again = True  # asked with another context while ranking: once more when done
