@@ -33,7 +33,15 @@ from engine.planning.device_speed import (
     solve_cpu_speed,
 )
 from engine.planning.hardware import probe
-from engine.planning.speed_model import DeviceSpeed, Measured, ModelCost, model_cost, predict, weight_class
+from engine.planning.speed_model import (
+    DeviceSpeed,
+    Measured,
+    ModelCost,
+    model_cost,
+    plausible_verify_curve,
+    predict,
+    weight_class,
+)
 
 from .conftest import own_cache_env
 from .fake_nvml import FakeNVML, h100, rtx4090
@@ -203,6 +211,19 @@ def test_a_tune_in_the_history_is_this_pairs_measurement(pair, tmp_path):
         found = measured_pair(target, draft, h)
         assert found is not None and found.verify_ms == {1: 2.0, 4: 5.0} and found.acceptance_by_position == [0.8, 0.6]
         assert measured_pair(target, None, h) is None  # another pair: the draft differs
+        # a later tune taken on a disturbed machine (a pass of 2 tokens 56x one, of 3 a fifth of one): passed over
+        disturbed = {**tune, "verify_ms": {"1": 15.4, "2": 858.7, "3": 3.0, "4": 3.0}}
+        record_summary("tune", load, SpecSettings("draft-simple"), SamplingSettings(), disturbed, path=db)
+        assert measured_pair(target, draft, h).verify_ms == {1: 2.0, 4: 5.0}
+
+
+def test_a_verify_curve_batching_cannot_give_is_implausible():
+    assert plausible_verify_curve({1: 2.0, 2: 2.1, 4: 2.9, 8: 6.0})  # a GPU's flat start, a CPU's rise
+    assert plausible_verify_curve({1: 10.0, 2: 19.0, 16: 150.0})  # compute-bound: near B passes of one
+    assert not plausible_verify_curve({1: 15.4, 2: 858.7, 3: 3.0})
+    assert not plausible_verify_curve({1: 10.0, 4: 5.0})  # four tokens in half the time of one
+    assert not plausible_verify_curve({1: 1.0, 2: 4.0})  # two tokens slower than three passes of one
+    assert not plausible_verify_curve({2: 3.0}) and not plausible_verify_curve({1: 0.0, 2: 1.0})
 
 
 def test_local_pairs_are_predicted_from_their_tune_or_the_device(pair, tmp_path):

@@ -457,6 +457,22 @@ def predict(
     )
 
 
+# how far a measured pass may stray from what batching allows before the curve is taken for a disturbed
+# measurement: a pass of B tokens costs at least about one token's pass, and at most about B of them
+PLAUSIBLE_LOW, PLAUSIBLE_HIGH = 0.75, 1.5
+
+
+def plausible_verify_curve(verify_ms: dict[int, float]) -> bool:
+    """False for forward times no machine produces undisturbed: a pass of B tokens much faster than a pass of
+    one (under PLAUSIBLE_LOW of it), or much slower than B passes of one (over PLAUSIBLE_HIGH x B of it). A
+    tune taken while something else held the machine (a first pass paging the weights in, a burst of other
+    work) records such a curve, and a speedup predicted from it would be absurd (x9 at K=3)."""
+    one = verify_ms.get(1)
+    if not one or one <= 0:
+        return False
+    return all(PLAUSIBLE_LOW * one <= ms <= PLAUSIBLE_HIGH * b * one for b, ms in verify_ms.items() if b > 1)
+
+
 def measured_from_tune(result: dict) -> Measured:
     """A tune's result as the history keeps it (engine.measure.tuner TuneResult.to_dict)."""
     by_position = result.get("acceptance_by_position") or []
