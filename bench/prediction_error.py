@@ -59,6 +59,7 @@ from engine.llama.quantize import quantize  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
 from engine.measure.forward_times import forward_times  # noqa: E402
 from engine.measure.generate import generate  # noqa: E402
+from engine.measure.tuner import baseline_scale  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.planning.cost_model import conditional_acceptance  # noqa: E402
@@ -155,8 +156,7 @@ class Calibration:
     def measured(self) -> Measured:
         """The forward times, the verify curve scaled so that a one-token pass is what the baseline's
         tokens took (as engine.measure.tuner does)."""
-        b = self.baseline_tokens_per_s
-        scale = (1000.0 / b) / self.verify_ms[1] if b else 1.0
+        scale = baseline_scale(self.verify_ms[1], self.baseline_tokens_per_s)
         return Measured({n: ms * scale for n, ms in self.verify_ms.items()}, self.draft_ms, source="calibration run")
 
 

@@ -52,6 +52,12 @@ VERDICT_PROMPTS = 8  # paired prompts for the verdict (all of them when the set 
 HEAD_KS = (2, 3, 4)  # the K measured for a draft head's method (no draft model to predict it from)
 
 
+def baseline_scale(one_token_ms: float, baseline_tokens_per_s: float | None) -> float:
+    """The factor that brings measured forward times to the baseline seen in real runs: the passes are timed on
+    synthetic tokens, and a generated token costs what the baseline's did (1 when there is no baseline)."""
+    return (1000.0 / baseline_tokens_per_s) / one_token_ms if baseline_tokens_per_s else 1.0
+
+
 class TuneCancelled(Exception):
     """The caller asked the tuner to stop (``should_stop``); no result."""
 
@@ -277,8 +283,7 @@ class Tuner:
             self.progress(f"probing acceptance by position with draft-simple K={PROBE_K} ...")
             probe = self._run(SpecSettings("draft-simple", draft_n_max=PROBE_K), first[0])
             cond = conditional_acceptance(probe["accepted_by_position"], probe["steps"])
-            # the model's verify time is measured with synthetic tokens; scale it to the baseline seen in real runs
-            scale = (1000.0 / baseline_tps) / costs.verify.at(1) if baseline_tps else 1.0
+            scale = baseline_scale(costs.verify.at(1), baseline_tps)
             costs = PairCosts(
                 CostCurve(costs.verify.sizes, tuple(m * scale for m in costs.verify.ms)),
                 costs.draft,

@@ -333,7 +333,7 @@ class Prediction:
     def pays(self) -> bool:
         return self.best_k is not None
 
-    def speed_text(self, drafter: str = "the draft") -> str:
+    def speed_text(self) -> str:
         """ "~14 tok/s (x1.32 at K=4)" at the best K, or "~14 tok/s without the draft (x0.81 with it)" where
         no K pays (the K whose speedup comes closest to 1)."""
         by_k = self.speedup_by_k
@@ -343,7 +343,7 @@ class Prediction:
         k = self.best_k or max(by_k, key=lambda k: by_k[k])
         if self.pays:
             return f"~{tokens_per_s_text(plain * by_k[k])} tok/s (x{by_k[k]:.2f} at K={k})"
-        return f"~{tokens_per_s_text(plain)} tok/s without {drafter} (x{by_k[k]:.2f} with it)"
+        return f"~{tokens_per_s_text(plain)} tok/s without the draft (x{by_k[k]:.2f} with it)"
 
     def why(self) -> str:
         """One sentence: why speculation pays here, or why it does not."""
