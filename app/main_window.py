@@ -304,7 +304,7 @@ class MainWindow(QMainWindow):
         self.lab.shutdown()
         self.tune.shutdown()  # a running tune: its thread ends and its own worker process goes
         self.export.shutdown()  # a running validation: its server and worker stop
-        self.hardware.shutdown()  # a CPU speed probe under way finishes (a few seconds)
+        self.hardware.shutdown()  # a CPU speed probe under way stops at its next step
         self.controller.shutdown()
         super().closeEvent(event)
 

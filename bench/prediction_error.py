@@ -16,8 +16,14 @@ For each pair, in one engine worker:
              after each prompt's first token. A speedup is K's tokens/s over plain's from the
              same round; the median over rounds is reported.
   prior      engine.planning.speed_model.predict on the GGUF's byte and FLOP counts and this CPU
-             as engine.measure.device_probe measured it (its cached result, taken before any
-             pair is loaded): nothing of the pair itself.
+             as engine.measure.device_probe measures it (its own 0.37B model, F16, Q8_0, Q4_K_M)
+             just before the case, the pair not yet loaded: nothing of the pair itself. The probe is
+             taken afresh for every case (its models written once and kept, its result into a
+             scratch cache, about 30 s) because this VM's speed moves by 30-50 % within the hour:
+             a probe taken at the start of the run measured another machine than the last case
+             ran on (one run: 14.8 GB/s at its start, 22.9 thirty minutes later). The "probe"
+             column gives each case's F16 bandwidth, the drift in plain sight. --probe cached uses
+             the user's cached probe for every case instead, as the app does.
   calibrated the same after one calibration run of the pair, as a tune does it: the worker's
              forward times by batch size (engine.measure.forward_times) and a plain baseline on two
              prompts the evaluation does not use, which scales the verify curve (engine.measure.tuner).
@@ -45,6 +51,7 @@ import argparse
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +70,7 @@ from engine.measure.tuner import baseline_scale  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.planning.cost_model import conditional_acceptance  # noqa: E402
-from engine.planning.speed_model import Measured, model_cost, predict  # noqa: E402
+from engine.planning.speed_model import DeviceSpeed, Measured, model_cost, predict  # noqa: E402
 from engine.runtime.client import EngineClient  # noqa: E402
 
 N_VOCAB = 32000
@@ -133,6 +140,7 @@ def pair_files(size: str, quant: str, log) -> tuple[Path, Path]:
 class CaseResult:
     name: str
     params: float
+    probe_gb_s: float  # the F16 bandwidth the case's probe measured
     plain_measured: float
     speedup_measured: dict[int, float]
     plain_predicted: dict[str, float]  # basis -> tokens/s (calibrated: the median of the rounds')
@@ -169,8 +177,23 @@ def calibrate(client: EngineClient, n_past: int, tokens: int) -> Calibration:
     return Calibration(verify, draft_ms, baseline)
 
 
-def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: int, log) -> CaseResult:
+def probe_device(how: str) -> DeviceSpeed:
+    """This CPU as the probe measures it now (fresh), or as the user's cache keeps it (cached)."""
+    if how == "cached":
+        return probe_cpu_speed(progress=lambda m: print(f"# probe: {m}", flush=True))
+    with tempfile.TemporaryDirectory(prefix="spectune-probe-") as scratch:
+        return probe_cpu_speed(
+            progress=lambda m: print(f"# probe: {m}", flush=True),
+            cache=Path(scratch),
+            models=cache_dir() / "bench-models" / "cpu-probe",
+        )
+
+
+def run_case(size: str, quant: str, probe: str, rounds: int, tokens: int, threads: int, log) -> CaseResult:
     target, draft = pair_files(size, quant, log)
+    device = probe_device(probe)
+    rates = ", ".join(f"{c} {bw / 1e9:.1f}" for c, (bw, _, _) in device.class_rates.items())
+    log(f"# {size} {quant}: probe GB/s {rates}; {device.overhead_ms:.2f} ms per pass ({device.source})")
     t_cost, d_cost = model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft))
     params = sum(t.n_elements for t in inspect_gguf(target).tensors)
     sampling = SamplingSettings(temp=0.0)
@@ -211,6 +234,7 @@ def run_case(size: str, quant: str, device, rounds: int, tokens: int, threads: i
     return CaseResult(
         name=f"{size} {quant}",
         params=params,
+        probe_gb_s=device.bandwidth_bytes_per_s / 1e9,
         plain_measured=statistics.median(plain_by_round),
         speedup_measured={k: statistics.median(v) for k, v in speedup_by_round.items()},
         plain_predicted={"prior": prior[KS[0]].plain_tokens_per_s, "calibrated": statistics.median(calib_plain)},
@@ -232,6 +256,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: llama.cpp's default)")
+    ap.add_argument(
+        "--probe",
+        choices=("fresh", "cached"),
+        default="fresh",
+        help="time the CPU afresh at the start (default), or use the user's cached probe",
+    )
     ap.add_argument("--save", action="store_true", help="also write bench/results/prediction_error-cpu.txt")
     a = ap.parse_args()
     lines: list[str] = []
@@ -241,21 +271,17 @@ def main() -> int:
         lines.append(s)
 
     out(f"# prediction_error  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  {platform.processor()}")
-    device = probe_cpu_speed(progress=lambda m: print(f"# probe: {m}", flush=True))
-    out(
-        f"# device: {device.name}, {device.bandwidth_bytes_per_s / 1e9:.2f} GB/s, "
-        f"{device.flops_per_s / 1e9:.1f} GFLOPs, {device.overhead_ms:.3f} ms per pass ({device.source})"
-    )
+    out(f"# probe: {a.probe}, before each case; each case's probe on its own line")
     out(f"# {a.rounds} rounds x {len(PROMPTS)} prompts x {a.tokens} tokens per arm; greedy; p-min 0")
-    results = [run_case(s, q, device, a.rounds, a.tokens, a.threads, out) for s, q in CASES[a.cases]]
+    results = [run_case(s, q, a.probe, a.rounds, a.tokens, a.threads, out) for s, q in CASES[a.cases]]
 
     out()
-    head = f"{'pair':<14} {'params':>7} {'plain':>8} {'prior':>8} {'err':>7} {'calib':>8} {'err':>7}"
+    head = f"{'pair':<15} {'params':>7} {'probe':>6} {'plain':>8} {'prior':>8} {'err':>7} {'calib':>8} {'err':>7}"
     head += "".join(f"   K={k}: acc  meas prior calib" for k in KS)
     out(head)
     errors: dict[str, dict[str, list[float]]] = {b: {"plain": [], "speedup": []} for b in GOALS}
     for r in results:
-        row = f"{r.name:<14} {r.params / 1e9:>6.2f}B {r.plain_measured:>8.1f}"
+        row = f"{r.name:<15} {r.params / 1e9:>6.2f}B {r.probe_gb_s:>6.1f} {r.plain_measured:>8.1f}"
         for basis in GOALS:
             pred = r.plain_predicted[basis]
             err = pred / r.plain_measured - 1 if basis == "prior" else r.calibrated_plain_error

@@ -3,6 +3,8 @@ the page (a real engine worker timing llama.cpp), cached, and refused while a tu
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from PySide6.QtCore import QSettings
 
@@ -11,6 +13,7 @@ from app.main_window import MainWindow
 from .fake_nvml import FakeNVML, rtx4090
 
 WAIT = 120_000
+PROBE_WAIT = 400_000  # the probe writes, quantizes and times three 0.37B models: about a minute here
 
 
 @pytest.fixture
@@ -37,7 +40,7 @@ def test_the_cpu_probe_runs_from_the_page_and_is_remembered(window, qtbot, tmp_p
     said = []
     page.measure_cpu()
     assert not page.measure_button.isEnabled()
-    qtbot.waitUntil(lambda: not page._probing() and page.measure_button.isEnabled(), timeout=WAIT)
+    qtbot.waitUntil(lambda: not page._probing() and page.measure_button.isEnabled(), timeout=PROBE_WAIT)
     said.append(page.speed_label.text())
     assert page.cpu_speed is not None and "GB/s" in said[-1] and "GFLOPs" in said[-1], said
     assert page.measure_button.text() == "Measure again"
@@ -85,3 +88,16 @@ def test_an_unmeasured_cpu_ranks_on_an_assumption_until_the_start_page_measures_
         assert not start.measure_button.isVisible() and "measured" in start.device_label.text()
     finally:
         w.close()
+
+
+def test_closing_the_app_stops_a_probe_at_its_next_step(window, qtbot, tmp_path):
+    """The probe takes about a minute; a user closing the window meanwhile waits for one step at most,
+    and no half-measured figures are cached."""
+    page = window.hardware
+    page.measure_cpu()
+    qtbot.waitUntil(lambda: "writing" in page.speed_label.text(), timeout=WAIT)
+    job = page.probe_job
+    started = time.monotonic()
+    page.shutdown()
+    assert job is not None and not job.running and time.monotonic() - started < 30
+    assert not list((tmp_path / "device-speed").glob("cpu-*.json"))

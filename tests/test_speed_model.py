@@ -8,12 +8,14 @@ import json
 import math
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from engine.core.paths import cache_dir
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.measure.calibration import measured_pair
-from engine.measure.device_probe import probe_cpu_speed
+from engine.measure.device_probe import ProbeCancelled, probe_cpu_speed
 from engine.measure.history import History, record_summary
 from engine.measure.pair_speed import predict_pairs
 from engine.models.gguf_inspect import TensorInfo, inspect_gguf
@@ -183,21 +185,20 @@ def test_the_cpu_solve_recovers_the_figures_its_timings_came_from():
     small = ModelCost(
         weight_bytes=30 * 2**20, weight_macs=15 * 2**20, kv_bytes_per_position=0, attention_macs_per_position=0
     )
-    # a CPU as llama.cpp's kernels behave: memory and compute add up, a multi-token pass reads 40% again
+    # a CPU as llama.cpp's kernels behave: one token waits on memory; from two on memory and compute add up,
+    # and a multi-token pass reads 40% again
     truth = DeviceSpeed(
         "CPU", bandwidth_bytes_per_s=10e9, flops_per_s=100e9, overhead_ms=0.5, overlap=False, reread=0.4
     )
     times = ProbeTimes({b: truth.forward_ms(cost, b, 16) for b in (1, *PROBE_BATCHES)}, truth.forward_ms(small, 1, 16))
-    got = solve_cpu_speed({"F16": (cost, small, times)}, ms_per_token=times.one)
+    got = solve_cpu_speed({"F16": (cost, small, times)}, beyond_ms=0.0)
     assert got.bandwidth_bytes_per_s == pytest.approx(10e9) and got.flops_per_s == pytest.approx(100e9)
     assert got.reread == pytest.approx(0.4) and got.overhead_ms == pytest.approx(0.5) and not got.overlap
     # the solved device predicts the timings it was solved from, and the passes between
     for b in (1, 2, 5, 16):
         assert got.forward_ms(cost, b, 16) == pytest.approx(truth.forward_ms(cost, b, 16))
     # a plain generation slower than its forward pass: the difference is a cost every pass pays
-    assert solve_cpu_speed({"F16": (cost, small, times)}, ms_per_token=times.one + 1.5).overhead_ms == pytest.approx(
-        2.0
-    )
+    assert solve_cpu_speed({"F16": (cost, small, times)}, beyond_ms=1.5).overhead_ms == pytest.approx(2.0)
 
 
 def test_a_tune_in_the_history_is_this_pairs_measurement(pair, tmp_path):
@@ -256,12 +257,19 @@ def test_local_pairs_are_predicted_from_their_tune_or_the_device(pair, tmp_path)
 
 @pytest.mark.server
 def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
-    """The probe is real: a small model in an engine worker, timed by llama.cpp."""
+    """The probe is real: a model of a real one's proportions in an engine worker, timed by llama.cpp; its
+    scratch models are gone afterwards, and a probe asked to stop caches nothing."""
+    stopped = threading.Event()
+    stopped.set()
+    with pytest.raises(ProbeCancelled):
+        probe_cpu_speed(cache=tmp_path, cancel=stopped)
+    assert not list(tmp_path.glob("cpu-*.json"))
     said: list[str] = []
     speed = probe_cpu_speed(progress=said.append, reps=2, cache=tmp_path)
     assert speed.name == "CPU" and speed.bandwidth_bytes_per_s > 0 and speed.flops_per_s > 0
     assert speed.overhead_ms >= 0 and speed.source.startswith("measured")
-    assert any("timing forward passes" in s for s in said)
+    assert any("F16 forward passes" in s for s in said)
+    assert not (cache_dir() / "cpu-probe").exists(), "the 1.3 GB of scratch models were deleted"
     # llama-quantize made the Q8_0 and Q4_K_M variants, and each was timed: its own figures, cached too
     assert set(speed.class_rates) == {"F16", "Q8_0", "Q4_K"} and not speed.overlap
     assert all(bw > 0 and fl > 0 and r >= 0 for bw, fl, r in speed.class_rates.values())
@@ -329,8 +337,8 @@ def test_each_weight_class_runs_at_its_own_measured_rates():
     # a roofline over everything (a GPU's way: reading and computing overlap)
     assert plain.forward_ms(cost, 1, 0) == pytest.approx(0.5 + 1000 * max(3e6 / 1e9, 8e6 / 1e9))
     rated = dataclasses.replace(plain, class_rates={"Q4_K": (2e9, 4e9, 0.5), "Q8_0": (1e9, 8e9, 0.25)}, overlap=False)
-    # one token: Q4_K 0.5 ms memory + 1 ms compute; Q8_0 2 + 0.5; the KV cache (100 positions) at 1 GB/s
-    assert rated.forward_ms(cost, 1, 100) == pytest.approx(0.5 + 1.5 + 2.5 + 0.1)
+    # one token waits on memory alone: Q4_K 0.5 ms, Q8_0 2, the KV cache (100 positions) at 1 GB/s 0.1
+    assert rated.forward_ms(cost, 1, 100) == pytest.approx(0.5 + 0.5 + 2 + 0.1)
     # eight: Q4_K 0.5 x 1.5 + 8; Q8_0 2 x 1.25 + 4 (the weights partly read again)
     assert rated.forward_ms(cost, 8, 0) == pytest.approx(0.5 + 8.75 + 6.5)
 

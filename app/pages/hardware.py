@@ -6,8 +6,8 @@ hello, engine.llama.backends). Without a GPU or a driver the page
 says so plainly and shows the CPU fallback. Re-read every 2 s while visible.
 
 The speed model's figures sit beside them: each GPU's FP16 throughput from SpecTune's table, and
-the CPU's bandwidth, compute and fixed cost per pass as llama.cpp measured them (a probe of a few
-seconds in an engine worker of its own, run on request and cached; engine.measure.device_probe).
+the CPU's bandwidth, compute and fixed cost per pass as llama.cpp measured them (a probe of about a
+minute in engine workers of its own, run on request and cached; engine.measure.device_probe).
 """
 
 from __future__ import annotations
@@ -109,8 +109,9 @@ class HardwarePage(QWidget):
         self.speed_label.setWordWrap(True)
         self.measure_button = QPushButton("Measure llama.cpp's speed here")
         self.measure_button.setToolTip(
-            "Loads a small model in an engine of its own and times llama.cpp's forward passes (a few seconds, "
-            "once per machine); `spectune predict` and the speed model use the result"
+            "Writes a 0.37B-parameter model and its Q8_0 and Q4_K_M copies, loads each in an engine of its own and "
+            "times llama.cpp's forward passes (about a minute and 1.3 GB of scratch disk, once per machine); "
+            "`spectune predict` and the speed model use the result"
         )
         self.measure_button.clicked.connect(self.measure_cpu)
         if jobs is not None:
@@ -212,11 +213,11 @@ class HardwarePage(QWidget):
         self.measure_button.setEnabled(False)
         self._say("measuring… " + " ".join(f"({n})" for n in notes))
         cache = self.probe_cache
-        self.probe_job = (
-            BackgroundJob(PROBE_JOB, lambda report: probe_cpu_speed(progress=report, cache=cache), self)
-            .on(done=self._probed, failed=self._probe_failed, progress=self._probe_progress)
-            .start()
+        # the probe stops between its steps when the job is stopped (the app closing)
+        job = BackgroundJob(
+            PROBE_JOB, lambda report: probe_cpu_speed(progress=report, cache=cache, cancel=job.cancel), self
         )
+        self.probe_job = job.on(done=self._probed, failed=self._probe_failed, progress=self._probe_progress).start()
 
     def _say(self, text: str) -> None:
         self.speed_label.setText(text)

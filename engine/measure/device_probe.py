@@ -1,16 +1,19 @@
-"""Measuring this machine's CPU for the speed model: llama.cpp's own forward passes, a few seconds, once.
+"""Measuring this machine's CPU for the speed model: llama.cpp's own forward passes, about a minute, once.
 
-A small F16 model and its one-layer draft (engine.models.synthetic) are loaded in an engine worker;
-the worker times forward passes of 1 to 16 tokens (PROBE_BATCHES), and short plain generations time a
-whole step. The same pair quantized by llama-quantize to Q8_0 and to Q4_K_M is timed the same way,
-since llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones.
-engine.planning.device_speed.solve_cpu_speed and solve_class_rates turn the timings into a
-DeviceSpeed, which is cached per processor, core count and llama.cpp build.
+A model of a real one's proportions (PROBE_SHAPE: 0.37B parameters, 730 MB as F16) and its one-layer
+draft (engine.models.synthetic) are loaded in an engine worker; the worker times forward passes of 1 to
+16 tokens (PROBE_BATCHES), and short plain generations time a whole step. The same pair quantized by
+llama-quantize to Q8_0 and to Q4_K_M is timed the same way, since llama.cpp's CPU kernels for those
+weights run at other speeds than its F16 ones. engine.planning.device_speed.solve_cpu_speed turns the
+timings into a DeviceSpeed, which is cached per processor, core count and llama.cpp build. The models
+are written to a scratch folder in the user cache, each deleted once timed (at most 1.3 GB at a time).
 """
 
 from __future__ import annotations
 
+import shutil
 import statistics
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from engine.planning.device_speed import (
     PROBE_BATCHES,
     PROBE_QUANTS,
     PROBE_SHAPE,
+    PROBE_VOCAB,
     ProbeTimes,
     cached_cpu_speed,
     cpu_key,
@@ -40,11 +44,27 @@ PROBE_TOKENS = 48
 REPEATS = 3
 
 
+class ProbeCancelled(Exception):
+    """The probe was asked to stop (the app closing) before it finished; nothing was cached."""
+
+
 def probe_cpu_speed(
-    progress: Callable[[str], None] = lambda _: None, reps: int = 5, cache: Path | None = None
+    progress: Callable[[str], None] = lambda _: None,
+    reps: int = 5,
+    cache: Path | None = None,
+    cancel: threading.Event | None = None,
+    models: Path | None = None,
 ) -> DeviceSpeed:
     """Measure llama.cpp's CPU forward passes, or read this machine and build's cached measurement
-    (cache: the folder it is kept in; default the user cache)."""
+    (cache: the folder it is kept in; default the user cache). cancel: set to stop between steps
+    (ProbeCancelled). models: a folder to write the probe's models to and keep, so that a second probe
+    starts at once (a benchmark probing again and again); default a scratch folder, emptied after."""
+
+    def step(message: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise ProbeCancelled("the CPU probe was stopped before it finished")
+        progress(message)
+
     with EngineClient() as client:
         hello = client.start()
         build = str(hello.get("llama", ""))
@@ -52,55 +72,72 @@ def probe_cpu_speed(
         cached = cached_cpu_speed(key, cache)
         if cached is not None:
             return cached
-        progress("writing a small F16 model to time llama.cpp's CPU forward pass")
-        folder = cache_dir() / "cpu-probe"
-        target, draft = write_pair(folder, PairSpec(shape=PROBE_SHAPE, draft_layers=1, dtype="f16"))
-        cost, small = model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft))
-        progress("loading it")
-        client.load(LoadSettings(target, draft, ctx=2048))
-        progress("timing forward passes of 1 to 16 tokens and short plain generations")
-        times, beyond = _fastest_passes(client, reps, generation=True)
-        timed = {"F16": (cost, small, times)}
-    for cls, ftype in PROBE_QUANTS.items():
-        progress(f"timing {ftype} weights, whose kernels differ from F16's")
-        timed[cls] = _time_class(folder, target, draft, ftype, reps)
-    speed = solve_cpu_speed(timed, timed["F16"][2].one + beyond)
+    folder = models or cache_dir() / "cpu-probe"
+    if models is None:
+        shutil.rmtree(folder, ignore_errors=True)  # an earlier probe's models, or one stopped half-way
+    try:
+        target, draft = folder / "F16" / "target.gguf", folder / "F16" / "draft.gguf"
+        if not (target.is_file() and draft.is_file()):
+            step(f"writing a {PROBE_SHAPE.n_layer}-layer F16 model (730 MB) to time llama.cpp's CPU forward pass")
+            write_pair(folder / "F16", PairSpec(shape=PROBE_SHAPE, draft_layers=1, dtype="f16", n_vocab=PROBE_VOCAB))
+        step("timing F16 forward passes of 1 to 16 tokens")
+        timed = {"F16": _time_pair(target, draft, reps)}
+        step("timing short plain generations: what a token takes beyond its forward pass")
+        beyond = _beyond_the_pass(draft, reps)
+        for cls, ftype in PROBE_QUANTS.items():
+            files = [folder / ftype / p.name for p in (target, draft)]
+            if not all(f.is_file() for f in files):
+                step(f"quantizing the model to {ftype}, whose kernels differ from F16's")
+                files[0].parent.mkdir(parents=True, exist_ok=True)
+                for src, dst in zip((target, draft), files):
+                    quantize(src, dst, ftype)
+            step(f"timing {ftype} forward passes")
+            timed[cls] = _time_pair(files[0], files[1], reps)
+            if models is None:
+                shutil.rmtree(files[0].parent, ignore_errors=True)
+    finally:
+        if models is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    speed = solve_cpu_speed(timed, beyond)
     save_cpu_speed(key, speed, cache)
     return speed
 
 
-def _time_class(
-    folder: Path, target: Path, draft: Path, ftype: str, reps: int
-) -> tuple[ModelCost, ModelCost, ProbeTimes]:
-    """The probe pair quantized to ftype (once, kept beside it), its costs, loaded and timed like the F16 one."""
-    files = []
-    for src in (target, draft):
-        out = folder / f"{src.stem}-{ftype}.gguf"
-        if not out.is_file():
-            quantize(src, out, ftype)
-        files.append(out)
+def _time_pair(target: Path, draft: Path, reps: int) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+    """A probe pair's costs and timings, in an engine worker of its own (see _fastest_passes)."""
     with EngineClient() as client:
         client.start()
-        client.load(LoadSettings(files[0], files[1], ctx=2048))
-        times, _ = _fastest_passes(client, reps)
-    return model_cost(inspect_gguf(files[0])), model_cost(inspect_gguf(files[1])), times
+        client.load(LoadSettings(target, draft, ctx=2048))
+        times = _fastest_passes(client, reps)
+    return model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft)), times
 
 
-def _fastest_passes(client: EngineClient, reps: int, generation: bool = False) -> tuple[ProbeTimes, float]:
+def _beyond_the_pass(model: Path, reps: int) -> float:
+    """What a token of plain generation takes beyond its one-token forward pass (sampling over the
+    vocabulary, the loop), the median over REPEATS rounds, each pairing a generation with a pass timed
+    just before it (a slow spell of the machine then does not pass for a cost). Timed on the probe's
+    draft, whose pass takes a few ms: the noise of a pass scales with its length, and on the 16-layer
+    target it buried a cost of a fraction of a ms (one probe solved it to 3.9 ms)."""
+    beyond: list[float] = []
+    with EngineClient() as client:
+        client.start()
+        client.load(LoadSettings(model, model, ctx=2048))
+        for _ in range(REPEATS):
+            one = client.measure("target", [1], n_past=16, reps=reps)[1]
+            run = generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)
+            if run["tokens_per_s"]:
+                beyond.append(1000.0 / run["tokens_per_s"] - one)
+    return max(statistics.median(beyond), 0.0) if beyond else 0.0
+
+
+def _fastest_passes(client: EngineClient, reps: int) -> ProbeTimes:
     """The target's passes of 1 and PROBE_BATCHES tokens and the draft's of 1, each the fastest of REPEATS
-    rounds; with generation, each round also runs a short plain generation, and the second value is the
-    median over the rounds of what a generated token took beyond that round's one-token pass (sampling,
-    the loop): paired in time, so a slow spell of the machine does not pass for a cost (else 0)."""
+    rounds."""
     ms: dict[int, float] = {}
     ms_small = float("inf")
-    beyond: list[float] = []
     for _ in range(REPEATS):
         passes = client.measure("target", [1, *PROBE_BATCHES], n_past=16, reps=reps)
         for n, t in passes.items():
             ms[n] = min(ms.get(n, float("inf")), t)
         ms_small = min(ms_small, client.measure("draft", [1], n_past=16, reps=reps)[1])
-        if generation:
-            run = generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)
-            if run["tokens_per_s"]:
-                beyond.append(max(1000.0 / run["tokens_per_s"] - passes[1], 0.0))
-    return ProbeTimes(ms, ms_small), statistics.median(beyond) if beyond else 0.0
+    return ProbeTimes(ms, ms_small)

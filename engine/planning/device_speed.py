@@ -5,12 +5,13 @@ in decoding (GPU_BANDWIDTH_EFFICIENCY), which decides single-stream speed on a G
 tensor throughput from a table by name, with one by compute capability behind it, since NVML says
 nothing about FLOPs.
 
-The CPU: measured when it can be. engine.measure.device_probe writes a small F16 model, loads it in an
-engine worker and times llama.cpp's own forward passes and a short plain generation; solve_cpu_speed
-turns those timings into bandwidth, compute and a fixed cost per pass. A few seconds, once per machine
-and llama.cpp build: the result is cached here (cpu_key, cached_cpu_speed, save_cpu_speed), and the
-newest one stands for the processor (latest_cpu_speed). Until then, assumed_cpu_speed guesses from
-the core count and says so; local_device picks what the planner uses.
+The CPU: measured when it can be. engine.measure.device_probe writes a model of a real one's
+proportions (PROBE_SHAPE), loads it in an engine worker and times llama.cpp's own forward passes and a
+short plain generation; solve_cpu_speed turns those timings into bandwidth, compute and a fixed cost
+per pass. About a minute, once per machine and llama.cpp build: the result is cached here (cpu_key,
+cached_cpu_speed, save_cpu_speed), and the newest one stands for the processor (latest_cpu_speed).
+Until then, assumed_cpu_speed guesses from the core count and says so; local_device picks what the
+planner uses.
 """
 
 from __future__ import annotations
@@ -68,16 +69,25 @@ GPU_OVERHEAD_MS = 0.3
 # an unmeasured CPU (assumed_cpu_speed)
 ASSUMED_BANDWIDTH_PER_CORE = 7e9
 ASSUMED_BANDWIDTH_CAP = 40e9
-ASSUMED_FLOPS_PER_CORE = 36e9
-ASSUMED_OVERHEAD_MS = 0.3
-ASSUMED_REREAD = 0.45  # measured 0.4 to 0.55 on that VM for F16, Q8_0 and Q4_K_M
+# the 2-core VM's slower hours, as the probe of 0.37B models measured them (its faster hours reach 11 GB/s
+# and 85 GFLOPs a core)
+ASSUMED_FLOPS_PER_CORE = 60e9
+ASSUMED_OVERHEAD_MS = 0.2  # measured 0 to 0.45 there
+ASSUMED_REREAD = 0.1  # measured 0 to 0.3 there for F16, Q8_0 and Q4_K_M
 
-PROBE_SHAPE = ModelShape(n_embd=1024, n_layer=8, n_head=16, n_head_kv=8, n_ff=2816, n_ctx_train=2048)
+# The probe's target: a 16-layer 1280-wide decoder with a 32000-token vocabulary, about 0.37B parameters
+# (730 MB as F16, 390 as Q8_0, 230 as Q4_K_M), so that every weight class reads several times what a
+# desktop CPU's last-level cache holds, as the models users run do. Its draft is its first layer and
+# the output layer. An earlier probe (8 layers of 1024, a vocabulary of a few hundred tokens: 190 MB as
+# F16, 57 as Q4_K_M) measured the quantized classes 20-30 % slower per byte than 1.4B-parameter models
+# of the same class ran on that VM, and those were predicted 19-35 % too slow.
+PROBE_SHAPE = ModelShape(n_embd=1280, n_layer=16, n_head=10, n_head_kv=2, n_ff=3584, n_ctx_train=2048)
+PROBE_VOCAB = 32000
 # the batch sizes the probe times besides one token: the line through them is a token's compute
 PROBE_BATCHES = (2, 4, 8, 16)
 # the weight classes the probe times besides F16, and the llama-quantize type it makes for each
 # bumped when the probe measures otherwise, so that an older probe's figures are measured again
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 PROBE_QUANTS = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M"}
 
 
@@ -139,7 +149,7 @@ def latest_cpu_speed(folder: Path | None = None) -> DeviceSpeed | None:
 
 def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
     """A CPU nobody has measured yet, from its core count: what llama.cpp reached on the 2-core x86-64 VM
-    this project is built on (7 GB/s and 36 GFLOPs per core), with the bandwidth capped where a desktop's
+    this project is built on (7 GB/s and 60 GFLOPs per core), with the bandwidth capped where a desktop's
     two memory channels end. Good for a first ranking; the probe replaces it."""
     n = max(1, cores or 1)
     return DeviceSpeed(
@@ -162,7 +172,7 @@ def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSp
 
 @dataclass(frozen=True)
 class ProbeTimes:
-    """The probe's timings of one weight class, in ms: the 8-layer target's passes by batch size (1 and
+    """The probe's timings of one weight class, in ms: the target's passes by batch size (1 and
     PROBE_BATCHES), and the 1-layer draft's of one token."""
 
     batches: dict[int, float]
@@ -175,12 +185,14 @@ class ProbeTimes:
 
 def solve_rates(cost: ModelCost, small: ModelCost, t: ProbeTimes) -> tuple[float, float, float, float]:
     """(bandwidth, FLOPs, reread, fixed ms) of one weight class, for a CPU (DeviceSpeed.overlap False):
-      a pass of B tokens = fixed + bytes / bandwidth x (1 + reread if B > 1) + B x flops / FLOPs
-    From 2 tokens on a pass grows by one token's compute a token: a least-squares line through those
-    passes gives it (several batch sizes average out the noise of each timing, where the step between
-    two of them carried all of it), and its intercept is the fixed cost plus the weights read with the
-    reread. The target's and the draft's one-token passes differ by their bytes (and their compute, now
-    known); what one token's pass takes beyond its bytes and compute is the fixed cost."""
+      a pass of 1 token   = fixed + bytes / bandwidth
+      a pass of B tokens  = fixed + bytes / bandwidth x (1 + reread) + B x flops / FLOPs   (B >= 2)
+    One token's matrix-vector products wait on memory, and their arithmetic hides behind the reading: the
+    target's and the draft's one-token passes differ by their bytes, which gives the bandwidth, and what
+    the target's pass takes beyond its bytes is the fixed cost. From 2 tokens on a pass grows by one
+    token's compute a token: a least-squares line through those passes gives it (several batch sizes
+    average out the noise of each timing, where the step between two of them carried all of it), and its
+    intercept is the fixed cost plus the weights read with the reread."""
     multi = sorted(b for b in t.batches if b >= 2)
     if len(multi) < 2:
         raise ValueError("the probe needs passes of at least two batch sizes from 2 tokens on")
@@ -190,23 +202,22 @@ def solve_rates(cost: ModelCost, small: ModelCost, t: ProbeTimes) -> tuple[float
     compute_ms = max(compute_ms, 1e-6)  # one token's compute through the target
     intercept = mean_t - compute_ms * mean_b
     flops = cost.flops(1, 16) / (compute_ms / 1000.0)
-    small_compute_ms = 1000.0 * small.flops(1, 16) / flops
-    memory_ms = (t.one - compute_ms) - (t.small - small_compute_ms)  # the target's extra bytes
-    bandwidth = (cost.bytes_read(16) - small.bytes_read(16)) / max(memory_ms / 1000.0, 1e-12)
+    memory_ms = max(t.one - t.small, 1e-6)  # the target's extra bytes
+    bandwidth = (cost.bytes_read(16) - small.bytes_read(16)) / (memory_ms / 1000.0)
     target_memory_ms = 1000.0 * cost.bytes_read(16) / bandwidth
-    fixed_ms = max(t.one - compute_ms - target_memory_ms, 0.0)
+    fixed_ms = max(t.one - target_memory_ms, 0.0)
     reread = max((intercept - fixed_ms - target_memory_ms) / max(target_memory_ms, 1e-9), 0.0)
     return bandwidth, flops, reread, fixed_ms
 
 
-def solve_cpu_speed(timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]], ms_per_token: float) -> DeviceSpeed:
+def solve_cpu_speed(timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]], beyond_ms: float) -> DeviceSpeed:
     """The CPU from the probe: for each weight class (F16 at least) the probe pair's costs and timings,
-    and a token of plain generation, whose time beyond the forward pass (sampling, the loop, thread
-    hand-offs) every pass pays too."""
+    and what a token of plain generation takes beyond its forward pass (sampling, the loop, thread
+    hand-offs), which every pass pays too."""
     rates = {cls: solve_rates(cost, small, t) for cls, (cost, small, t) in timed.items()}
     bandwidth, flops, reread, fixed_ms = rates["F16"]
-    f16_cost, _, f16_times = timed["F16"]
-    overhead_ms = fixed_ms + max(ms_per_token - f16_times.one, 0.0)
+    f16_cost = timed["F16"][0]
+    overhead_ms = fixed_ms + max(beyond_ms, 0.0)
     return DeviceSpeed(
         "CPU",
         bandwidth_bytes_per_s=bandwidth,

@@ -246,12 +246,14 @@ class DeviceSpeed:
     """What a device sustains for llama.cpp's forward passes.
 
     A GPU (overlap True) reads the weights while it computes: a pass takes the longer of the two, so a
-    batch costs what one token does until compute catches up (a roofline). llama.cpp's CPU kernels do
-    not hide one behind the other (overlap False): a pass of B tokens costs reading the weights, plus
-    B times the compute of one token, plus, from two tokens on, a share of the weights read again
-    (``reread``: the multi-token kernels walk the weights in other blocks than the one-token path).
-    Measured here on a 2-core x86-64 VM: a 0.35B Q8_0 model took 24 ms for one token, 40 for two and
-    122 for sixteen, where a roofline said 28, 28 and 142."""
+    batch costs what one token does until compute catches up (a roofline). llama.cpp's CPU kernels
+    (overlap False) hide the arithmetic of one token's matrix-vector products behind reading the
+    weights, but not that of a batch: a pass of one token costs reading the weights, and a pass of B
+    tokens from two on costs reading them, plus a share of them read again (``reread``: the
+    multi-token kernels walk the weights in other blocks than the one-token path), plus B times the
+    compute of one token. Measured on a 2-core x86-64 VM: a 1.4B Q8_0 model took 87 ms for one
+    token, 137 for two and 459-522 for sixteen; a line through 2 to 16 tokens meets zero at about 90 ms,
+    one token's pass alone."""
 
     name: str
     bandwidth_bytes_per_s: float
@@ -279,16 +281,18 @@ class DeviceSpeed:
         for cls, n_bytes, macs in groups:  # each class's products run one after another
             bandwidth, flops, reread = self.rates(cls)
             read = n_bytes + cost.extra_expert_bytes(batch, cls)
-            seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread if batch > 1 else 0.0)
+            seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread, batch)
             matrix_bytes += n_bytes
         rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
         attention = 2.0 * batch * cost.attention_macs(n_past)
-        seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0)
+        seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0, batch)
         return self.overhead_ms + 1000.0 * seconds
 
-    def _pass(self, memory_s: float, compute_s: float, reread: float) -> float:
+    def _pass(self, memory_s: float, compute_s: float, reread: float, batch: int) -> float:
         if self.overlap:
             return max(memory_s, compute_s)
+        if batch <= 1:
+            return memory_s  # a matrix-vector product waits on memory
         return memory_s * (1.0 + reread) + compute_s
 
     def to_dict(self) -> dict:
