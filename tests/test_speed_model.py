@@ -269,7 +269,7 @@ def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
     assert speed.name == "CPU" and speed.bandwidth_bytes_per_s > 0 and speed.flops_per_s > 0
     assert speed.overhead_ms >= 0 and speed.source.startswith("measured")
     assert any("F16 forward passes" in s for s in said)
-    assert not (cache_dir() / "cpu-probe").exists(), "the 1.3 GB of scratch models were deleted"
+    assert not (cache_dir() / "cpu-probe").exists(), "the 1.4 GB of scratch models were deleted"
     # llama-quantize made the Q8_0 and Q4_K_M variants, and each was timed: its own figures, cached too
     assert set(speed.class_rates) == {"F16", "Q8_0", "Q4_K"} and not speed.overlap
     assert all(bw > 0 and fl > 0 and r >= 0 for bw, fl, r in speed.class_rates.values())

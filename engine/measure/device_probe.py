@@ -6,7 +6,8 @@ draft (engine.models.synthetic) are loaded in an engine worker; the worker times
 llama-quantize to Q8_0 and to Q4_K_M is timed the same way, since llama.cpp's CPU kernels for those
 weights run at other speeds than its F16 ones. engine.planning.device_speed.solve_cpu_speed turns the
 timings into a DeviceSpeed, which is cached per processor, core count and llama.cpp build. The models
-are written to a scratch folder in the user cache, each deleted once timed (at most 1.3 GB at a time).
+are written to a scratch folder in the user cache; each quantized copy is deleted once timed, the F16
+pair last (about 1.4 GB at most).
 """
 
 from __future__ import annotations
