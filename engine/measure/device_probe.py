@@ -73,8 +73,9 @@ def probe_cpu_speed(
         cached = cached_cpu_speed(key, cache)
         if cached is not None:
             return cached
+    scratch = models is None
     folder = models or cache_dir() / "cpu-probe"
-    if models is None:
+    if scratch:
         shutil.rmtree(folder, ignore_errors=True)  # an earlier probe's models, or one stopped half-way
     try:
         target, draft = folder / "F16" / "target.gguf", folder / "F16" / "draft.gguf"
@@ -94,10 +95,10 @@ def probe_cpu_speed(
                     quantize(src, dst, ftype)
             step(f"timing {ftype} forward passes")
             timed[cls] = _time_pair(files[0], files[1], reps)
-            if models is None:
+            if scratch:
                 shutil.rmtree(files[0].parent, ignore_errors=True)
     finally:
-        if models is None:
+        if scratch:
             shutil.rmtree(folder, ignore_errors=True)
     speed = solve_cpu_speed(timed, beyond)
     save_cpu_speed(key, speed, cache)
