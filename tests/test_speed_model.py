@@ -36,9 +36,11 @@ from engine.planning.device_speed import (
 )
 from engine.planning.hardware import probe
 from engine.planning.speed_model import (
+    WEIGHT_CLASSES,
     DeviceSpeed,
     Measured,
     ModelCost,
+    is_borrowed,
     model_cost,
     plausible_verify_curve,
     predict,
@@ -270,10 +272,10 @@ def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
     assert speed.overhead_ms >= 0 and speed.source.startswith("measured")
     assert any("F16 forward passes" in s for s in said)
     assert not (cache_dir() / "cpu-probe").exists(), "the 1.4 GB of scratch models were deleted"
-    # llama-quantize made the Q8_0 and Q4_K_M variants, and each was timed: its own figures, cached too
-    assert set(speed.class_rates) == {"F16", "Q8_0", "Q4_K"} and not speed.overlap
+    # llama-quantize made a file of each class alone, and each was timed: its own figures, cached too
+    assert set(speed.class_rates) == set(WEIGHT_CLASSES) and not speed.overlap
     assert all(bw > 0 and fl > 0 and r >= 0 for bw, fl, r in speed.class_rates.values())
-    assert any("Q4_K_M" in s for s in said)
+    assert any("Q6_K forward passes" in s for s in said) and any("Q5_0" in s for s in said)
     again: list[str] = []
     assert probe_cpu_speed(progress=again.append, cache=tmp_path) == speed and again == []
 
@@ -315,17 +317,22 @@ def test_the_planner_uses_the_gpu_then_this_cpus_last_probe_then_an_assumption(t
 def test_each_weight_class_runs_at_its_own_measured_rates():
     """A Q4_K matrix unpacked block by block and a Q8_0 one on int8 dot products: a device with rates per
     class charges each class's products at its own, and anything else at the plain figures."""
-    assert [weight_class(t) for t in ("F16", "bf16", "F32", "Q8_0", "Q4_0", "Q5_1", "Q4_K", "Q6_K", "IQ4_XS")] == [
+    types = ("F16", "bf16", "F32", "Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS")
+    assert [weight_class(t) for t in types] == [
         "F16",
         "F16",
         "F16",
         "Q8_0",
         "Q8_0",
-        "Q8_0",
+        "Q5_0",
+        "Q5_0",
         "Q4_K",
-        "Q4_K",
+        "Q6_K",
+        "Q6_K",
         "Q4_K",
     ]
+    # the types the probe does not time are known as borrowed, so that a prediction can say so
+    assert [t for t in types if is_borrowed(t)] == ["Q4_0", "Q5_1", "Q5_K", "IQ4_XS"]
     cost = ModelCost(
         weight_bytes=3_000_000,
         weight_macs=4_000_000,

@@ -47,18 +47,34 @@ def cmd_predict(a: argparse.Namespace) -> int:
     print(
         json.dumps(result.to_dict())
         if a.json
-        else format_prediction(result, measured_from=measured.source if measured is not None else None)
+        else format_prediction(
+            result,
+            measured_from=measured.source if measured is not None else None,
+            acceptance_given=a.acceptance is not None,
+        )
     )
     return 0
 
 
-def format_prediction(p: Prediction, measured_from: str | None = None) -> str:
+def format_prediction(p: Prediction, measured_from: str | None = None, acceptance_given: bool = False) -> str:
     where = measured_from or (f"{p.device.name}: {p.device.source}" if p.device else "")
-    lines = [f"basis: {p.basis} ({where})", f"plain decoding: {p.plain_tokens_per_s:.1f} tokens/s"]
+    lines = [f"basis: {p.basis} ({where})"]
+    band = f" {p.band.plain_text()}" if p.band else f" ({p.unchecked_text()})"
+    lines.append(f"plain decoding: {p.plain_tokens_per_s:.1f} tokens/s{band}")
     if p.speedup_by_k:
         ks = sorted(p.speedup_by_k)
-        lines.append(f"{p.method} speedup by K: " + "  ".join(f"{k}: x{p.speedup_by_k[k]:.2f}" for k in ks))
+        speed_band = f" (each ±{p.band.speedup:.2f})" if p.band else ""
+        lines.append(
+            f"{p.method} speedup by K: " + "  ".join(f"{k}: x{p.speedup_by_k[k]:.2f}" for k in ks) + speed_band
+        )
     lines.append(p.why())
+    if p.band:
+        lines.append(f"band: {p.band.source} (bench/prediction_error.py)")
+    if p.speedup_by_k and p.basis == "prior" and not acceptance_given:
+        lines.append(
+            f"acceptance: {', '.join(f'{a:.2f}' for a in p.acceptance)} per position, "
+            "a prior until the pair is measured"
+        )
     return "\n".join(lines)
 
 

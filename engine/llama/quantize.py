@@ -14,13 +14,14 @@ class QuantizeError(RuntimeError):
     """llama-quantize failed; the message holds the end of its output."""
 
 
-def quantize(source: Path, out: Path, ftype: str, timeout_s: float = 1800.0) -> Path:
+def quantize(source: Path, out: Path, ftype: str, timeout_s: float = 1800.0, pure: bool = False) -> Path:
     """Write ``out`` as ``source`` quantized to ``ftype`` (llama-quantize's name: Q8_0, Q4_K_M, ...); the file
-    appears only once it is whole."""
+    appears only once it is whole. ``pure``: every matrix of that type alone (no mix, llama-quantize --pure),
+    as the CPU probe times one kernel class at a time."""
     install = find_install()
     part = out.with_name(out.name + ".part")
     r = subprocess.run(
-        [str(install.tool("llama-quantize")), str(source), str(part), ftype],
+        [str(install.tool("llama-quantize")), *(["--pure"] if pure else []), str(source), str(part), ftype],
         capture_output=True,
         text=True,
         timeout=timeout_s,

@@ -3,11 +3,11 @@
 A model of a real one's proportions (PROBE_SHAPE: 0.37B parameters, 730 MB as F16) and its one-layer
 draft (engine.models.synthetic) are loaded in an engine worker; the worker times forward passes of 1 to
 16 tokens (PROBE_BATCHES), and short plain generations time a whole step. The same pair quantized by
-llama-quantize to Q8_0 and to Q4_K_M is timed the same way, since llama.cpp's CPU kernels for those
-weights run at other speeds than its F16 ones. engine.planning.device_speed.solve_cpu_speed turns the
-timings into a DeviceSpeed, which is cached per processor, core count and llama.cpp build. The models
-are written to a scratch folder in the user cache; each quantized copy is deleted once timed, the F16
-pair last (about 1.4 GB at most).
+llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) is timed the same way, since
+llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones and than each other.
+engine.planning.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which is cached per
+processor, core count and llama.cpp build. The models are written to a scratch folder in the user cache;
+each quantized copy is deleted once timed, the F16 pair last (about 1.4 GB at most).
 """
 
 from __future__ import annotations
@@ -87,13 +87,13 @@ def probe_cpu_speed(
         step("timing short plain generations: what a token takes beyond its forward pass")
         beyond = _beyond_the_pass(draft, reps)
         for cls, ftype in PROBE_QUANTS.items():
-            files = [folder / ftype / p.name for p in (target, draft)]
+            files = [folder / f"{cls}-pure" / p.name for p in (target, draft)]
             if not all(f.is_file() for f in files):
-                step(f"quantizing the model to {ftype}, whose kernels differ from F16's")
+                step(f"quantizing the model to {cls}, whose kernels differ from F16's")
                 files[0].parent.mkdir(parents=True, exist_ok=True)
                 for src, dst in zip((target, draft), files):
-                    quantize(src, dst, ftype)
-            step(f"timing {ftype} forward passes")
+                    quantize(src, dst, ftype, pure=True)
+            step(f"timing {cls} forward passes")
             timed[cls] = _time_pair(files[0], files[1], reps)
             if scratch:
                 shutil.rmtree(files[0].parent, ignore_errors=True)

@@ -29,6 +29,7 @@ import numpy as np
 
 from engine.measure.live import Snapshot
 from engine.planning.cost_model import accepted_exactly, expected_tokens
+from engine.planning.prediction_band import MEASURED
 
 K_WHAT_IF = range(1, 17)
 MIN_STEPS = 8  # fewer speculative steps than this say too little to explain anything
@@ -73,10 +74,13 @@ class Why:
         measured = f", measured x{self.measured_speedup:.2f}" if self.measured_speedup else ""
         head = "Speculation pays here" if self.pays else "Speculation does not pay here"
         text = f"{head}: {parts}. That makes x{self.explained_speedup:.2f}{measured}."
+        # a what-if from measured parts: its band is the calibrated prediction's (engine.planning.prediction_band)
+        band = MEASURED.speedup
         if self.best_k is None:
             text += " With these costs no K pays: run without speculation, or try an n-gram method."
         elif self.best_k != k and self.best_speedup > self.explained_speedup * 1.02:
-            text += f" With these costs K={self.best_k} would give about x{self.best_speedup:.2f}."
+            doubt = ", which may not pay" if self.best_speedup - 1.0 <= band else ""
+            text += f" With these costs K={self.best_k} would give about x{self.best_speedup:.2f} (±{band:.2f}){doubt}."
         return text
 
 

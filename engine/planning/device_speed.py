@@ -85,10 +85,12 @@ PROBE_SHAPE = ModelShape(n_embd=1280, n_layer=16, n_head=10, n_head_kv=2, n_ff=3
 PROBE_VOCAB = 32000
 # the batch sizes the probe times besides one token: the line through them is a token's compute
 PROBE_BATCHES = (2, 4, 8, 16)
-# the weight classes the probe times besides F16, and the llama-quantize type it makes for each
+# the weight classes the probe times besides F16 (speed_model.WEIGHT_CLASSES), and the llama-quantize type
+# that makes a file of that class alone (with --pure: no Q6_K layers in a Q4_K file, as Q4_K_M would have)
+PROBE_QUANTS = {"Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_K": "Q4_K_M", "Q6_K": "Q6_K"}
 # bumped when the probe measures otherwise, so that an older probe's figures are measured again
-PROBE_VERSION = 3
-PROBE_QUANTS = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M"}
+# (4: Q5_0 and Q6_K timed, each class on a file of its type alone)
+PROBE_VERSION = 4
 
 
 def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
@@ -224,7 +226,7 @@ def solve_cpu_speed(timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]], b
         flops_per_s=flops,
         overhead_ms=overhead_ms,
         source=f"measured: llama.cpp on a {f16_cost.weight_bytes / 2**20:.0f} MiB F16 model"
-        + (" and its Q8_0 and Q4_K_M copies" if len(timed) > 1 else "")
+        + (f" and its {', '.join(c for c in timed if c != 'F16')} copies" if len(timed) > 1 else "")
         + ", its draft, a plain run",
         class_rates={cls: (bw, fl, r) for cls, (bw, fl, r, _) in rates.items()},
         overlap=False,

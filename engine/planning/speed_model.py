@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import CostCurve, PairCosts
 from engine.planning.kv_layers import head_dims, layer_heads
+from engine.planning.prediction_band import Band, band_for
 from engine.planning.recurrent import is_recurrent, recurrent_layout, trunk_layers
 from engine.planning.sliding_window import sliding_window
 
@@ -71,20 +72,43 @@ _LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
 # On a CPU the kernels differ by weight type: a K-quant is unpacked block by block, Q8_0 and the other
-# legacy types take llama.cpp's int8 dot products, F16 its float ones. The probe times one of each
-# class; a device that has no figure for a class uses its F16 (plain) figures.
-WEIGHT_CLASSES = ("F16", "Q8_0", "Q4_K")
+# legacy types take llama.cpp's int8 dot products, F16 its float ones, and within a family the unpacking
+# costs differ too (a Q5_0 row unpacks its fifth bit, a Q6_K row two more than a Q4_K one). The probe times
+# each of these classes on a file of that type alone; a device that has no figure for a class uses its F16
+# (plain) figures.
+WEIGHT_CLASSES = ("F16", "Q8_0", "Q5_0", "Q4_K", "Q6_K")
+# Tensor types the probe does not time, and the measured class whose per-byte rates they are charged at:
+# the nearest kernel family. Not measured, so a prediction that counts any says so (ModelCost.borrowed) and
+# its band is the unmeasured one (engine.planning.prediction_band).
+BORROWED_CLASSES = {
+    "Q4_0": "Q8_0",  # legacy blocks of 32, int8 dot products
+    "Q4_1": "Q8_0",
+    "Q8_1": "Q8_0",
+    "Q5_1": "Q5_0",
+    "Q5_K": "Q6_K",  # a K-quant with high bits, as Q6_K
+    "Q2_K": "Q4_K",
+    "Q3_K": "Q4_K",
+    "Q8_K": "Q4_K",
+}
+FLOAT_TYPES = ("F16", "BF16", "F32", "F64")
 
 
 def weight_class(type_name: str) -> str:
-    """The kernel class a tensor type runs with: F16 (float types), Q8_0 (legacy block quants), Q4_K (the
-    K-quants and the importance-matrix types)."""
+    """The kernel class a tensor type is charged at: a measured class (WEIGHT_CLASSES), or for a type the
+    probe does not time its nearest family's (BORROWED_CLASSES; the importance-matrix and ternary types
+    are charged as Q4_K)."""
     t = type_name.upper()
-    if t in ("F16", "BF16", "F32", "F64"):
+    if t in FLOAT_TYPES:
         return "F16"
-    if t in ("Q8_0", "Q8_1", "Q5_0", "Q5_1", "Q4_0", "Q4_1"):
-        return "Q8_0"
-    return "Q4_K"
+    if t in WEIGHT_CLASSES:
+        return t
+    return BORROWED_CLASSES.get(t, "Q4_K")
+
+
+def is_borrowed(type_name: str) -> bool:
+    """A matrix type whose speed the probe did not measure (weight_class borrows another's)."""
+    t = type_name.upper()
+    return t not in FLOAT_TYPES and t not in WEIGHT_CLASSES
 
 
 @dataclass(frozen=True)
@@ -120,6 +144,8 @@ class ModelCost:
     # a target's own MTP block drafting for it (draft-mtp): a hybrid target then rolls a rejected draft
     # back from its K state snapshots, in place, instead of verifying again
     mtp: bool = False
+    # matrix types counted at another class's rates (is_borrowed), with their share of the matrix bytes
+    borrowed: tuple[tuple[str, float], ...] = ()
 
     def attended(self, n_past: int) -> tuple[int, int]:
         """(full-attention positions, sliding-window positions) a token attends to after n_past."""
@@ -168,6 +194,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         head = "token_embd.weight"
     weight_bytes = weight_macs = 0
     classes: dict[str, list[int]] = {}
+    borrowed: dict[str, int] = {}
     experts: dict[str, int] = {}
     for t in info.tensors:
         if only is not None and not only(t.name):
@@ -191,6 +218,8 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
             c = classes.setdefault(weight_class(t.type_name), [0, 0])
             c[0] += int(t.n_bytes * share)
             c[1] += int(t.n_elements * share)
+            if is_borrowed(t.type_name):
+                borrowed[t.type_name.upper()] = borrowed.get(t.type_name.upper(), 0) + int(t.n_bytes * share)
     layout = None if mtp else recurrent_layout(info)
     state = layout.state_bytes() if layout and only is None else 0
     window = sliding_window(info)
@@ -222,6 +251,9 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         expert_bytes_by_class=tuple(sorted(experts.items())),
         state_bytes_per_pass=2 * state,
         recurrent_macs=3 * layout.n_recurrent * layout.n_embd_s if layout and only is None else 0,
+        borrowed=tuple(
+            (t, round(n / max(sum(b for b, _ in classes.values()), 1), 4)) for t, n in sorted(borrowed.items())
+        ),
     )
 
 
@@ -332,32 +364,68 @@ class Prediction:
     basis: str  # "measured" or "prior"
     device: DeviceSpeed | None
     method: str = "draft-simple"  # the drafting the speedups are for: draft-mtp for an MTP block or an assistant
+    # how far the figures may be off (engine.planning.prediction_band); None: nothing held out checks them
+    band: Band | None = None
 
     @property
     def pays(self) -> bool:
         return self.best_k is not None
 
+    def _closest_k(self) -> int:
+        by_k = self.speedup_by_k
+        return self.best_k or max(by_k, key=lambda k: by_k[k])
+
+    @property
+    def verdict(self) -> str:
+        """ "pays", "does not pay", or "may not pay" where the best speedup lies within the band of x1.00 (the
+        figures cannot tell it from no speculation); "" without a draft."""
+        if not self.speedup_by_k:
+            return ""
+        best = self.speedup_by_k[self._closest_k()]
+        if self.band is not None and abs(best - 1.0) <= self.band.speedup:
+            return "may not pay"
+        return "pays" if self.pays else "does not pay"
+
+    def unchecked_text(self) -> str:
+        """What stands in for a band where no held-out case checked the figures."""
+        if self.band is not None:
+            return ""
+        if self.device is not None and self.device.assumed:
+            return "rough: this CPU is not measured yet"
+        return "not yet checked on this kind of device"
+
     def speed_text(self) -> str:
-        """ "~14 tok/s (x1.32 at K=4)" at the best K, or "~14 tok/s without the draft (x0.81 with it)" where
-        no K pays (the K whose speedup comes closest to 1)."""
+        """ "~14 tok/s ±15 % (x1.32 at K=4)" at the best K, or "~14 tok/s ±15 % without the draft (x0.81 with
+        it)" where no K pays (the K whose speedup comes closest to 1); a speedup within the band of x1.00
+        says "may not pay". Without a band the figure says it is unchecked."""
         by_k = self.speedup_by_k
         plain = self.plain_tokens_per_s
+        band = f" {self.band.plain_text()}" if self.band is not None else ""
+        unchecked = f" ({self.unchecked_text()})" if self.band is None else ""
         if not by_k:
-            return f"~{tokens_per_s_text(plain)} tok/s"
-        k = self.best_k or max(by_k, key=lambda k: by_k[k])
+            return f"~{tokens_per_s_text(plain)} tok/s{band}{unchecked}"
+        k = self._closest_k()
+        doubt = f", may not pay: ±{self.band.speedup:.2f}" if self.verdict == "may not pay" and self.band else ""
         if self.pays:
-            return f"~{tokens_per_s_text(plain * by_k[k])} tok/s (x{by_k[k]:.2f} at K={k})"
-        return f"~{tokens_per_s_text(plain)} tok/s without the draft (x{by_k[k]:.2f} with it)"
+            return f"~{tokens_per_s_text(plain * by_k[k])} tok/s{band} (x{by_k[k]:.2f} at K={k}{doubt}){unchecked}"
+        return f"~{tokens_per_s_text(plain)} tok/s{band} without the draft (x{by_k[k]:.2f} with it{doubt}){unchecked}"
 
     def why(self) -> str:
-        """One sentence: why speculation pays here, or why it does not."""
+        """One sentence: why speculation pays here, or why it does not (or may not: within the band)."""
         v1, k = self.verify_ms_by_batch[1], self.best_k or 4
         ratio = self.verify_ms_by_batch.get(k + 1, v1) / v1 if v1 else 1.0
         base = f"verifying {k + 1} tokens costs {ratio:.1f}x one token"
         if self.draft_ms is not None and v1:
             base += f" and a draft token {self.draft_ms / v1:.0%} of a target step"
+        band = f" ±{self.band.speedup:.2f}" if self.band is not None else ""
+        if self.verdict == "may not pay":
+            s = self.speedup_by_k[self._closest_k()]
+            return (
+                f"speculation may not pay here: {base}, so K={self._closest_k()} gives x{s:.2f}{band}, "
+                f"within the prediction's band of x1.00 ({self.basis})"
+            )
         if self.pays:
-            return f"speculation pays here: {base}, so K={k} gives x{self.speedup_by_k[k]:.2f} ({self.basis})"
+            return f"speculation pays here: {base}, so K={k} gives x{self.speedup_by_k[k]:.2f}{band} ({self.basis})"
         return f"speculation does not pay here: {base} ({self.basis}); run without it"
 
     def to_dict(self) -> dict:
@@ -371,6 +439,10 @@ class Prediction:
             "basis": self.basis,
             "method": self.method,
             "device": self.device.to_dict() if self.device else None,
+            "band": None
+            if self.band is None
+            else {"plain": self.band.plain, "speedup": self.band.speedup, "source": self.band.source},
+            "verdict": self.verdict,
             "why": self.why(),
         }
 
@@ -448,6 +520,18 @@ def predict(
         {k: costs.predict_tps(cond, k, feed_draft=feed) / plain for k in range(1, k_max + 1)} if draft_curve else {}
     )
     best = max(speedups, key=lambda k: speedups[k]) if speedups else None
+    if measured is not None:
+        band = band_for("measured", device_checked=True)
+    else:
+        assert device is not None
+        # held-out cases ran on a probed CPU alone: a GPU's figures (or a part of the pair on one) are unchecked
+        checked = not device.overlap and not device.assumed
+        band = band_for(
+            "prior",
+            device_checked=checked,
+            moe=target.expert_share > 0,
+            borrowed=bool(target.borrowed or (draft is not None and draft.borrowed)),
+        )
     return Prediction(
         plain_tokens_per_s=plain,
         verify_ms_by_batch={b: verify.at(b) for b in range(1, k_max + 2)},
@@ -458,6 +542,7 @@ def predict(
         basis=basis,
         device=device if measured is None else None,
         method="draft-mtp" if draft is not None and (draft.mtp or draft.reads_target_cache) else "draft-simple",
+        band=band,
     )
 
 
