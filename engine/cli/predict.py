@@ -22,7 +22,15 @@ from engine.measure.device_probe import probe_cpu_speed
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
-from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, model_cost, mtp_cost, predict
+from engine.planning.speed_model import (
+    ACCEPTANCE_PRIOR,
+    ACCEPTANCE_PRIORS,
+    Prediction,
+    acceptance_prior_text,
+    model_cost,
+    mtp_cost,
+    predict,
+)
 from engine.runtime.client import EngineError
 
 _guarded = guarded(GGUFInspectError, EngineError, ValueError)
@@ -51,12 +59,15 @@ def cmd_predict(a: argparse.Namespace) -> int:
             result,
             measured_from=measured.source if measured is not None else None,
             acceptance_given=a.acceptance is not None,
+            workload=a.workload,
         )
     )
     return 0
 
 
-def format_prediction(p: Prediction, measured_from: str | None = None, acceptance_given: bool = False) -> str:
+def format_prediction(
+    p: Prediction, measured_from: str | None = None, acceptance_given: bool = False, workload: str | None = None
+) -> str:
     where = measured_from or (f"{p.device.name}: {p.device.source}" if p.device else "")
     lines = [f"basis: {p.basis} ({where})"]
     band = f" {p.band.plain_text()}" if p.band else f" ({p.unchecked_text()})"
@@ -71,10 +82,7 @@ def format_prediction(p: Prediction, measured_from: str | None = None, acceptanc
     if p.band:
         lines.append(f"band: {p.band.source} (bench/prediction_error.py)")
     if p.speedup_by_k and p.basis == "prior" and not acceptance_given:
-        lines.append(
-            f"acceptance: {', '.join(f'{a:.2f}' for a in p.acceptance)} per position, "
-            "a prior until the pair is measured"
-        )
+        lines.append(f"acceptance: {acceptance_prior_text(workload)}")
     return "\n".join(lines)
 
 
@@ -89,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument(
         "--workload",
         choices=sorted(ACCEPTANCE_PRIORS),
-        help="the kind of text: its prior acceptance stands in until the pair is measured (default: a flat 0.70)",
+        help="the kind of text: its prior acceptance (measured on a real pair) stands in until the pair is measured "
+        f"(default: a flat {ACCEPTANCE_PRIOR:.2f})",
     )
     p.add_argument("--cpu", action="store_true", help="predict for the CPU even when a GPU is present")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -28,10 +28,12 @@ A tune of the pair (kept in the history) replaces both with what it measured; ``
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from engine.core.paths import RESOURCES_DIR
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.cost_model import CostCurve, PairCosts
 from engine.planning.kv_layers import head_dims, layer_heads
@@ -41,27 +43,45 @@ from engine.planning.sliding_window import sliding_window
 
 KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
 # acceptance of a same-family draft before anything is measured, per draft position: the one prior every
-# prediction starts from (the recommender lowers it for a coarse draft quant). Its level: with it,
-# Leviathan et al.'s formula gives the 1.71x llama.cpp measured for Llama 3.1 8B Q8_0 drafted by 3.2 1B
-# Q8_0 (llama.cpp issue 5877 reports 0.72 accepted there).
+# prediction of text of no known kind starts from (the recommender lowers it for a coarse draft quant). Its
+# level: with it, Leviathan et al.'s formula gives the 1.71x llama.cpp measured for Llama 3.1 8B Q8_0 drafted
+# by 3.2 1B Q8_0 (llama.cpp issue 5877 reports 0.72 accepted there).
 ACCEPTANCE_PRIOR = 0.70
-# the same prior by the kind of text (the shipped workload sets). Its shape is measured, its level is not:
-# the per-position chance that gives each set's greedy K=4 acceptance on the demo family (bench/results/
-# demo_family-cpu.txt: 0.80 code completion, 0.81 editing, 0.74 creative, 0.84 explanation, 0.89
-# summarization), scaled so that their mean is ACCEPTANCE_PRIOR. Text that restates its prompt is drafted
-# more easily than free writing; a tune of the pair replaces any of these with what it measured.
-ACCEPTANCE_PRIORS = {
-    "code-completion": 0.69,
-    "code-editing": 0.69,
-    "creative": 0.64,
-    "explanation": 0.72,
-    "summarization": 0.76,
-}
+# the same prior by the kind of text (the shipped workload sets), measured on a real same-family pair
+# (Qwen2.5-Coder 1.5B Instruct drafted by the 0.5B, draft-simple K=4, greedy) by bench/acceptance_priors.py,
+# in chat mode (an instruct model's default) and as raw text; the file says where each number comes from.
+# Text that restates its prompt is drafted more easily than free writing; a tune of the pair replaces any of
+# these with what it measured.
+ACCEPTANCE_PRIORS_FILE = RESOURCES_DIR / "catalog" / "acceptance_priors.json"
 
 
-def acceptance_prior(workload: str | None = None) -> float:
-    """The prior acceptance per draft position for a shipped workload set (the flat prior otherwise)."""
-    return ACCEPTANCE_PRIORS.get(workload or "", ACCEPTANCE_PRIOR)
+def _load_priors() -> tuple[dict[str, float], dict[str, float], str]:
+    doc = json.loads(ACCEPTANCE_PRIORS_FILE.read_text(encoding="utf-8"))
+    sets = doc["sets"]
+    return (
+        {name: float(v["chat"]) for name, v in sets.items()},
+        {name: float(v["raw"]) for name, v in sets.items()},
+        str(doc["source"]),
+    )
+
+
+ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_RAW, ACCEPTANCE_PRIORS_SOURCE = _load_priors()
+
+
+def acceptance_prior(workload: str | None = None, chat: bool = True) -> float:
+    """The prior acceptance per draft position for a shipped workload set, as chat requests (``chat``) or raw
+    text; the flat prior for any other text."""
+    return (ACCEPTANCE_PRIORS if chat else ACCEPTANCE_PRIORS_RAW).get(workload or "", ACCEPTANCE_PRIOR)
+
+
+def acceptance_prior_text(workload: str | None = None, chat: bool = True) -> str:
+    """Where a prior is shown: "0.70 per position (prior: ...)", saying it is one and where it comes from."""
+    where = (
+        f"the {workload} set on a real Qwen2.5-Coder pair"
+        if workload in ACCEPTANCE_PRIORS
+        else "a same-family draft, from Llama 3.1 8B / 3.2 1B"
+    )
+    return f"{acceptance_prior(workload, chat):.2f} per position (prior: {where}, until the pair is measured)"
 
 
 BATCH_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)

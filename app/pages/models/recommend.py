@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.widgets.style import ERROR, error_text
 from engine.models.downloads import format_bytes
-from engine.planning.speed_model import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIORS
+from engine.planning.speed_model import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
 
 COLUMNS = ("target + draft", "score", "memory", "predicted here", "preset")
 ROLE = Qt.ItemDataRole.UserRole
@@ -67,13 +67,14 @@ class RecommendPanel(QWidget):
         self.floor.valueChanged.connect(lambda value: self.refreshRequested.emit())
         # the kind of text: its prior acceptance is what the pairs' speeds are predicted at
         self.text_kind = QComboBox()
-        self.text_kind.addItem(f"any text ({ACCEPTANCE_PRIOR:.2f})", None)
+        self.text_kind.addItem(f"any text (prior {ACCEPTANCE_PRIOR:.2f})", None)
         for name, prior in sorted(ACCEPTANCE_PRIORS.items()):
-            self.text_kind.addItem(f"{name} ({prior:.2f})", name)
+            self.text_kind.addItem(f"{name} (prior {prior:.2f})", name)
         self.text_kind.setToolTip(
             "the kind of text you will generate: the pairs are predicted at its prior acceptance per draft "
             "position (text that restates its prompt is drafted more easily than free writing); a tune of a "
-            "pair in the Lab measures its own"
+            f"pair in the Lab measures its own.\nThe priors: {ACCEPTANCE_PRIORS_SOURCE}; any text: "
+            "Llama 3.1 8B drafted by 3.2 1B"
         )
         self.text_kind.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
         self.refresh_button = QPushButton("Refresh")
