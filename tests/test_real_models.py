@@ -91,6 +91,20 @@ def test_the_memory_plan_of_the_real_pair_matches_llama_cpps_report(real_pair, c
     assert abs(planned_total - reported_total) <= 0.015 * reported_total, (planned_total, reported_total)
 
 
+@pytest.mark.parametrize("ctx", [512, 4096])
+def test_the_memory_plan_of_a_real_262k_vocabulary_model_matches_llama_cpps_report(ctx):
+    """Gemma 3 270M: a 262144-token vocabulary on 640-wide layers, sliding-window caches, a query width
+    (1024) other than n_embd. Its compute buffer was planned 149 % too big against a one-output server."""
+    gemma = real("gemma-3-270m")
+    plan = plan_memory(inspect_gguf(gemma), ctx, cpu_features=cpu_features())
+    with Engine(LoadSettings(gemma, None, ctx=ctx)) as engine:
+        rows = compare(plan, engine.memory())
+    for who, kind, buffer_type, reported, planned, error in rows:
+        print(f"{who:6} {kind:8} {buffer_type:10} llama.cpp {reported:11d} plan {planned:11d} error {error:+.2%}")
+        limit = 0.01 if kind == "compute" else 0.0
+        assert abs(error) <= limit, f"{kind} {buffer_type}: {planned} planned, {reported} reported"
+
+
 def hf_cache_entry(hub: Path, key: str) -> Path:
     """A real model as huggingface_hub lays it out (snapshots/<commit>/<file> -> ../../blobs/<sha256>), the
     blob itself a link to the cached file, so that 1.9 GB are not copied."""
