@@ -419,3 +419,31 @@ def test_per_layer_embedding_tables_are_looked_up_not_read_whole():
     cost = model_cost(info)
     assert table.n_bytes > 0.4 * sum(t.n_bytes for t in info.tensors)
     assert cost.weight_bytes == pytest.approx(2 * arch.active_params, rel=0.05)  # F16: 2 bytes a parameter
+
+
+def test_a_prediction_shows_the_band_of_its_held_out_errors_and_doubts_a_verdict_inside_it():
+    """engine.planning.prediction_band: a probed CPU's prior carries the dense band, a measured curve the
+    calibrated one, a GPU's figures none (and say they are unchecked); a speedup within the band of x1.00
+    "may not pay"."""
+    from engine.planning.prediction_band import MEASURED, PRIOR_DENSE, PRIOR_MOE
+
+    cost = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
+    draft = ModelCost(10**8, 5 * 10**7, kv_bytes_per_position=0, attention_macs_per_position=0)
+    cpu = DeviceSpeed("CPU", 20e9, 200e9, overlap=False, source="measured")
+    p = predict(cost, draft, cpu, acceptance=0.7)
+    assert p.band == PRIOR_DENSE and f"±{100 * PRIOR_DENSE.plain:.0f} %" in p.speed_text()
+    assert p.to_dict()["band"]["plain"] == PRIOR_DENSE.plain
+    moe = dataclasses.replace(cost, expert_share=0.1)
+    assert predict(moe, draft, cpu, acceptance=0.7).band == PRIOR_MOE
+    gpu = predict(cost, draft, DeviceSpeed("gpu", 1e12, 1e15), acceptance=0.7)
+    assert gpu.band is None and "not yet checked on this kind of device" in gpu.speed_text()
+    assumed = predict(cost, draft, dataclasses.replace(cpu, assumed=True), acceptance=0.7)
+    assert assumed.band is None and "not measured yet" in assumed.speed_text()
+    # a measured curve where K=1 gains a few percent: inside the calibrated band, so it may not pay
+    near = Measured(verify_ms={1: 10.0, 2: 10.6, 3: 11.0}, draft_ms={1: 0.5}, acceptance_by_position=[0.2])
+    q = predict(cost, draft, None, measured=near, k_max=2)
+    best = max(q.speedup_by_k.values())
+    assert q.band == MEASURED and abs(best - 1) <= MEASURED.speedup, q.speedup_by_k
+    assert q.verdict == "may not pay" and "may not pay" in q.speed_text() and "may not pay here" in q.why()
+    far = Measured(verify_ms={1: 10.0, 2: 10.2, 3: 10.4}, draft_ms={1: 0.2}, acceptance_by_position=[0.9])
+    assert predict(cost, draft, None, measured=far, k_max=2).verdict == "pays"

@@ -166,6 +166,14 @@ class ModelCost:
     mtp: bool = False
     # matrix types counted at another class's rates (is_borrowed), with their share of the matrix bytes
     borrowed: tuple[tuple[str, float], ...] = ()
+    # the output layer's bytes (the tied embedding where there is no output.weight): a narrow model with a
+    # large vocabulary reads mostly this, and runs slower than its bytes say (engine.planning.prediction_band)
+    output_bytes: int = 0
+
+    @property
+    def output_heavy(self) -> bool:
+        """The output layer is over half of what a token reads (Gemma 3 270M: 73 %)."""
+        return self.weight_bytes > 0 and self.output_bytes > 0.5 * self.weight_bytes
 
     def attended(self, n_past: int) -> tuple[int, int]:
         """(full-attention positions, sliding-window positions) a token attends to after n_past."""
@@ -216,6 +224,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
     classes: dict[str, list[int]] = {}
     borrowed: dict[str, int] = {}
     experts: dict[str, int] = {}
+    output_bytes = 0
     for t in info.tensors:
         if only is not None and not only(t.name):
             continue
@@ -232,6 +241,8 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
             experts[cls] = experts.get(cls, 0) + t.n_bytes
         if (t.name == "token_embd.weight" and not tied) or t.name in LOOKUP_TABLES:
             continue  # a lookup of one row per token, not a matrix product
+        if t.name == ("token_embd.weight" if tied else "output.weight"):
+            output_bytes += t.n_bytes
         weight_bytes += int(t.n_bytes * share)
         if len(t.shape) >= 2:
             weight_macs += int(t.n_elements * share)
@@ -274,6 +285,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         borrowed=tuple(
             (t, round(n / max(sum(b for b, _ in classes.values()), 1), 4)) for t, n in sorted(borrowed.items())
         ),
+        output_bytes=0 if mtp else output_bytes,
     )
 
 
@@ -550,6 +562,7 @@ def predict(
             "prior",
             device_checked=checked,
             moe=target.expert_share > 0,
+            output_heavy=target.output_heavy,
             borrowed=bool(target.borrowed or (draft is not None and draft.borrowed)),
         )
     return Prediction(
