@@ -13,7 +13,7 @@ from app.main_window import MainWindow
 from .fake_nvml import FakeNVML, rtx4090
 
 WAIT = 120_000
-PROBE_WAIT = 400_000  # the probe writes, quantizes and times three 0.37B models: about a minute here
+PROBE_WAIT = 500_000  # the probe writes, quantizes and times five 0.37B models: about two minutes here
 
 
 @pytest.fixture
@@ -66,7 +66,12 @@ def test_an_unmeasured_cpu_ranks_on_an_assumption_until_the_start_page_measures_
     """Without a GPU and before any probe, the pairs are ranked for a CPU assumed from its core count, and the
     Start page says so beside a Measure button; the probe it starts (the Hardware page's) ranks them anew
     on what it measured."""
+    from engine.runtime.native_build import library_path
+
     monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    # a user cache of its own: a probe this machine's user took must not stand in for "not measured yet"
+    monkeypatch.setenv("SPECTUNE_SPECRT", str(library_path()))
+    monkeypatch.setenv("SPECTUNE_CACHE_DIR", str(tmp_path / "cache"))
     w = MainWindow(settings=QSettings(str(tmp_path / "c.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([]))
     qtbot.addWidget(w)
     w.hardware.probe_cache = tmp_path / "device-speed"
@@ -80,7 +85,7 @@ def test_an_unmeasured_cpu_ranks_on_an_assumption_until_the_start_page_measures_
         assert "not measured yet" in start.device_label.text() and start.measure_button.isVisible()
         said = []
         w.hardware.probeMessage.connect(said.append)
-        with qtbot.waitSignal(w.models.ranked, timeout=WAIT) as again:
+        with qtbot.waitSignal(w.models.ranked, timeout=PROBE_WAIT) as again:
             start.measure_button.click()
         assert said and said[0].startswith("measuring")
         device = again.args[0].recommendation.device

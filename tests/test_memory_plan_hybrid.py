@@ -382,7 +382,7 @@ def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair,
     assert got.method == "draft-mtp" and as_draft.method == "draft-simple"
     assert all(got.speedup_by_k[k] > as_draft.speedup_by_k[k] for k in range(1, 5))
     argv = [sys.executable, "-m", "engine.cli", "predict", "--target", str(mtp_pair[0]), "--cpu", "--prior", "--json"]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=own_cache_env(tmp_path))
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=580, env=own_cache_env(tmp_path))
     assert r.returncode == 0, r.stderr
     printed = json.loads(r.stdout)
     assert printed["method"] == "draft-mtp" and set(printed["speedup_by_k"]) == {str(k) for k in range(1, 13)}

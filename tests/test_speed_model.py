@@ -285,7 +285,7 @@ def test_spectune_predict_prints_the_json_and_refuses_a_bad_acceptance(pair, tmp
     target, draft = pair
     argv = [sys.executable, "-m", "engine.cli", "predict", "--target", str(target), "--draft", str(draft)]
     env = own_cache_env(tmp_path)  # the CPU probe it takes stays out of the user's cache
-    r = subprocess.run([*argv, "--cpu", "--prior", "--json"], capture_output=True, text=True, timeout=300, env=env)
+    r = subprocess.run([*argv, "--cpu", "--prior", "--json"], capture_output=True, text=True, timeout=580, env=env)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["basis"] == "prior" and got["device"]["name"] == "CPU"
