@@ -451,9 +451,9 @@ class Prediction:
             base += f" and a draft token {self.draft_ms / v1:.0%} of a target step"
         band = f" ±{self.band.speedup:.2f}" if self.band is not None else ""
         if self.verdict == "may not pay":
-            s = self.speedup_by_k[self._closest_k()]
+            closest = self._closest_k()
             return (
-                f"speculation may not pay here: {base}, so K={self._closest_k()} gives x{s:.2f}{band}, "
+                f"speculation may not pay here: {base}, so K={closest} gives x{self.speedup_by_k[closest]:.2f}{band}, "
                 f"within the prediction's band of x1.00 ({self.basis})"
             )
         if self.pays:
