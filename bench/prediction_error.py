@@ -225,7 +225,10 @@ def run_case(
     """One pair (or, without a draft, one model's plain decoding) measured and predicted."""
     device = probe_device(probe)
     rates = ", ".join(f"{c} {bw / 1e9:.1f}" for c, (bw, _, _) in device.class_rates.items())
-    log(f"# {name}: probe GB/s {rates}; {device.overhead_ms:.2f} ms per pass ({device.source})")
+    log(
+        f"# {name}: probe GB/s {rates}; {device.overhead_ms:.2f} ms per pass, {device.layer_ms:.3f} per layer"
+        f" ({device.source})"
+    )
     t_cost = model_cost(inspect_gguf(target))
     d_cost = model_cost(inspect_gguf(draft)) if draft is not None else None
     borrowed = sorted({t for c in (t_cost, d_cost) if c for t, _ in c.borrowed})

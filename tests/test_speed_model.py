@@ -203,6 +203,58 @@ def test_the_cpu_solve_recovers_the_figures_its_timings_came_from():
     assert solve_cpu_speed({"F16": (cost, small, times)}, beyond_ms=1.5).overhead_ms == pytest.approx(2.0)
 
 
+def test_the_cpu_solve_tells_a_layers_fixed_cost_from_the_bandwidth():
+    """Two pairs of 16 and 1 layers, one wide and one thin: their one-token passes give the bandwidth and what
+    each layer costs beyond its bytes, so a narrow model of many layers is predicted slower per byte than a
+    wide one. Without the thin pair the bandwidth carries the layers (layer_ms 0)."""
+
+    def model(n_bytes: int, layers: int) -> ModelCost:
+        return ModelCost(n_bytes, n_bytes // 2, 0, 0, n_layers=layers)
+
+    truth = DeviceSpeed(
+        "CPU", bandwidth_bytes_per_s=20e9, flops_per_s=100e9, overhead_ms=0.4, overlap=False, layer_ms=0.25
+    )
+
+    def timed(cost: ModelCost, small: ModelCost) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+        batches = {b: truth.forward_ms(cost, b, 16) for b in (1, *PROBE_BATCHES)}
+        return cost, small, ProbeTimes(batches, truth.forward_ms(small, 1, 16))
+
+    wide = timed(model(700 * 2**20, 16), model(90 * 2**20, 1))
+    thin = timed(model(40 * 2**20, 16), model(17 * 2**20, 1))
+    got = solve_cpu_speed({"F16": wide}, beyond_ms=0.0, thin=thin)
+    assert got.layer_ms == pytest.approx(0.25) and got.bandwidth_bytes_per_s == pytest.approx(20e9)
+    assert got.overhead_ms == pytest.approx(0.4)
+    narrow = model(400 * 2**20, 24)
+    assert got.forward_ms(narrow, 1, 16) == pytest.approx(truth.forward_ms(narrow, 1, 16))
+    blind = solve_cpu_speed({"F16": wide}, beyond_ms=0.0)
+    assert blind.layer_ms == 0.0 and blind.forward_ms(narrow, 1, 16) < truth.forward_ms(narrow, 1, 16)
+
+
+def test_batches_are_priced_by_the_probes_table_at_each_size_not_by_a_line(tmp_path):
+    """llama.cpp's CPU kernels batch in tiles: a token beyond the first costs more in a pass of 2-6 tokens than
+    in one of 12-16 (measured on the 2-core VM: 16-18 against 9-12 ms per GMAC for Q4_K). The table keeps
+    each size's cost, a line through 2..16 would not; a size timed faster than a smaller one keeps the
+    smaller one's cost."""
+    cost = ModelCost(100 * 2**20, 2 * 10**9, 0, 0, by_class=(("Q4_K", 100 * 2**20, 2 * 10**9),), n_layers=16)
+    small = ModelCost(10 * 2**20, 10**8, 0, 0, by_class=(("Q4_K", 10 * 2**20, 10**8),), n_layers=1)
+    per_token = {2: 17.0, 3: 17.0, 4: 17.0, 5: 17.0, 6: 16.0, 8: 14.0, 12: 10.0, 16: 7.4}
+    batches = {1: 10.0, **{b: 10.0 + 2.0 * (b - 1) * per_token[b] for b in PROBE_BATCHES}}
+    batches[16] = batches[12] - 1.0  # timed faster than 12 tokens: noise
+    got = solve_cpu_speed({"F16": (cost, small, ProbeTimes(batches, 2.0))}, beyond_ms=0.0)
+    table = dict(got.batch_extra["F16"])
+    assert table[2] == pytest.approx(17.0) and table[5] == pytest.approx(68.0) and table[16] == table[12]
+    # another model of the class: its one-token pass plus its multiply-adds at the table's rate
+    other = ModelCost(300 * 2**20, 3 * 10**9, 0, 0, by_class=(("Q4_K", 300 * 2**20, 3 * 10**9),), n_layers=16)
+    one = got.forward_ms(other, 1, 16)
+    assert got.forward_ms(other, 5, 16) == pytest.approx(one + 3.0 * 68.0)
+    assert got.forward_ms(other, 7, 16) == pytest.approx(one + 3.0 * (table[6] + table[8]) / 2)
+    # the class the model holds has no table of its own: F16's stands in
+    assert got.extra_per_gmac("Q6_K", 4) == pytest.approx(table[4])
+    # the table survives the cache
+    save_cpu_speed("k", got, tmp_path)
+    assert cached_cpu_speed("k", tmp_path) == got
+
+
 def test_a_tune_in_the_history_is_this_pairs_measurement(pair, tmp_path):
     target, draft = pair
     db = tmp_path / "history.sqlite"

@@ -2,7 +2,8 @@
 
 A model of a real one's proportions (PROBE_SHAPE: 0.37B parameters, 730 MB as F16) and its one-layer
 draft (engine.models.synthetic) are loaded in an engine worker; the worker times forward passes of 1 to
-16 tokens (PROBE_BATCHES), and short plain generations time a whole step. The same pair quantized by
+16 tokens (PROBE_BATCHES), and short plain generations time a whole step. A thin pair of as many layers
+(PROBE_THIN_SHAPE, 256 wide) tells a layer's fixed cost from the bandwidth. The same pair quantized by
 llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) is timed the same way, since
 llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones and than each other.
 engine.planning.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which is cached per
@@ -28,6 +29,7 @@ from engine.planning.device_speed import (
     PROBE_BATCHES,
     PROBE_QUANTS,
     PROBE_SHAPE,
+    PROBE_THIN_SHAPE,
     PROBE_VOCAB,
     ProbeTimes,
     cached_cpu_speed,
@@ -84,6 +86,13 @@ def probe_cpu_speed(
             write_pair(folder / "F16", PairSpec(shape=PROBE_SHAPE, draft_layers=1, dtype="f16", n_vocab=PROBE_VOCAB))
         step("timing F16 forward passes of 1 to 16 tokens")
         timed = {"F16": _time_pair(target, draft, reps)}
+        thin_target, thin_draft = folder / "thin" / "target.gguf", folder / "thin" / "draft.gguf"
+        if not (thin_target.is_file() and thin_draft.is_file()):
+            write_pair(
+                folder / "thin", PairSpec(shape=PROBE_THIN_SHAPE, draft_layers=1, dtype="f16", n_vocab=PROBE_VOCAB)
+            )
+        step("timing a thin model of as many layers: what a layer costs beyond its bytes")
+        thin = _time_pair(thin_target, thin_draft, reps)
         step("timing short plain generations: what a token takes beyond its forward pass")
         beyond = _beyond_the_pass(draft, reps)
         for cls, ftype in PROBE_QUANTS.items():
@@ -100,7 +109,7 @@ def probe_cpu_speed(
     finally:
         if scratch:
             shutil.rmtree(folder, ignore_errors=True)
-    speed = solve_cpu_speed(timed, beyond)
+    speed = solve_cpu_speed(timed, beyond, thin)
     save_cpu_speed(key, speed, cache)
     return speed
 

@@ -83,14 +83,22 @@ ASSUMED_REREAD = 0.1  # measured 0 to 0.3 there for F16, Q8_0 and Q4_K_M
 # of the same class ran on that VM, and those were predicted 19-35 % too slow.
 PROBE_SHAPE = ModelShape(n_embd=1280, n_layer=16, n_head=10, n_head_kv=2, n_ff=3584, n_ctx_train=2048)
 PROBE_VOCAB = 32000
-# the batch sizes the probe times besides one token: the line through them is a token's compute
-PROBE_BATCHES = (2, 4, 8, 16)
+# A thin pair of as many layers (256 wide: 1.5 MB a layer as F16, against 46 MB): the difference between
+# its target's and draft's one-token passes is mostly the layers' fixed cost, which tells that cost from
+# the bandwidth (the wide pair's difference is both). On the 2-core VM the real Qwen2.5-Coder 0.5B (24
+# layers of 896) ran its one-token pass 35 % slower than its bytes at the probe's bandwidth said, and Gemma
+# 3 270M (18 layers of 640) 27 %, while the 1.5B (28 of 1536) ran within 10 %.
+PROBE_THIN_SHAPE = ModelShape(n_embd=256, n_layer=16, n_head=4, n_head_kv=2, n_ff=704, n_ctx_train=2048)
+# the batch sizes the probe times besides one token: every size speculation verifies with K = 1..7, and two
+# beyond, which the batch tables (DeviceSpeed.batch_extra) are interpolated and extended from
+PROBE_BATCHES = (2, 3, 4, 5, 6, 8, 12, 16)
 # the weight classes the probe times besides F16 (speed_model.WEIGHT_CLASSES), and the llama-quantize type
 # that makes a file of that class alone (with --pure: no Q6_K layers in a Q4_K file, as Q4_K_M would have)
 PROBE_QUANTS = {"Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_K": "Q4_K_M", "Q6_K": "Q6_K"}
 # bumped when the probe measures otherwise, so that an older probe's figures are measured again
-# (4: Q5_0 and Q6_K timed, each class on a file of its type alone)
-PROBE_VERSION = 4
+# (4: Q5_0 and Q6_K timed, each class on a file of its type alone; 5: the engine's timed passes start warm,
+# which made the one-layer drafts' passes up to 2x faster; 6: batch tables by class, a layer's fixed cost)
+PROBE_VERSION = 6
 
 
 def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
@@ -136,6 +144,9 @@ def cached_cpu_speed(key: str, folder: Path | None = None) -> DeviceSpeed | None
     try:
         data = json.loads(_cache_file(key, folder).read_text(encoding="utf-8"))
         data["class_rates"] = {c: tuple(float(x) for x in v) for c, v in data.get("class_rates", {}).items()}
+        data["batch_extra"] = {
+            c: tuple((int(b), float(ms)) for b, ms in v) for c, v in data.get("batch_extra", {}).items()
+        }
         if any(len(v) != 3 for v in data["class_rates"].values()):
             return None  # an older probe's figures: measure again
         return DeviceSpeed(**data)
@@ -185,16 +196,49 @@ class ProbeTimes:
         return self.batches[1]
 
 
-def solve_rates(cost: ModelCost, small: ModelCost, t: ProbeTimes) -> tuple[float, float, float, float]:
+def solve_layer_ms(
+    wide: tuple[ModelCost, ModelCost, ProbeTimes], thin: tuple[ModelCost, ModelCost, ProbeTimes]
+) -> float:
+    """A layer's fixed cost in ms, from the one-token passes of the wide and the thin probe pairs (F16): in each
+    pair the target's pass exceeds its draft's by its extra layers' fixed cost plus their bytes at the
+    bandwidth, two equations for the two unknowns. 0 where the timings do not give a positive cost and
+    bandwidth (noise): the bandwidth then carries the layers, as before."""
+    rows = []
+    for cost, small, t in (wide, thin):
+        rows.append((cost.n_layers - small.n_layers, cost.bytes_read(16) - small.bytes_read(16), t.one - t.small))
+    (l_w, b_w, d_w), (l_t, b_t, d_t) = rows
+    det = l_w * b_t - l_t * b_w
+    if det == 0:
+        return 0.0
+    layer_ms = (d_w * b_t - d_t * b_w) / det
+    ms_per_byte = (l_w * d_t - l_t * d_w) / det
+    return layer_ms if layer_ms > 0 and ms_per_byte > 0 else 0.0
+
+
+def batch_table(cost: ModelCost, t: ProbeTimes) -> tuple[tuple[int, float], ...]:
+    """What each batch size the probe timed costs beyond one token, in ms per billion multiply-adds of one
+    token (DeviceSpeed.batch_extra). A pass of more tokens costs at least what a pass of fewer does, so a
+    size timed faster than a smaller one (noise, or a kernel's better tile) keeps the smaller one's cost."""
+    gmacs = cost.weight_macs / 1e9
+    out, floor = [], 0.0
+    for b in sorted(n for n in t.batches if n >= 2):
+        floor = max(floor, (t.batches[b] - t.one) / gmacs)
+        out.append((b, floor))
+    return tuple(out)
+
+
+def solve_rates(
+    cost: ModelCost, small: ModelCost, t: ProbeTimes, layer_ms: float = 0.0
+) -> tuple[float, float, float, float]:
     """(bandwidth, FLOPs, reread, fixed ms) of one weight class, for a CPU (DeviceSpeed.overlap False):
-      a pass of 1 token   = fixed + bytes / bandwidth
-      a pass of B tokens  = fixed + bytes / bandwidth x (1 + reread) + B x flops / FLOPs   (B >= 2)
+      a pass of 1 token   = fixed + layers x layer_ms + bytes / bandwidth
+      a pass of B tokens  = fixed + layers x layer_ms + bytes / bandwidth x (1 + reread) + B x flops / FLOPs
     One token's matrix-vector products wait on memory, and their arithmetic hides behind the reading: the
-    target's and the draft's one-token passes differ by their bytes, which gives the bandwidth, and what
-    the target's pass takes beyond its bytes is the fixed cost. From 2 tokens on a pass grows by one
-    token's compute a token: a least-squares line through those passes gives it (several batch sizes
-    average out the noise of each timing, where the step between two of them carried all of it), and its
-    intercept is the fixed cost plus the weights read with the reread."""
+    target's and the draft's one-token passes differ by their extra layers' fixed cost and their bytes,
+    which gives the bandwidth, and what the target's pass takes beyond that is the fixed cost. From 2
+    tokens on a pass grows by about one token's compute a token: a least-squares line through those passes
+    gives it and its intercept the reread. The line stands for the attention's compute and for a device
+    without batch tables; where the probe timed a class, its batch table prices the batches (batch_table)."""
     multi = sorted(b for b in t.batches if b >= 2)
     if len(multi) < 2:
         raise ValueError("the probe needs passes of at least two batch sizes from 2 tokens on")
@@ -204,19 +248,24 @@ def solve_rates(cost: ModelCost, small: ModelCost, t: ProbeTimes) -> tuple[float
     compute_ms = max(compute_ms, 1e-6)  # one token's compute through the target
     intercept = mean_t - compute_ms * mean_b
     flops = cost.flops(1, 16) / (compute_ms / 1000.0)
-    memory_ms = max(t.one - t.small, 1e-6)  # the target's extra bytes
+    memory_ms = max(t.one - t.small - layer_ms * (cost.n_layers - small.n_layers), 1e-6)  # the extra bytes
     bandwidth = (cost.bytes_read(16) - small.bytes_read(16)) / (memory_ms / 1000.0)
     target_memory_ms = 1000.0 * cost.bytes_read(16) / bandwidth
-    fixed_ms = max(t.one - target_memory_ms, 0.0)
+    fixed_ms = max(t.one - target_memory_ms - layer_ms * cost.n_layers, 0.0)
     reread = max((intercept - fixed_ms - target_memory_ms) / max(target_memory_ms, 1e-9), 0.0)
     return bandwidth, flops, reread, fixed_ms
 
 
-def solve_cpu_speed(timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]], beyond_ms: float) -> DeviceSpeed:
+def solve_cpu_speed(
+    timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]],
+    beyond_ms: float,
+    thin: tuple[ModelCost, ModelCost, ProbeTimes] | None = None,
+) -> DeviceSpeed:
     """The CPU from the probe: for each weight class (F16 at least) the probe pair's costs and timings,
-    and what a token of plain generation takes beyond its forward pass (sampling, the loop, thread
-    hand-offs), which every pass pays too."""
-    rates = {cls: solve_rates(cost, small, t) for cls, (cost, small, t) in timed.items()}
+    what a token of plain generation takes beyond its forward pass (sampling, the loop, thread hand-offs),
+    which every pass pays too, and the thin F16 pair's timings, which give a layer's fixed cost."""
+    layer_ms = solve_layer_ms(timed["F16"], thin) if thin is not None else 0.0
+    rates = {cls: solve_rates(cost, small, t, layer_ms) for cls, (cost, small, t) in timed.items()}
     bandwidth, flops, reread, fixed_ms = rates["F16"]
     f16_cost = timed["F16"][0]
     overhead_ms = fixed_ms + max(beyond_ms, 0.0)
@@ -231,6 +280,8 @@ def solve_cpu_speed(timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]], b
         class_rates={cls: (bw, fl, r) for cls, (bw, fl, r, _) in rates.items()},
         overlap=False,
         reread=reread,
+        batch_extra={cls: batch_table(cost, t) for cls, (cost, _, t) in timed.items()},
+        layer_ms=layer_ms,
     )
 
 

@@ -169,6 +169,9 @@ class ModelCost:
     # the output layer's bytes (the tied embedding where there is no output.weight): a narrow model with a
     # large vocabulary reads mostly this, and runs slower than its bytes say (engine.planning.prediction_band)
     output_bytes: int = 0
+    # the layers a pass runs through (those with a tensor counted here): each costs a CPU a fixed time beyond
+    # its bytes (DeviceSpeed.layer_ms)
+    n_layers: int = 0
 
     @property
     def output_heavy(self) -> bool:
@@ -225,6 +228,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
     borrowed: dict[str, int] = {}
     experts: dict[str, int] = {}
     output_bytes = 0
+    layers_run: set[int] = set()
     for t in info.tensors:
         if only is not None and not only(t.name):
             continue
@@ -234,6 +238,8 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
             continue  # an MTP pass: its block and the output head; the block's own embedding is a lookup
         if mtp != in_block and layer is not None:
             continue  # the MTP block is run by draft-mtp's own context, not by a pass of the model
+        if layer is not None:
+            layers_run.add(int(layer.group(1)))
         share = 1.0
         if "_exps" in t.name and n_expert:
             share = n_expert_used / n_expert  # only the routed experts are read and multiplied
@@ -286,6 +292,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
             (t, round(n / max(sum(b for b, _ in classes.values()), 1), 4)) for t, n in sorted(borrowed.items())
         ),
         output_bytes=0 if mtp else output_bytes,
+        n_layers=len(layers_run),
     )
 
 
@@ -330,9 +337,28 @@ class DeviceSpeed:
     overlap: bool = True
     reread: float = 0.0  # the plain figures' share of weights read again by a multi-token pass
     assumed: bool = False  # guessed (an unmeasured CPU), not measured or looked up
+    # What a pass of B tokens costs beyond a pass of one, by weight class, in ms per billion multiply-adds of
+    # one token: ((B, ms), ...) from B = 2, as the CPU probe timed it at each batch size speculation verifies.
+    # Not a line: llama.cpp's multi-token kernels work in tiles of rows, and on the 2-core VM a token beyond
+    # the first cost a Q4_K model 16-18 ms per GMAC in passes of 2 to 6 tokens but 9-12 in passes of 12 to
+    # 16, so a line through 2..16 charged the small verify batches about half of what they took. Where a
+    # class has a table it replaces the line (flops, reread) for that class; between and beyond the timed
+    # sizes the table is interpolated and extended along its last step.
+    batch_extra: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    # what each layer of a pass costs beyond its bytes (ggml runs a layer as a dozen operations, each with a
+    # hand-off between the threads): a narrow model with many layers runs slower per byte than a wide one
+    layer_ms: float = 0.0
 
     def rates(self, cls: str) -> tuple[float, float, float]:
         return self.class_rates.get(cls, (self.bandwidth_bytes_per_s, self.flops_per_s, self.reread))
+
+    def extra_per_gmac(self, cls: str, batch: int) -> float | None:
+        """ms per billion multiply-adds that a pass of ``batch`` tokens adds to a pass of one, from the class's
+        table (F16's for a class without one); None without tables."""
+        table = self.batch_extra.get(cls) or self.batch_extra.get("F16")
+        if not table:
+            return None
+        return CostCurve((1, *(b for b, _ in table)), (0.0, *(ms for _, ms in table))).at(batch)
 
     def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
         groups = list(cost.by_class) or [("F16", cost.weight_bytes, cost.weight_macs)]
@@ -340,6 +366,8 @@ class DeviceSpeed:
             memory_s = cost.bytes_read(n_past, batch) / self.bandwidth_bytes_per_s
             compute_s = cost.flops(batch, n_past) / self.flops_per_s
             return self.overhead_ms + 1000.0 * max(memory_s, compute_s)
+        if batch >= 2 and not self.overlap and self.batch_extra:
+            return self.forward_ms(cost, 1, n_past) + self._batch_extra_ms(cost, groups, batch, n_past)
         seconds = 0.0
         matrix_bytes = 0
         for cls, n_bytes, macs in groups:  # each class's products run one after another
@@ -350,7 +378,16 @@ class DeviceSpeed:
         rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
         attention = 2.0 * batch * cost.attention_macs(n_past)
         seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0, batch)
-        return self.overhead_ms + 1000.0 * seconds
+        return self.overhead_ms + self.layer_ms * cost.n_layers + 1000.0 * seconds
+
+    def _batch_extra_ms(self, cost: ModelCost, groups: list[tuple[str, int, int]], batch: int, n_past: int) -> float:
+        """What B tokens cost a CPU beyond one: each class's matrix products by its table, the experts the other
+        tokens route to (read at the class's bandwidth), and each further token's attention."""
+        ms = 0.0
+        for cls, _, macs in groups:
+            per_gmac = self.extra_per_gmac(cls, batch) or 0.0
+            ms += macs / 1e9 * per_gmac + 1000.0 * cost.extra_expert_bytes(batch, cls) / self.rates(cls)[0]
+        return ms + 1000.0 * (batch - 1) * 2.0 * cost.attention_macs(n_past) / self.flops_per_s
 
     def _pass(self, memory_s: float, compute_s: float, reread: float, batch: int) -> float:
         if self.overlap:
@@ -367,6 +404,8 @@ class DeviceSpeed:
             "overhead_ms": round(self.overhead_ms, 3),
             "source": self.source,
             "overlap": self.overlap,
+            "layer_ms": round(self.layer_ms, 4),
+            "batch_extra_ms_per_gmac": {c: {str(b): round(ms, 3) for b, ms in t} for c, t in self.batch_extra.items()},
             "by_class": {
                 c: {"bandwidth_gb_s": round(bw / 1e9, 2), "gflops": round(fl / 1e9, 1), "reread": round(r, 3)}
                 for c, (bw, fl, r) in self.class_rates.items()
