@@ -8,7 +8,8 @@ bytes read: the weights a pass touches, once per pass whatever B is (the token e
 per token; an MoE layer reads only its active experts, n_expert_used of n_expert), plus the KV cache
 up to n_past (a sliding-window layer's only up to its window: gpt-oss attends over 128 positions in half
 its layers, Gemma 3 over 1024 in five of six). FLOPs per token: 2 per weight multiplied, plus attention
-over the positions each layer attends to.
+over the positions each layer attends to. A CPU prices this otherwise (DeviceSpeed): one token reads,
+a batch adds what the CPU probe timed per multiply-add at that batch size, and each layer has a fixed cost.
 A hybrid model (Qwen3.5: engine.planning.recurrent) has KV caches in its attention layers only; each
 of its delta-net layers instead reads its fixed-size recurrent state at the start of a pass and writes
 it back at the end, whatever n_past is, and updates it for every token (about three multiply-adds per
@@ -34,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from engine.core.paths import RESOURCES_DIR
-from engine.models.gguf_inspect import ModelInfo
+from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo
 from engine.planning.cost_model import CostCurve, PairCosts
 from engine.planning.kv_layers import head_dims, layer_heads
 from engine.planning.prediction_band import Band, band_for
@@ -97,32 +98,39 @@ _LAYER = re.compile(r"^blk\.(\d+)\.")
 # each of these classes on a file of that type alone; a device that has no figure for a class uses its F16
 # (plain) figures.
 WEIGHT_CLASSES = ("F16", "Q8_0", "Q5_0", "Q4_K", "Q6_K")
-# Tensor types the probe does not time, and the measured class whose per-byte rates they are charged at:
-# the nearest kernel family. Not measured, so a prediction that counts any says so (ModelCost.borrowed) and
-# its band is the unmeasured one (engine.planning.prediction_band).
+# Tensor types the probe does not time, and the measured class whose per-byte rates and batch table they are
+# charged at: the class that runs the same kind of kernel. On x86 with AVX2 llama.cpp repacks Q4_0 and
+# IQ4_NL as it repacks Q4_K (engine.planning.memory_plan: CPU_REPACK), and their batches run its tiled
+# kernels; the other K-quants and the importance-matrix types unpack block by block, as Q6_K does; the
+# other legacy types take the int8 dot products of Q5_0 and Q8_0. Not measured, so a prediction that counts
+# any says so (ModelCost.borrowed) and its band is widened (engine.planning.prediction_band).
+# bench/borrowed_classes.py times each against its stand-in: the first run (2026-12-03, a mapping by family
+# alone) charged Q4_0 as Q8_0 (a 5-token pass predicted 3.6x what it took) and Q3_K and IQ4_XS as Q4_K (both
+# 55-59 % too fast), which is why repacking and unpacking decide the stand-in now.
 BORROWED_CLASSES = {
-    "Q4_0": "Q8_0",  # legacy blocks of 32, int8 dot products
-    "Q4_1": "Q8_0",
-    "Q8_1": "Q8_0",
+    "Q4_0": "Q4_K",  # repacked
+    "IQ4_NL": "Q4_K",  # repacked
+    "Q4_1": "Q5_0",  # legacy blocks of 32, int8 dot products
     "Q5_1": "Q5_0",
-    "Q5_K": "Q6_K",  # a K-quant with high bits, as Q6_K
-    "Q2_K": "Q4_K",
-    "Q3_K": "Q4_K",
-    "Q8_K": "Q4_K",
+    "Q8_1": "Q8_0",
+    "Q2_K": "Q6_K",  # K-quants unpacked block by block
+    "Q3_K": "Q6_K",
+    "Q5_K": "Q6_K",
+    "Q8_K": "Q6_K",
 }
 FLOAT_TYPES = ("F16", "BF16", "F32", "F64")
 
 
 def weight_class(type_name: str) -> str:
     """The kernel class a tensor type is charged at: a measured class (WEIGHT_CLASSES), or for a type the
-    probe does not time its nearest family's (BORROWED_CLASSES; the importance-matrix and ternary types
-    are charged as Q4_K)."""
+    probe does not time the class of its kernel (BORROWED_CLASSES; the other importance-matrix and the
+    ternary types unpack block by block and are charged as Q6_K)."""
     t = type_name.upper()
     if t in FLOAT_TYPES:
         return "F16"
     if t in WEIGHT_CLASSES:
         return t
-    return BORROWED_CLASSES.get(t, "Q4_K")
+    return BORROWED_CLASSES.get(t, "Q6_K")
 
 
 def is_borrowed(type_name: str) -> bool:
@@ -172,6 +180,9 @@ class ModelCost:
     # the layers a pass runs through (those with a tensor counted here): each costs a CPU a fixed time beyond
     # its bytes (DeviceSpeed.layer_ms)
     n_layers: int = 0
+    # by_class counts a type the probe does not time at its stand-in's bytes per weight (weight_class):
+    # this much more than the matrices hold, which bytes_read does not count
+    charged_extra_bytes: int = 0
 
     @property
     def output_heavy(self) -> bool:
@@ -228,6 +239,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
     borrowed: dict[str, int] = {}
     experts: dict[str, int] = {}
     output_bytes = 0
+    charged_extra = 0
     layers_run: set[int] = set()
     for t in info.tensors:
         if only is not None and not only(t.name):
@@ -252,8 +264,16 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         weight_bytes += int(t.n_bytes * share)
         if len(t.shape) >= 2:
             weight_macs += int(t.n_elements * share)
-            c = classes.setdefault(weight_class(t.type_name), [0, 0])
-            c[0] += int(t.n_bytes * share)
+            cls = weight_class(t.type_name)
+            c = classes.setdefault(cls, [0, 0])
+            charged = int(t.n_bytes * share)
+            if is_borrowed(t.type_name):
+                # a stand-in's time per weight, not per byte: the unpacking, not the reading, sets a quantized
+                # kernel's pace on a CPU (bench/borrowed_classes.py: Q3_K and IQ4_XS charged per byte at Q6_K's
+                # rate were predicted 40-49 % too fast)
+                charged = int(t.n_elements * share * bytes_per_weight(cls))
+                charged_extra += charged - int(t.n_bytes * share)
+            c[0] += charged
             c[1] += int(t.n_elements * share)
             if is_borrowed(t.type_name):
                 borrowed[t.type_name.upper()] = borrowed.get(t.type_name.upper(), 0) + int(t.n_bytes * share)
@@ -293,7 +313,14 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         ),
         output_bytes=0 if mtp else output_bytes,
         n_layers=len(layers_run),
+        charged_extra_bytes=charged_extra,
     )
+
+
+def bytes_per_weight(type_name: str) -> float:
+    """What one weight of a ggml type takes, in bytes (Q4_K: 144 bytes per 256 weights)."""
+    _, block, size = GGML_TYPES[GGML_TYPE_IDS[type_name.upper()]]
+    return size / block
 
 
 def mtp_cost(info: ModelInfo) -> ModelCost | None:
@@ -324,7 +351,10 @@ class DeviceSpeed:
     multi-token kernels walk the weights in other blocks than the one-token path), plus B times the
     compute of one token. Measured on a 2-core x86-64 VM: a 1.4B Q8_0 model took 87 ms for one
     token, 137 for two and 459-522 for sixteen; a line through 2 to 16 tokens meets zero at about 90 ms,
-    one token's pass alone."""
+    one token's pass alone. That line is the fallback: a probed CPU prices a batch by its class's table
+    (``batch_extra``), what each batch size cost beyond one token per multiply-add, since the kernels'
+    tiles make a token in a small batch dearer than one in a large batch; and each layer of a pass
+    costs ``layer_ms`` beyond its bytes."""
 
     name: str
     bandwidth_bytes_per_s: float
@@ -375,7 +405,7 @@ class DeviceSpeed:
             read = n_bytes + cost.extra_expert_bytes(batch, cls)
             seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread, batch)
             matrix_bytes += n_bytes
-        rest_bytes = cost.bytes_read(n_past) - matrix_bytes  # the KV cache and the small tensors
+        rest_bytes = cost.bytes_read(n_past) - matrix_bytes + cost.charged_extra_bytes  # KV cache, small tensors
         attention = 2.0 * batch * cost.attention_macs(n_past)
         seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0, batch)
         return self.overhead_ms + self.layer_ms * cost.n_layers + 1000.0 * seconds
