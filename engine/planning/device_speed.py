@@ -203,10 +203,10 @@ def solve_layer_ms(
     pair the target's pass exceeds its draft's by its extra layers' fixed cost plus their bytes at the
     bandwidth, two equations for the two unknowns. 0 where the timings do not give a positive cost and
     bandwidth (noise): the bandwidth then carries the layers, as before."""
-    rows = []
-    for cost, small, t in (wide, thin):
-        rows.append((cost.n_layers - small.n_layers, cost.bytes_read(16) - small.bytes_read(16), t.one - t.small))
-    (l_w, b_w, d_w), (l_t, b_t, d_t) = rows
+    (l_w, b_w, d_w), (l_t, b_t, d_t) = (
+        (cost.n_layers - small.n_layers, cost.bytes_read(16) - small.bytes_read(16), t.one - t.small)
+        for cost, small, t in (wide, thin)
+    )
     det = l_w * b_t - l_t * b_w
     if det == 0:
         return 0.0

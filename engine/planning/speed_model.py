@@ -33,6 +33,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from engine.core.paths import RESOURCES_DIR
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo
@@ -266,17 +267,16 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
             weight_macs += int(t.n_elements * share)
             cls = weight_class(t.type_name)
             c = classes.setdefault(cls, [0, 0])
-            charged = int(t.n_bytes * share)
+            held = charged = int(t.n_bytes * share)
             if is_borrowed(t.type_name):
+                borrowed[t.type_name.upper()] = borrowed.get(t.type_name.upper(), 0) + held
                 # a stand-in's time per weight, not per byte: the unpacking, not the reading, sets a quantized
                 # kernel's pace on a CPU (bench/borrowed_classes.py: Q3_K and IQ4_XS charged per byte at Q6_K's
                 # rate were predicted 40-49 % too fast)
                 charged = int(t.n_elements * share * bytes_per_weight(cls))
-                charged_extra += charged - int(t.n_bytes * share)
+                charged_extra += charged - held
             c[0] += charged
             c[1] += int(t.n_elements * share)
-            if is_borrowed(t.type_name):
-                borrowed[t.type_name.upper()] = borrowed.get(t.type_name.upper(), 0) + int(t.n_bytes * share)
     layout = None if mtp else recurrent_layout(info)
     state = layout.state_bytes() if layout and only is None else 0
     window = sliding_window(info)
@@ -371,9 +371,9 @@ class DeviceSpeed:
     # one token: ((B, ms), ...) from B = 2, as the CPU probe timed it at each batch size speculation verifies.
     # Not a line: llama.cpp's multi-token kernels work in tiles of rows, and on the 2-core VM a token beyond
     # the first cost a Q4_K model 16-18 ms per GMAC in passes of 2 to 6 tokens but 9-12 in passes of 12 to
-    # 16, so a line through 2..16 charged the small verify batches about half of what they took. Where a
-    # class has a table it replaces the line (flops, reread) for that class; between and beyond the timed
-    # sizes the table is interpolated and extended along its last step.
+    # 16, so a line through 2..16 charged the small verify batches about half of what they took. Where the
+    # device has tables they replace the line (flops, reread), a class without one taking F16's; between and
+    # beyond the timed sizes a table is interpolated and extended along its last step.
     batch_extra: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
     # what each layer of a pass costs beyond its bytes (ggml runs a layer as a dozen operations, each with a
     # hand-off between the threads): a narrow model with many layers runs slower per byte than a wide one
@@ -385,10 +385,18 @@ class DeviceSpeed:
     def extra_per_gmac(self, cls: str, batch: int) -> float | None:
         """ms per billion multiply-adds that a pass of ``batch`` tokens adds to a pass of one, from the class's
         table (F16's for a class without one); None without tables."""
-        table = self.batch_extra.get(cls) or self.batch_extra.get("F16")
-        if not table:
-            return None
-        return CostCurve((1, *(b for b, _ in table)), (0.0, *(ms for _, ms in table))).at(batch)
+        curve = self._batch_curves.get(cls) or self._batch_curves.get("F16")
+        return curve.at(batch) if curve is not None else None
+
+    @cached_property
+    def _batch_curves(self) -> dict[str, CostCurve]:
+        """The batch tables as curves from one token (0 ms) on, built once: forward_ms asks for them in
+        every prediction of every pair a ranking looks at."""
+        return {
+            cls: CostCurve((1, *(b for b, _ in table)), (0.0, *(ms for _, ms in table)))
+            for cls, table in self.batch_extra.items()
+            if table
+        }
 
     def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
         groups = list(cost.by_class) or [("F16", cost.weight_bytes, cost.weight_macs)]
