@@ -5,7 +5,7 @@
 The probe's F16 model (engine.planning.device_speed.PROBE_SHAPE) is quantized by llama-quantize to each type
 alone (--pure), and its one-token and five-token passes are timed in one engine worker, next to the probe
 that the same run takes just before (its own scratch cache). The prediction charges each type at the rates
-speed_model.BORROWED_CLASSES names; the error of each is printed, and the largest is the bound
+model_cost.BORROWED_CLASSES names; the error of each is printed, and the largest is the bound
 engine.planning.prediction_band widens a prior by where a model holds such types. The types alternate in
 order over two rounds (A B C / C B A), the fastest of each kept.
 """
@@ -26,7 +26,8 @@ from engine.core.settings import LoadSettings  # noqa: E402
 from engine.llama.quantize import quantize  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
-from engine.planning.speed_model import model_cost, weight_class  # noqa: E402
+from engine.planning.device_speed import PROBE_VERSION  # noqa: E402
+from engine.planning.model_cost import model_cost, weight_class
 from engine.runtime.client import EngineClient  # noqa: E402
 
 BATCHES = (1, 5)
@@ -40,10 +41,10 @@ def main() -> int:
     models = cache_dir() / "bench-models" / "cpu-probe"
     with tempfile.TemporaryDirectory(prefix="spectune-probe-") as scratch:
         device = probe_cpu_speed(cache=Path(scratch), models=models)
-    f16 = models / "F16" / "target.gguf"
+    f16 = models / f"v{PROBE_VERSION}" / "F16" / "target.gguf"
     files = {}
     for t in a.types.split(","):
-        out = models / f"{t}-pure" / "target.gguf"
+        out = models / f"v{PROBE_VERSION}" / f"{t}-pure" / "target.gguf"
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             quantize(f16, out, t, pure=True)

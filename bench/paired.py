@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 from engine.core.paired import abba  # noqa: F401 (the benchmarks' order is the tuner's)
 
@@ -26,3 +27,13 @@ def median_and_quartiles(values: Sequence[float]) -> tuple[float, float, float]:
 def misses_floor(values: Sequence[float], floor: float) -> bool:
     """The goal "at least floor" is missed when the whole interquartile range lies below it."""
     return median_and_quartiles(values)[2] < floor
+
+
+def append_result(name: str, lines: Sequence[str]) -> Path:
+    """Append a bench's report to bench/results/NAME (``--save``): each run below the last, with its date in
+    its first line, so the file keeps every run."""
+    path = Path(__file__).resolve().parent / "results" / name
+    with path.open("a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n\n")
+    print(f"# appended to {path}")
+    return path

@@ -58,7 +58,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.paired import abba, median_and_quartiles  # noqa: E402
+from bench.paired import abba, append_result, median_and_quartiles  # noqa: E402
 from engine.core.chat import Prompt  # noqa: E402
 from engine.core.paths import cache_dir  # noqa: E402
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
@@ -73,7 +73,9 @@ from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.planning.cost_model import conditional_acceptance  # noqa: E402
-from engine.planning.speed_model import DeviceSpeed, Measured, model_cost, predict  # noqa: E402
+from engine.planning.device_speed import DeviceSpeed
+from engine.planning.model_cost import model_cost
+from engine.planning.speed_model import Measured, predict
 from engine.runtime.client import EngineClient  # noqa: E402
 
 N_VOCAB = 32000
@@ -226,8 +228,8 @@ def run_case(
     device = probe_device(probe)
     rates = ", ".join(f"{c} {bw / 1e9:.1f}" for c, (bw, _, _) in device.class_rates.items())
     log(
-        f"# {name}: probe GB/s {rates}; {device.overhead_ms:.2f} ms per pass, {device.layer_ms:.3f} per layer"
-        f" ({device.source})"
+        f"# {name}: probe GB/s {rates}; {device.overhead_ms:.2f} ms per pass, {device.layer_ms:.3f} per layer,"
+        f" attention {device.attention_flops_per_s / 1e9:.1f} GFLOPs ({device.source})"
     )
     t_cost = model_cost(inspect_gguf(target))
     d_cost = model_cost(inspect_gguf(draft)) if draft is not None else None
@@ -330,10 +332,7 @@ def main() -> int:
     results = [run_case(n, t, d, real, a.probe, a.rounds, a.tokens, a.threads, out) for n, t, d, real in cases]
     missed = report(results, out)
     if a.save:
-        path = Path(__file__).resolve().parent / "results" / "prediction_error-cpu.txt"
-        with path.open("a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n\n")
-        print(f"# appended to {path}")
+        append_result("prediction_error-cpu.txt", lines)
     return 1 if missed else 0
 
 

@@ -123,7 +123,9 @@ def test_the_speed_model_drafts_with_an_assistant_without_feeding_it_the_verifie
     verify, with no pass of the verified tokens through it, which an ordinary draft of the same cost needs."""
     import dataclasses
 
-    from engine.planning.speed_model import DeviceSpeed, model_cost, predict
+    from engine.planning.device_speed import DeviceSpeed
+    from engine.planning.model_cost import model_cost
+    from engine.planning.speed_model import predict
 
     target, assistant = model_cost(inspect_gguf(files["target"])), model_cost(inspect_gguf(files["assistant"]))
     assert assistant.reads_target_cache and not target.reads_target_cache

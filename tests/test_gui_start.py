@@ -124,8 +124,7 @@ def test_a_pair_downloaded_from_start_goes_into_the_lab_and_runs(qtbot, make_win
 def test_on_a_machine_too_slow_for_the_floor_the_fastest_pairs_are_shown_and_said_to_be_slow(qtbot, tmp_path):
     """This project's 2-core VM as its probe measured it: no pair in the catalog reaches 10 tokens/s, so the
     Start page says that and offers the fastest that fit rather than an empty list."""
-    from engine.planning.device_speed import cpu_key, save_cpu_speed
-    from engine.planning.speed_model import DeviceSpeed
+    from engine.planning.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
 
     slow = DeviceSpeed("CPU", bandwidth_bytes_per_s=14e9, flops_per_s=72e9, overhead_ms=0.5, source="measured: test")
     save_cpu_speed(cpu_key("test build"), slow, tmp_path)

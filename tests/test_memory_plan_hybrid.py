@@ -222,7 +222,7 @@ def test_the_catalog_plans_qwen35_with_its_mtp_block():
 
 
 def test_the_speed_model_reads_kv_of_the_attention_layers_and_the_state_of_the_others():
-    from engine.planning.speed_model import model_cost
+    from engine.planning.model_cost import model_cost
 
     info = model_info_from_numbers(**(QWEN35_27B | {"nextn_layers": 1}))
     cost = model_cost(info)
@@ -358,7 +358,9 @@ def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair,
     snapshots, so no replay enters the step; `spectune predict` without a draft predicts it."""
     import dataclasses
 
-    from engine.planning.speed_model import DeviceSpeed, model_cost, mtp_cost, predict
+    from engine.planning.device_speed import DeviceSpeed
+    from engine.planning.model_cost import model_cost, mtp_cost
+    from engine.planning.speed_model import predict
 
     info = inspect_gguf(mtp_pair[0])
     assert mtp_cost(inspect_gguf(hybrid_pair[0])) is None  # no MTP block

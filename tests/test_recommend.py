@@ -18,8 +18,9 @@ from engine.cli.catalog import register
 from engine.models.catalog import CATALOG_DIR, CatalogError, load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.constants import ACCEPTANCE_PRIOR
 from engine.planning.cost_model import leviathan_speedup
-from engine.planning.device_speed import gpu_device
+from engine.planning.device_speed import DeviceSpeed, gpu_device
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import GpuBudget, plan_memory
 from engine.planning.model_numbers import model_info_from_numbers
@@ -38,7 +39,6 @@ from engine.planning.recommend import (
     quant_quality,
     recommend,
 )
-from engine.planning.speed_model import ACCEPTANCE_PRIOR, DeviceSpeed
 
 from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090

@@ -23,6 +23,9 @@ from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import (
     GPU_BANDWIDTH_EFFICIENCY,
     PROBE_BATCHES,
+    PROBE_LONG_PAST,
+    PROBE_N_PAST,
+    DeviceSpeed,
     ProbeTimes,
     assumed_cpu_speed,
     cached_cpu_speed,
@@ -35,17 +38,8 @@ from engine.planning.device_speed import (
     solve_cpu_speed,
 )
 from engine.planning.hardware import probe
-from engine.planning.speed_model import (
-    WEIGHT_CLASSES,
-    DeviceSpeed,
-    Measured,
-    ModelCost,
-    is_borrowed,
-    model_cost,
-    plausible_verify_curve,
-    predict,
-    weight_class,
-)
+from engine.planning.model_cost import WEIGHT_CLASSES, ModelCost, is_borrowed, model_cost, weight_class
+from engine.planning.speed_model import Measured, plausible_verify_curve, predict
 
 from .conftest import own_cache_env
 from .fake_nvml import FakeNVML, h100, rtx4090
@@ -228,6 +222,37 @@ def test_the_cpu_solve_tells_a_layers_fixed_cost_from_the_bandwidth():
     assert got.forward_ms(narrow, 1, 16) == pytest.approx(truth.forward_ms(narrow, 1, 16))
     blind = solve_cpu_speed({"F16": wide}, beyond_ms=0.0)
     assert blind.layer_ms == 0.0 and blind.forward_ms(narrow, 1, 16) < truth.forward_ms(narrow, 1, 16)
+
+
+def test_the_cpu_solve_tells_the_attentions_rate_from_reading_the_cache():
+    """A one-token pass deep in the context takes its extra positions' K and V at the bandwidth plus their
+    attention at its own rate (on a CPU far below the matrix products'): the solve recovers that rate from
+    the probe's pass at PROBE_LONG_PAST, and a deep pass of another model is then priced by it. Without that
+    pass a one-token pass is charged nothing for its attention, as before (0)."""
+    cost = ModelCost(700 * 2**20, 350 * 2**20, 16 * 2 * 256 * 2, 16 * 10 * 256, n_layers=16)
+    small = ModelCost(90 * 2**20, 45 * 2**20, 2 * 256 * 2, 10 * 256, n_layers=1)
+    truth = DeviceSpeed("CPU", bandwidth_bytes_per_s=20e9, flops_per_s=100e9, overlap=False, attention_flops_per_s=8e9)
+    times = ProbeTimes(
+        {b: truth.forward_ms(cost, b, PROBE_N_PAST) for b in (1, *PROBE_BATCHES)},
+        truth.forward_ms(small, 1, PROBE_N_PAST),
+        long=truth.forward_ms(cost, 1, PROBE_LONG_PAST),
+    )
+    got = solve_cpu_speed({"F16": (cost, small, times)}, beyond_ms=0.0)
+    assert got.attention_flops_per_s == pytest.approx(8e9, rel=1e-3)
+    other = ModelCost(400 * 2**20, 200 * 2**20, 28 * 2 * 256 * 2, 28 * 12 * 256, n_layers=28)
+    for b, n_past in ((1, 2000), (4, 600)):
+        assert got.forward_ms(other, b, n_past) == pytest.approx(truth.forward_ms(other, b, n_past), rel=1e-3)
+    # 1600 positions more: their attention at 8 GFLOPs (28 x 12 x 256 x 2 x 1600 / 8e9 s = 34.4 ms) and their
+    # K and V at 20 GB/s (28 x 2 x 256 x 2 bytes x 1600 = 45.9 MB: 2.3 ms)
+    assert got.forward_ms(other, 1, 2000) - got.forward_ms(other, 1, 400) == pytest.approx(36.7, rel=0.01)
+    # a hybrid's state update does not grow with the context: it is not charged at the attention's rate
+    hybrid = ModelCost(400 * 2**20, 200 * 2**20, 0, 0, recurrent_macs=10**8, n_layers=28)
+    rate_less = dataclasses.replace(got, attention_flops_per_s=0.0)
+    for b in (1, 4):
+        assert got.forward_ms(hybrid, b, 2000) == pytest.approx(rate_less.forward_ms(hybrid, b, 2000))
+    blind = solve_cpu_speed({"F16": (cost, small, dataclasses.replace(times, long=None))}, beyond_ms=0.0)
+    assert blind.attention_flops_per_s == 0.0
+    assert blind.forward_ms(other, 1, 2000) - blind.forward_ms(other, 1, 400) < 2.5  # the K and V bytes alone
 
 
 def test_batches_are_priced_by_the_probes_table_at_each_size_not_by_a_line(tmp_path):
@@ -428,8 +453,8 @@ def test_verifying_a_batch_reads_more_of_an_moe_s_experts_and_speculation_pays_l
 
 def test_each_shipped_workload_set_has_its_prior_measured_on_a_real_pair_in_both_modes():
     from engine.core.workloads import shipped_names
+    from engine.planning.constants import ACCEPTANCE_PRIOR
     from engine.planning.speed_model import (
-        ACCEPTANCE_PRIOR,
         ACCEPTANCE_PRIORS,
         ACCEPTANCE_PRIORS_RAW,
         ACCEPTANCE_PRIORS_SOURCE,

@@ -27,9 +27,8 @@ from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
 from engine.llama.backends import BackendReport
 from engine.measure.device_probe import probe_cpu_speed
-from engine.planning.device_speed import cached_cpu_speed, cpu_key, gpu_speed
+from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_speed
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
-from engine.planning.speed_model import DeviceSpeed
 
 PROBE_JOB = "cpu-probe"
 
@@ -244,6 +243,11 @@ class HardwarePage(QWidget):
                 f"; {cls} weights {bw / 1e9:.1f} GB/s, {fl / 1e9:.0f} GFLOPs"
                 for cls, (bw, fl, _) in speed.class_rates.items()
                 if cls != "F16"
+            )
+            + (
+                f"; attention {speed.attention_flops_per_s / 1e9:.0f} GFLOPs (it grows with the context)"
+                if speed.attention_flops_per_s
+                else ""
             )
             + f" <small>({speed.source})</small>"
         )

@@ -24,9 +24,11 @@ from types import ModuleType
 from engine.cli.errors import guarded
 from engine.measure.device_probe import probe_cpu_speed
 from engine.models.catalog import CatalogError, load_catalog
+from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX, DEFAULT_SPEED_FLOOR
 from engine.planning.device_speed import (
     GPU_OVERHEAD_MS,
     TFLOPS_BY_COMPUTE_MAJOR,
+    DeviceSpeed,
     assumed_cpu_speed,
     gpu_device,
     latest_cpu_speed,
@@ -34,8 +36,6 @@ from engine.planning.device_speed import (
 from engine.planning.hardware import HardwareReport, probe
 from engine.planning.memory_plan import PlanError
 from engine.planning.recommend import (
-    DEFAULT_CTX,
-    DEFAULT_SPEED_FLOOR,
     Budget,
     RecommendError,
     budget_from_hardware,
@@ -45,7 +45,7 @@ from engine.planning.recommend import (
     preset_fits,
     recommend,
 )
-from engine.planning.speed_model import ACCEPTANCE_PRIORS, DeviceSpeed
+from engine.planning.speed_model import ACCEPTANCE_PRIORS
 from engine.runtime.client import EngineError
 
 _guarded = guarded(CatalogError, RecommendError, PlanError, EngineError)
@@ -164,7 +164,8 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     r.add_argument(
         "--workload",
         choices=sorted(ACCEPTANCE_PRIORS),
-        help="the kind of text: the pairs are predicted at its prior acceptance (default: a flat 0.70)",
+        help="the kind of text: the pairs are predicted at its prior acceptance"
+        f" (default: a flat {ACCEPTANCE_PRIOR:.2f})",
     )
     r.add_argument(
         "--no-probe",

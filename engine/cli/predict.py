@@ -20,17 +20,11 @@ from engine.cli.errors import guarded
 from engine.measure.calibration import measured_pair
 from engine.measure.device_probe import probe_cpu_speed
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+from engine.planning.constants import ACCEPTANCE_PRIOR, PREDICT_N_PAST
 from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
-from engine.planning.speed_model import (
-    ACCEPTANCE_PRIOR,
-    ACCEPTANCE_PRIORS,
-    Prediction,
-    acceptance_prior_text,
-    model_cost,
-    mtp_cost,
-    predict,
-)
+from engine.planning.model_cost import model_cost, mtp_cost
+from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior_text, predict
 from engine.runtime.client import EngineError
 
 _guarded = guarded(GGUFInspectError, EngineError, ValueError)
@@ -91,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p = subparsers.add_parser("predict", help="predicted tokens/s and speculative speedup of a pair on this machine")
     p.add_argument("--target", type=Path, required=True, help="target model (GGUF)")
     p.add_argument("--draft", type=Path, help="draft model (GGUF)")
-    p.add_argument("--n-past", type=int, default=512, help="tokens already in the context (default 512)")
+    p.add_argument(
+        "--n-past",
+        type=int,
+        default=PREDICT_N_PAST,
+        help=f"tokens already in the context (default {PREDICT_N_PAST})",
+    )
     p.add_argument("--acceptance", type=float, help="acceptance per draft position, replacing the prior or measure")
     p.add_argument("--prior", action="store_true", help="ignore a tune of this pair in the history")
     p.add_argument(

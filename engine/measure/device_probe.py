@@ -2,7 +2,8 @@
 
 A model of a real one's proportions (PROBE_SHAPE: 0.37B parameters, 730 MB as F16) and its one-layer
 draft (engine.models.synthetic) are loaded in an engine worker; the worker times forward passes of 1 to
-16 tokens (PROBE_BATCHES), and short plain generations time a whole step. A thin pair of as many layers
+16 tokens (PROBE_BATCHES) and, on the F16 pair, one token deep in the context (PROBE_LONG_PAST: the
+attention's own rate); short plain generations time a whole step. A thin pair of as many layers
 (PROBE_THIN_SHAPE, 256 wide) tells a layer's fixed cost from the bandwidth. The same pair quantized by
 llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) is timed the same way, since
 llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones and than each other.
@@ -27,17 +28,22 @@ from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import PairSpec, write_pair
 from engine.planning.device_speed import (
     PROBE_BATCHES,
+    PROBE_DRAFT_LAYERS,
+    PROBE_LONG_PAST,
+    PROBE_N_PAST,
     PROBE_QUANTS,
     PROBE_SHAPE,
     PROBE_THIN_SHAPE,
+    PROBE_VERSION,
     PROBE_VOCAB,
+    DeviceSpeed,
     ProbeTimes,
     cached_cpu_speed,
     cpu_key,
     save_cpu_speed,
     solve_cpu_speed,
 )
-from engine.planning.speed_model import DeviceSpeed, ModelCost, model_cost
+from engine.planning.model_cost import ModelCost, model_cost
 from engine.runtime.client import EngineClient
 
 PROBE_PROMPT = "the value of the data is"
@@ -76,16 +82,18 @@ def probe_cpu_speed(
         if cached is not None:
             return cached
     scratch = models is None
-    folder = models or cache_dir() / "cpu-probe"
+    # a kept folder holds each probe version's models apart: another version may write other shapes
+    folder = models / f"v{PROBE_VERSION}" if models is not None else cache_dir() / "cpu-probe"
     if scratch:
         shutil.rmtree(folder, ignore_errors=True)  # an earlier probe's models, or one stopped half-way
     try:
         target, draft = folder / "F16" / "target.gguf", folder / "F16" / "draft.gguf"
         if not (target.is_file() and draft.is_file()):
             step(f"writing a {PROBE_SHAPE.n_layer}-layer F16 model (730 MB) to time llama.cpp's CPU forward pass")
-            write_pair(folder / "F16", PairSpec(shape=PROBE_SHAPE, draft_layers=1, dtype="f16", n_vocab=PROBE_VOCAB))
+            spec = PairSpec(shape=PROBE_SHAPE, draft_layers=PROBE_DRAFT_LAYERS, dtype="f16", n_vocab=PROBE_VOCAB)
+            write_pair(folder / "F16", spec)
         step("timing F16 forward passes of 1 to 16 tokens")
-        timed = {"F16": _time_pair(target, draft, reps)}
+        timed = {"F16": _time_pair(target, draft, reps, long=True)}
         thin_target, thin_draft = folder / "thin" / "target.gguf", folder / "thin" / "draft.gguf"
         if not (thin_target.is_file() and thin_draft.is_file()):
             write_pair(
@@ -114,12 +122,13 @@ def probe_cpu_speed(
     return speed
 
 
-def _time_pair(target: Path, draft: Path, reps: int) -> tuple[ModelCost, ModelCost, ProbeTimes]:
-    """A probe pair's costs and timings, in an engine worker of its own (see _fastest_passes)."""
+def _time_pair(target: Path, draft: Path, reps: int, long: bool = False) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+    """A probe pair's costs and timings, in an engine worker of its own (see _fastest_passes); long: the
+    target's one-token pass at PROBE_LONG_PAST too."""
     with EngineClient() as client:
         client.start()
-        client.load(LoadSettings(target, draft, ctx=2048))
-        times = _fastest_passes(client, reps)
+        client.load(LoadSettings(target, draft, ctx=2 * PROBE_LONG_PAST))
+        times = _fastest_passes(client, reps, long)
     return model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft)), times
 
 
@@ -134,21 +143,23 @@ def _beyond_the_pass(model: Path, reps: int) -> float:
         client.start()
         client.load(LoadSettings(model, model, ctx=2048))
         for _ in range(REPEATS):
-            one = client.measure("target", [1], n_past=16, reps=reps)[1]
+            one = client.measure("target", [1], n_past=PROBE_N_PAST, reps=reps)[1]
             run = generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)
             if run["tokens_per_s"]:
                 beyond.append(1000.0 / run["tokens_per_s"] - one)
     return max(statistics.median(beyond), 0.0) if beyond else 0.0
 
 
-def _fastest_passes(client: EngineClient, reps: int) -> ProbeTimes:
+def _fastest_passes(client: EngineClient, reps: int, long: bool = False) -> ProbeTimes:
     """The target's passes of 1 and PROBE_BATCHES tokens and the draft's of 1, each the fastest of REPEATS
-    rounds."""
+    rounds; long: the target's one-token pass at PROBE_LONG_PAST too."""
     ms: dict[int, float] = {}
-    ms_small = float("inf")
+    ms_small = ms_long = float("inf")
     for _ in range(REPEATS):
-        passes = client.measure("target", [1, *PROBE_BATCHES], n_past=16, reps=reps)
+        passes = client.measure("target", [1, *PROBE_BATCHES], n_past=PROBE_N_PAST, reps=reps)
         for n, t in passes.items():
             ms[n] = min(ms.get(n, float("inf")), t)
-        ms_small = min(ms_small, client.measure("draft", [1], n_past=16, reps=reps)[1])
-    return ProbeTimes(ms, ms_small)
+        ms_small = min(ms_small, client.measure("draft", [1], n_past=PROBE_N_PAST, reps=reps)[1])
+        if long:
+            ms_long = min(ms_long, client.measure("target", [1], n_past=PROBE_LONG_PAST, reps=reps)[1])
+    return ProbeTimes(ms, ms_small, ms_long if long else None)

@@ -14,9 +14,10 @@ from pathlib import Path
 from engine.measure.calibration import measured_pair
 from engine.measure.history import History, HistoryError
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
-from engine.planning.speed_model import DeviceSpeed, ModelCost, Prediction, model_cost, predict
-
-N_PAST = 512  # tokens in the context when a step is predicted: a prompt and some of its answer
+from engine.planning.constants import PREDICT_N_PAST
+from engine.planning.device_speed import DeviceSpeed
+from engine.planning.model_cost import ModelCost, model_cost
+from engine.planning.speed_model import Prediction, predict
 
 
 class _Costs:
@@ -43,7 +44,7 @@ def _predict_pair(
         costs.model(target),
         costs.model(draft),
         None if measured is not None else device,
-        n_past=N_PAST,
+        n_past=PREDICT_N_PAST,
         measured=measured,
         workload=workload,
     )

@@ -42,10 +42,10 @@ from engine.core.stats import RunStats
 from engine.measure.forward_times import forward_times
 from engine.measure.generate import generate
 from engine.models.draft_heads import HEAD_METHODS, pair_verdicts
+from engine.planning.constants import K_MAX, VERIFY_BATCH_SIZES
 from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance
 from engine.runtime.client import EngineClient, EngineError
 
-VERIFY_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 PROBE_K = 8
 CLEAR_MARGIN = 1.15  # stop early when the leader beats the runner-up by this factor
 VERDICT_PROMPTS = 8  # paired prompts for the verdict (all of them when the set is smaller)
@@ -163,7 +163,7 @@ class Tuner:
         sampling: SamplingSettings = SamplingSettings(temp=0.0),  # noqa: B008 (frozen: one shared value is safe)
         budget_s: float = 300.0,
         seed: int = 0,
-        k_max: int = 12,
+        k_max: int = K_MAX,
         progress: Callable[[str], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ):
@@ -260,7 +260,7 @@ class Tuner:
     def measure_costs(self) -> PairCosts:
         self._check_stop()
         self.progress("measuring the target's verify time by batch size ...")
-        verify = forward_times(self.client, "target", list(VERIFY_SIZES), n_past=min(256, self.load.ctx // 4))
+        verify = forward_times(self.client, "target", list(VERIFY_BATCH_SIZES), n_past=min(256, self.load.ctx // 4))
         draft = None
         if self.load.draft is not None and self.methods["draft-simple"].runs:  # a head cannot run alone
             self._check_stop()

@@ -21,13 +21,15 @@ import hashlib
 import json
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from engine.core.paths import cache_dir
 from engine.models.synthetic import ModelShape
+from engine.planning.cost_model import CostCurve
 from engine.planning.hardware import GpuInfo, HardwareReport
-from engine.planning.speed_model import DeviceSpeed, ModelCost
+from engine.planning.model_cost import ModelCost
 
 # dense FP16 tensor-core TFLOPs (FP32 accumulate where the card halves it), by a name's distinctive part
 GPU_TFLOPS = {
@@ -77,28 +79,168 @@ ASSUMED_REREAD = 0.1  # measured 0 to 0.3 there for F16, Q8_0 and Q4_K_M
 
 # The probe's target: a 16-layer 1280-wide decoder with a 32000-token vocabulary, about 0.37B parameters
 # (730 MB as F16, 390 as Q8_0, 230 as Q4_K_M), so that every weight class reads several times what a
-# desktop CPU's last-level cache holds, as the models users run do. Its draft is its first layer and
-# the output layer. An earlier probe (8 layers of 1024, a vocabulary of a few hundred tokens: 190 MB as
-# F16, 57 as Q4_K_M) measured the quantized classes 20-30 % slower per byte than 1.4B-parameter models
-# of the same class ran on that VM, and those were predicted 19-35 % too slow.
+# desktop CPU's last-level cache holds, as the models users run do. An earlier probe (8 layers of 1024, a
+# vocabulary of a few hundred tokens: 190 MB as F16, 57 as Q4_K_M) measured the quantized classes 20-30 %
+# slower per byte than 1.4B-parameter models of the same class ran on that VM, and those were predicted
+# 19-35 % too slow.
 PROBE_SHAPE = ModelShape(n_embd=1280, n_layer=16, n_head=10, n_head_kv=2, n_ff=3584, n_ctx_train=2048)
 PROBE_VOCAB = 32000
+# Its draft is its first layer and the output layer.
+PROBE_DRAFT_LAYERS = 1
 # A thin pair of as many layers (256 wide: 1.5 MB a layer as F16, against 46 MB): the difference between
 # its target's and draft's one-token passes is mostly the layers' fixed cost, which tells that cost from
 # the bandwidth (the wide pair's difference is both). On the 2-core VM the real Qwen2.5-Coder 0.5B (24
 # layers of 896) ran its one-token pass 35 % slower than its bytes at the probe's bandwidth said, and Gemma
-# 3 270M (18 layers of 640) 27 %, while the 1.5B (28 of 1536) ran within 10 %.
+# 3 270M (18 layers of 640) 27 %, while the 1.5B (28 of 1536) ran within 10 %. (Tried on 2026-12-03 and not
+# kept: an 8-layer draft, whose quantized copies read more than the VM's 32 MB L3 where the one-layer Q4_K
+# draft reads 33 MB, and a 64-wide thin pair, whose layers' bytes are negligible wherever they come from.
+# Q4_K still measured 27.5 GB/s, the fixed cost 0.020 ms a layer, and the real 1.5B Q4_K_M was still
+# predicted 20 % too slow.)
 PROBE_THIN_SHAPE = ModelShape(n_embd=256, n_layer=16, n_head=4, n_head_kv=2, n_ff=704, n_ctx_train=2048)
 # the batch sizes the probe times besides one token: every size speculation verifies with K = 1..7, and two
 # beyond, which the batch tables (DeviceSpeed.batch_extra) are interpolated and extended from
 PROBE_BATCHES = (2, 3, 4, 5, 6, 8, 12, 16)
-# the weight classes the probe times besides F16 (speed_model.WEIGHT_CLASSES), and the llama-quantize type
+# where in the context the probe's passes run: a short prompt's worth, so that they time the weights
+PROBE_N_PAST = 16
+# and where its F16 target's one-token pass is timed again, so that the difference is the attention over
+# the positions between: on a CPU llama.cpp attends position by position and head by head, far slower than
+# reading the cache. On the 2-core VM the real Qwen2.5-Coder 1.5B's one-token pass took 29.4 ms at position
+# 16 and 36.6 at 400, where reading 384 more positions' K and V (11 MB) takes 0.3 ms
+PROBE_LONG_PAST = 1024
+# the weight classes the probe times besides F16 (model_cost.WEIGHT_CLASSES), and the llama-quantize type
 # that makes a file of that class alone (with --pure: no Q6_K layers in a Q4_K file, as Q4_K_M would have)
 PROBE_QUANTS = {"Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_K": "Q4_K_M", "Q6_K": "Q6_K"}
 # bumped when the probe measures otherwise, so that an older probe's figures are measured again
 # (4: Q5_0 and Q6_K timed, each class on a file of its type alone; 5: the engine's timed passes start warm,
-# which made the one-layer drafts' passes up to 2x faster; 6: batch tables by class, a layer's fixed cost)
-PROBE_VERSION = 6
+# which made the one-layer drafts' passes up to 2x faster; 6: batch tables by class, a layer's fixed cost;
+# 7: the attention's own rate, from a pass deep in the context)
+PROBE_VERSION = 7
+
+
+@dataclass(frozen=True)
+class DeviceSpeed:
+    """What a device sustains for llama.cpp's forward passes.
+
+    A GPU (overlap True) reads the weights while it computes: a pass takes the longer of the two, so a
+    batch costs what one token does until compute catches up (a roofline). llama.cpp's CPU kernels
+    (overlap False) hide the arithmetic of one token's matrix-vector products behind reading the
+    weights, but not that of a batch: a pass of one token costs reading the weights, and a pass of B
+    tokens from two on costs reading them, plus a share of them read again (``reread``: the
+    multi-token kernels walk the weights in other blocks than the one-token path), plus B times the
+    compute of one token. Measured on a 2-core x86-64 VM: a 1.4B Q8_0 model took 87 ms for one
+    token, 137 for two and 459-522 for sixteen; a line through 2 to 16 tokens meets zero at about 90 ms,
+    one token's pass alone. That line is the fallback: a probed CPU prices a batch by its class's table
+    (``batch_extra``), what each batch size cost beyond one token per multiply-add, since the kernels'
+    tiles make a token in a small batch dearer than one in a large batch; and each layer of a pass
+    costs ``layer_ms`` beyond its bytes."""
+
+    name: str
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
+    overhead_ms: float = 0.0
+    source: str = ""  # where the figures come from: "NVML + table", "measured probe", ...
+    # (bandwidth, FLOPs, reread) by weight class where they were measured apart (the CPU probe); the
+    # plain figures stand for F16 and for any class not here
+    class_rates: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    overlap: bool = True
+    reread: float = 0.0  # the plain figures' share of weights read again by a multi-token pass
+    assumed: bool = False  # guessed (an unmeasured CPU), not measured or looked up
+    # What a pass of B tokens costs beyond a pass of one, by weight class, in ms per billion multiply-adds of
+    # one token: ((B, ms), ...) from B = 2, as the CPU probe timed it at each batch size speculation verifies.
+    # Not a line: llama.cpp's multi-token kernels work in tiles of rows, and on the 2-core VM a token beyond
+    # the first cost a Q4_K model 16-18 ms per GMAC in passes of 2 to 6 tokens but 9-12 in passes of 12 to
+    # 16, so a line through 2..16 charged the small verify batches about half of what they took. Where the
+    # device has tables they replace the line (flops, reread), a class without one taking F16's; between and
+    # beyond the timed sizes a table is interpolated and extended along its last step.
+    batch_extra: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)
+    # what each layer of a pass costs beyond its bytes (ggml runs a layer as a dozen operations, each with a
+    # hand-off between the threads): a narrow model with many layers runs slower per byte than a wide one
+    layer_ms: float = 0.0
+    # the rate a CPU runs the attention at, token by token (0: not measured). llama.cpp's CPU kernels attend
+    # position by position and head by head, so the attention over a long context costs a one-token pass far
+    # more than reading the cache does: the probe times it (device_speed.solve_attention_flops)
+    attention_flops_per_s: float = 0.0
+
+    def rates(self, cls: str) -> tuple[float, float, float]:
+        return self.class_rates.get(cls, (self.bandwidth_bytes_per_s, self.flops_per_s, self.reread))
+
+    def extra_per_gmac(self, cls: str, batch: int) -> float | None:
+        """ms per billion multiply-adds that a pass of ``batch`` tokens adds to a pass of one, from the class's
+        table (F16's for a class without one); None without tables."""
+        curve = self._batch_curves.get(cls) or self._batch_curves.get("F16")
+        return curve.at(batch) if curve is not None else None
+
+    @cached_property
+    def _batch_curves(self) -> dict[str, CostCurve]:
+        """The batch tables as curves from one token (0 ms) on, built once: forward_ms asks for them in
+        every prediction of every pair a ranking looks at."""
+        return {
+            cls: CostCurve((1, *(b for b, _ in table)), (0.0, *(ms for _, ms in table)))
+            for cls, table in self.batch_extra.items()
+            if table
+        }
+
+    def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
+        groups = list(cost.by_class) or [("F16", cost.weight_bytes, cost.weight_macs)]
+        if self.overlap and not self.class_rates:
+            memory_s = cost.bytes_read(n_past, batch) / self.bandwidth_bytes_per_s
+            compute_s = cost.flops(batch, n_past) / self.flops_per_s
+            return self.overhead_ms + 1000.0 * max(memory_s, compute_s)
+        if batch >= 2 and not self.overlap and self.batch_extra:
+            return self.forward_ms(cost, 1, n_past) + self._batch_extra_ms(cost, groups, batch, n_past)
+        seconds = 0.0
+        matrix_bytes = 0
+        for cls, n_bytes, macs in groups:  # each class's products run one after another
+            bandwidth, flops, reread = self.rates(cls)
+            read = n_bytes + cost.extra_expert_bytes(batch, cls)
+            seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread, batch)
+            matrix_bytes += n_bytes
+        rest_bytes = cost.bytes_read(n_past) - matrix_bytes + cost.charged_extra_bytes  # KV cache, small tensors
+        attention = 2.0 * batch * cost.attention_macs(n_past)
+        if self.attention_flops_per_s and not self.overlap:  # measured apart: each token's attention at its rate
+            positional = 2.0 * batch * cost.positional_macs(n_past)
+            seconds += rest_bytes / self.bandwidth_bytes_per_s + positional / self.attention_flops_per_s
+            state = 2.0 * batch * cost.recurrent_macs  # a hybrid's state update: priced as before
+            seconds += self._pass(0.0, state / self.flops_per_s, 0.0, batch)
+        else:
+            seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0, batch)
+        return self.overhead_ms + self.layer_ms * cost.n_layers + 1000.0 * seconds
+
+    def _batch_extra_ms(self, cost: ModelCost, groups: list[tuple[str, int, int]], batch: int, n_past: int) -> float:
+        """What B tokens cost a CPU beyond one: each class's matrix products by its table, the experts the other
+        tokens route to (read at the class's bandwidth), and each further token's attention."""
+        ms = 0.0
+        for cls, _, macs in groups:
+            per_gmac = self.extra_per_gmac(cls, batch) or 0.0
+            ms += macs / 1e9 * per_gmac + 1000.0 * cost.extra_expert_bytes(batch, cls) / self.rates(cls)[0]
+        if not self.attention_flops_per_s:
+            return ms + 1000.0 * (batch - 1) * 2.0 * cost.attention_macs(n_past) / self.flops_per_s
+        seconds = cost.positional_macs(n_past) / self.attention_flops_per_s + cost.recurrent_macs / self.flops_per_s
+        return ms + 1000.0 * (batch - 1) * 2.0 * seconds
+
+    def _pass(self, memory_s: float, compute_s: float, reread: float, batch: int) -> float:
+        if self.overlap:
+            return max(memory_s, compute_s)
+        if batch <= 1:
+            return memory_s  # a matrix-vector product waits on memory
+        return memory_s * (1.0 + reread) + compute_s
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "bandwidth_gb_s": round(self.bandwidth_bytes_per_s / 1e9, 2),
+            "tflops": round(self.flops_per_s / 1e12, 3),
+            "overhead_ms": round(self.overhead_ms, 3),
+            "source": self.source,
+            "overlap": self.overlap,
+            "layer_ms": round(self.layer_ms, 4),
+            "attention_gflops": round(self.attention_flops_per_s / 1e9, 2),
+            "batch_extra_ms_per_gmac": {c: {str(b): round(ms, 3) for b, ms in t} for c, t in self.batch_extra.items()},
+            "by_class": {
+                c: {"bandwidth_gb_s": round(bw / 1e9, 2), "gflops": round(fl / 1e9, 1), "reread": round(r, 3)}
+                for c, (bw, fl, r) in self.class_rates.items()
+            },
+        }
 
 
 def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
@@ -186,10 +328,12 @@ def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSp
 @dataclass(frozen=True)
 class ProbeTimes:
     """The probe's timings of one weight class, in ms: the target's passes by batch size (1 and
-    PROBE_BATCHES), and the 1-layer draft's of one token."""
+    PROBE_BATCHES), and its one-layer draft's of one token."""
 
     batches: dict[int, float]
     small: float
+    # the target's one-token pass at PROBE_LONG_PAST (timed on the F16 pair only; None where not timed)
+    long: float | None = None
 
     @property
     def one(self) -> float:
@@ -204,7 +348,11 @@ def solve_layer_ms(
     bandwidth, two equations for the two unknowns. 0 where the timings do not give a positive cost and
     bandwidth (noise): the bandwidth then carries the layers, as before."""
     (l_w, b_w, d_w), (l_t, b_t, d_t) = (
-        (cost.n_layers - small.n_layers, cost.bytes_read(16) - small.bytes_read(16), t.one - t.small)
+        (
+            cost.n_layers - small.n_layers,
+            cost.bytes_read(PROBE_N_PAST) - small.bytes_read(PROBE_N_PAST),
+            t.one - t.small,
+        )
         for cost, small, t in (wide, thin)
     )
     det = l_w * b_t - l_t * b_w
@@ -247,13 +395,43 @@ def solve_rates(
     compute_ms = sum((b - mean_b) * (t.batches[b] - mean_t) for b in multi) / sum((b - mean_b) ** 2 for b in multi)
     compute_ms = max(compute_ms, 1e-6)  # one token's compute through the target
     intercept = mean_t - compute_ms * mean_b
-    flops = cost.flops(1, 16) / (compute_ms / 1000.0)
+    flops = cost.flops(1, PROBE_N_PAST) / (compute_ms / 1000.0)
     memory_ms = max(t.one - t.small - layer_ms * (cost.n_layers - small.n_layers), 1e-6)  # the extra bytes
-    bandwidth = (cost.bytes_read(16) - small.bytes_read(16)) / (memory_ms / 1000.0)
-    target_memory_ms = 1000.0 * cost.bytes_read(16) / bandwidth
+    bandwidth = (cost.bytes_read(PROBE_N_PAST) - small.bytes_read(PROBE_N_PAST)) / (memory_ms / 1000.0)
+    target_memory_ms = 1000.0 * cost.bytes_read(PROBE_N_PAST) / bandwidth
     fixed_ms = max(t.one - target_memory_ms - layer_ms * cost.n_layers, 0.0)
     reread = max((intercept - fixed_ms - target_memory_ms) / max(target_memory_ms, 1e-9), 0.0)
     return bandwidth, flops, reread, fixed_ms
+
+
+def solve_attention_flops(cost: ModelCost, t: ProbeTimes, bandwidth: float) -> float:
+    """The rate (FLOPs/s) at which a CPU runs one token's attention, from the target's one-token passes at
+    PROBE_N_PAST and PROBE_LONG_PAST: what the deeper pass takes beyond reading the cache's further positions,
+    over the attention's arithmetic there. 0 where the deeper pass was not timed or timing noise leaves
+    nothing for the attention: the attention is then charged at the batch line's rate from two tokens on,
+    and not at all for one, as before."""
+    if t.long is None:
+        return 0.0
+    extra_kv = cost.bytes_read(PROBE_LONG_PAST) - cost.bytes_read(PROBE_N_PAST)
+    attention_ms = t.long - t.one - 1000.0 * extra_kv / bandwidth
+    flops = 2.0 * (cost.attention_macs(PROBE_LONG_PAST) - cost.attention_macs(PROBE_N_PAST))
+    return flops / (attention_ms / 1000.0) if attention_ms > 0 and flops > 0 else 0.0
+
+
+def without_attention(
+    pair: tuple[ModelCost, ModelCost, ProbeTimes], flops_per_s: float
+) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+    """A probe pair's timings less each pass's attention at PROBE_N_PAST at that rate (none at rate 0), which
+    DeviceSpeed.forward_ms charges apart: what is left is the weights' and the layers' time."""
+    cost, small, t = pair
+    if not flops_per_s:
+        return pair
+
+    def ms(c: ModelCost, batch: int) -> float:
+        return 1000.0 * 2.0 * batch * c.positional_macs(PROBE_N_PAST) / flops_per_s
+
+    batches = {b: v - ms(cost, b) for b, v in t.batches.items()}
+    return cost, small, ProbeTimes(batches, t.small - ms(small, 1), t.long)
 
 
 def solve_cpu_speed(
@@ -263,11 +441,18 @@ def solve_cpu_speed(
 ) -> DeviceSpeed:
     """The CPU from the probe: for each weight class (F16 at least) the probe pair's costs and timings,
     what a token of plain generation takes beyond its forward pass (sampling, the loop, thread hand-offs),
-    which every pass pays too, and the thin F16 pair's timings, which give a layer's fixed cost."""
+    which every pass pays too, and the thin F16 pair's timings, which give a layer's fixed cost. The F16
+    target's pass deep in the context (ProbeTimes.long) gives the attention's rate."""
+    f16_cost, _, f16_times = timed["F16"]
+    # the attention's rate from a first solve, then every timing without its attention (the passes at
+    # PROBE_N_PAST hold some: 0.2-0.3 ms of the probe target's), and the rate again from the final bandwidth
+    attention = solve_attention_flops(f16_cost, f16_times, solve_rates(*timed["F16"])[0])
+    timed = {cls: without_attention(pair, attention) for cls, pair in timed.items()}
+    thin = without_attention(thin, attention) if thin is not None else None
     layer_ms = solve_layer_ms(timed["F16"], thin) if thin is not None else 0.0
     rates = {cls: solve_rates(cost, small, t, layer_ms) for cls, (cost, small, t) in timed.items()}
     bandwidth, flops, reread, fixed_ms = rates["F16"]
-    f16_cost = timed["F16"][0]
+    attention = solve_attention_flops(f16_cost, f16_times, bandwidth)
     overhead_ms = fixed_ms + max(beyond_ms, 0.0)
     return DeviceSpeed(
         "CPU",
@@ -282,6 +467,7 @@ def solve_cpu_speed(
         reread=reread,
         batch_extra={cls: batch_table(cost, t) for cls, (cost, _, t) in timed.items()},
         layer_ms=layer_ms,
+        attention_flops_per_s=attention,
     )
 
 

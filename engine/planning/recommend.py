@@ -47,7 +47,9 @@ from types import ModuleType
 from engine.models.catalog import BUNDLED, Catalog, Model, ModelFile
 from engine.models.draft_heads import MTP_ARCHITECTURES
 from engine.models.gguf_inspect import ModelInfo
+from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, PREDICT_N_PAST
 from engine.planning.cost_model import leviathan_speedup
+from engine.planning.device_speed import DeviceSpeed
 from engine.planning.hardware import HardwareReport
 from engine.planning.memory_plan import (
     CPU,
@@ -60,30 +62,17 @@ from engine.planning.memory_plan import (
     parse_size,
     plan_memory,
 )
+from engine.planning.model_cost import ModelCost, model_cost, mtp_cost, split_cost
 from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.placement import Placement, place
-from engine.planning.speed_model import (
-    ACCEPTANCE_PRIORS,
-    DeviceSpeed,
-    ModelCost,
-    Prediction,
-    model_cost,
-    mtp_cost,
-    predict,
-    split_cost,
-    tokens_per_s_text,
-)
-from engine.planning.speed_model import acceptance_prior as workload_prior
+from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior, predict, tokens_per_s_text
 
 K_RANGE = range(1, 9)
-DEFAULT_SPEED_FLOOR = 10.0  # tokens/s: about reading speed, what "interactive" needs
 PACE_CAP = 4.0  # speed counts in the score up to this many times the floor
-N_PAST = 512  # the context a predicted decode step attends to
 MIN_SPEEDUP = 1.05  # below this a draft is not worth its memory
 NEAR_MISS_RATIO = 1.25  # plans up to 25% over the usable memory are reported as near-misses
 HEADROOM_MIN = 512 * 2**20
 HEADROOM_SHARE = 0.05
-DEFAULT_CTX = 8192
 DRAFT_QUANTS = ("Q8_0", "Q6_K", "Q4_K_M", "F16")  # the draft quants worth trying, best acceptance first
 # acceptance lost per unit of the draft quant's perplexity increase: small drafts suffer more from
 # quantization than the 8B model the table was measured on, so this is larger than a plain ratio would be
@@ -317,10 +306,10 @@ def quant_quality(catalog: Catalog, name: str) -> tuple[float, bool]:
     return known[-1][1], True
 
 
-def acceptance_prior(draft_ppl_increase: float, workload: str | None = None) -> float:
+def quantized_draft_acceptance(draft_ppl_increase: float, workload: str | None = None) -> float:
     """The acceptance expected of a same-family draft at a quant that adds this much perplexity, on a shipped
     workload set's kind of text (engine.planning.speed_model.ACCEPTANCE_PRIORS; None: the flat prior)."""
-    return max(0.05, workload_prior(workload) - DRAFT_QUANT_PENALTY * draft_ppl_increase)
+    return max(0.05, acceptance_prior(workload) - DRAFT_QUANT_PENALTY * draft_ppl_increase)
 
 
 def expected_speedup(
@@ -328,7 +317,7 @@ def expected_speedup(
 ) -> tuple[float, int, float]:
     """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token, on a
     bandwidth-bound device (no device speed known)."""
-    alpha = acceptance_prior(draft_ppl_increase, workload)
+    alpha = quantized_draft_acceptance(draft_ppl_increase, workload)
     speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in K_RANGE)
     return speedup, k, alpha
 
@@ -337,7 +326,10 @@ def expected_speedup(
 
 
 @dataclass
-class Candidate:
+class PairChoice:
+    """One target/draft/quantization choice the recommender ranks: its memory plan, predicted speed and the
+    reasons shown beside it (engine.measure.tuner.Candidate is another thing: a setting a tune measures)."""
+
     target: ModelFile
     draft: ModelFile
     params: int
@@ -525,8 +517,8 @@ class Recommendation:
     budget: Budget
     ctx: int
     family: str | None
-    recommended: list[Candidate]
-    near_misses: list[Candidate]
+    recommended: list[PairChoice]
+    near_misses: list[PairChoice]
     left_out: list[str]
     device: DeviceSpeed | None = None
     speed_floor: float = DEFAULT_SPEED_FLOOR
@@ -600,7 +592,7 @@ def recommend(
     presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in catalog.presets}
     pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in catalog.pairings}
     usable = budget.usable_bytes
-    candidates: list[Candidate] = []
+    candidates: list[PairChoice] = []
     left_out: list[str] = []
 
     targets = [
@@ -628,7 +620,7 @@ def recommend(
             if alone > usable * NEAR_MISS_RATIO:
                 continue
             # one candidate per target quant: its best (draft, draft quant)
-            best: Candidate | None = None
+            best: PairChoice | None = None
             for draft in drafts:
                 for dq in (q for q in DRAFT_QUANTS if q in draft.files):
                     c = _candidate(
@@ -691,7 +683,7 @@ def recommend(
 
 
 def _place(
-    c: Candidate, models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
+    c: PairChoice, models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
 ) -> None:
     """Where the pair fits the GPUs when llama.cpp's default placement does not: the candidate then fits,
     with that placement and its plan, when the RAM holds what the placement keeps on the CPU; otherwise it
@@ -706,13 +698,13 @@ def _place(
     c.host_bytes = c.plan.device_totals().get(CPU, 0)
 
 
-def _worth_listing(c: Candidate) -> bool:
+def _worth_listing(c: PairChoice) -> bool:
     """Fast enough here (with a device), else a draft worth its memory."""
     return not c.too_slow if c.prediction is not None else c.speedup >= MIN_SPEEDUP
 
 
 def _predict(
-    c: Candidate,
+    c: PairChoice,
     models: _Models,
     device: DeviceSpeed,
     floor: float,
@@ -734,7 +726,7 @@ def _predict(
         target_cost,
         models.cost(draft, dq),
         device,
-        n_past=min(ctx, N_PAST),
+        n_past=min(ctx, PREDICT_N_PAST),
         acceptance=c.acceptance_prior,
         k_max=max(K_RANGE),
         host=host,
@@ -746,14 +738,19 @@ def _predict(
     block = models.mtp_cost(target, tq) if c.mtp_head else None
     if block is not None and not placement.n_cpu_moe:  # the block runs where the target's last layers run
         c.mtp_prediction = predict(
-            target_cost, block, device, n_past=min(ctx, N_PAST), acceptance=c.acceptance_prior, k_max=max(K_RANGE)
+            target_cost,
+            block,
+            device,
+            n_past=min(ctx, PREDICT_N_PAST),
+            acceptance=c.acceptance_prior,
+            k_max=max(K_RANGE),
         )
     c.speedup, c.draft_n_max, c.tokens_per_s_bound = round(p.speedup_by_k[k], 3), k, None
     pace = min(c.tokens_per_s or 0.0, PACE_CAP * floor) if floor else PACE_CAP
     c.score_parts["speed"] = round(10 * math.log2(max(pace, 1e-3) / (floor or 1.0)), 2)
 
 
-def _fitting_ctx(catalog: Catalog, models: _Models, budget: Budget, ctx: int, c: Candidate) -> int | None:
+def _fitting_ctx(catalog: Catalog, models: _Models, budget: Budget, ctx: int, c: PairChoice) -> int | None:
     """The longest of ctx/2, ctx/4 (at least 2048 tokens) at which the pair fits, if one does."""
     target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
     for shorter in (ctx // 2, ctx // 4):
@@ -786,7 +783,7 @@ def _drafts(catalog: Catalog, target: Model) -> list[Model]:
     return own or able
 
 
-def _better(a: Candidate, b: Candidate) -> bool:
+def _better(a: PairChoice, b: PairChoice) -> bool:
     """A fitting candidate beats a non-fitting one; then the higher score; then the faster (past the pace cap
     the score no longer tells drafts apart); then the smaller plan."""
     if a.fits_memory != b.fits_memory:
@@ -806,7 +803,7 @@ def _candidate(
     presets: dict,
     pairing_speedups: dict,
     workload: str | None = None,
-) -> Candidate:
+) -> PairChoice:
     totals = models.pair_totals(budget, ctx, target, tq, draft, dq)
     needed, fits = _needed(totals, budget)
     target_bytes = models.bytes_per_token(target, tq)
@@ -821,7 +818,7 @@ def _candidate(
         "speed": round(10 * math.log2(speedup), 2),
     }
     tps = budget.bandwidth_bytes_per_s / target_bytes * speedup if budget.bandwidth_bytes_per_s else None
-    return Candidate(
+    return PairChoice(
         catalog.model_file(target.id, tq),
         catalog.model_file(draft.id, dq),
         params,

@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.widgets.style import ERROR, error_text
 from engine.models.downloads import format_bytes
-from engine.planning.speed_model import ACCEPTANCE_PRIOR, ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
+from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX
+from engine.planning.speed_model import ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
 
 COLUMNS = ("target + draft", "score", "memory", "predicted here", "preset")
 ROLE = Qt.ItemDataRole.UserRole
@@ -40,9 +41,9 @@ def nothing_recommended(rec) -> str:
 
 class RecommendPanel(QWidget):
     refreshRequested = Signal()
-    downloadRequested = Signal(object)  # engine.planning.recommend.Candidate
+    downloadRequested = Signal(object)  # engine.planning.recommend.PairChoice
 
-    def __init__(self, default_ctx: int = 8192, parent: QWidget | None = None):
+    def __init__(self, default_ctx: int = DEFAULT_CTX, parent: QWidget | None = None):
         super().__init__(parent)
         self.result = None
         self.budget_label = QLabel("measuring the memory budget…")
