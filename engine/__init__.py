@@ -11,4 +11,6 @@ Packages by concern, each importing only those listed below it (import-linter's
   llama/     the pinned llama.cpp install, running llama-server, reading its --help
   models/    GGUF reading and checks, vocabulary compatibility, catalog, library, downloads, test models
   core/      settings, the run counter, workloads, paths: what every layer shares
+
+  synthetic  ``python -m engine.synthetic``: the short name of the test-model generator's command line
 """

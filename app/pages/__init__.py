@@ -1,2 +1,11 @@
-"""The main window's pages, one package per page that has more than one part (the page, its panels,
-its background job) and one module per page that has not: hardware.py, history.py."""
+"""The main window's pages: one package per page with more than one part (the page, its panels, its
+background job), one module per page without.
+
+  start     the Start page: a guide in three steps for a new user
+  models    what is on this machine, what to get, and the session's pair checked
+  lab       run a pair live while the knobs move
+  tune      find the fastest speculation setting for the Lab's pair
+  export    the llama-server command for the Lab's settings, validated against a real server
+  hardware  every NVIDIA GPU, the CPU and RAM, and this CPU's measured speed
+  history   the runs kept in the SQLite history
+"""

@@ -43,7 +43,7 @@ def _step(title: str, text: str) -> tuple[QGroupBox, QVBoxLayout]:
 
 class StartPage(QWidget):
     demoRequested = Signal()  # load the demo pair, measure the baseline, start a live run (the window does it)
-    downloadRequested = Signal(object)  # an engine.planning.recommend.Candidate, for the Models page's downloads
+    downloadRequested = Signal(object)  # an engine.planning.recommend.PairChoice, for the Models page's downloads
     pageRequested = Signal(str)  # "Models", "Tune", "Export"
     rankingWanted = Signal()  # shown without a ranking yet: the Models page's first pass should start
     measureRequested = Signal()  # measure this CPU's speed (the Hardware page's probe)

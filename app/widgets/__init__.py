@@ -1,2 +1,18 @@
-"""Widgets and look shared by the pages: the colours (style), form fields (forms), the message banner,
-page shortcuts, and the charts, text and table the Lab and Tune pages paint."""
+"""Widgets and look the pages share.
+
+style          the app's colours in one place, light and dark, and rich text in them
+theme          light or dark, following the system's colour scheme
+icons          the app's icon and one line icon per page
+navigation     the page list on the left of the main window
+page_shortcuts  keyboard shortcuts that belong to one page
+banner         a message strip at the top of a page, with an optional action
+needs_pair     a strip on pages that need the session's model pair, while there is none
+empty_state    what a page shows where its list would be empty
+forms          form fields: number boxes, a GGUF file picker, several fields on a row
+workload_box   the workload list the Lab and the Tune page share
+live_charts    the Lab's charts, painted from engine.measure.live snapshots
+chart_ranges   axis ranges that move in steps, so the charts do not re-lay out every frame
+token_text     streamed output text, with the accepted drafts' tokens coloured
+tune_charts    the Tune page's two charts
+tune_table     the Tune page's result table
+"""

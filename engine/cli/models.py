@@ -83,17 +83,12 @@ def _ram(a: argparse.Namespace) -> int | None:
     return None if a.vram is not None else ram()[1]
 
 
-def _placed(a: argparse.Namespace, gpus: list[GpuBudget], ram_bytes: int | None):
-    """The first arrangement of the pair that fits these GPUs and the RAM (engine.planning.placement), with
+def _placed(a: argparse.Namespace, budget: MemoryBudget):
+    """The first arrangement of the pair that fits the budget's GPUs and RAM (engine.planning.placement), with
     its plan."""
-    from engine.planning.placement import place
+    from engine.planning.placement import placement_for
 
-    if not gpus:
-        return None
-    target = inspect_gguf(a.target)
-    draft = inspect_gguf(a.draft) if a.draft else None
-    options = {"cache_type_k": a.cache_type_k, "cache_type_v": a.cache_type_v}
-    return place(target, draft, a.ctx, gpus, lambda free: 0, ram_bytes, **options)
+    return placement_for(a.target, a.draft, a.ctx, budget, cache_type_k=a.cache_type_k, cache_type_v=a.cache_type_v)
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -122,7 +117,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
         raise PlanError(check.reasons[0].message)
-    placed = _placed(a, gpus, ram_bytes) if fit.fits is False else None
+    placed = _placed(a, budget) if fit.fits is False else None
     if a.json:
         print(
             json.dumps(

@@ -1,5 +1,9 @@
-"""The foundation every layer shares: the knobs and their validation (settings), the one run counter
-(stats), the workload prompt sets (workloads) and where SpecTune's files live (paths).
+"""The foundation every layer shares. Imports nothing else from engine.
 
-Imports nothing else from engine.
+settings   the knobs of a run, their llama.cpp defaults and their validation
+stats      RunStats, the one counter of what a run did
+workloads  the workload prompt sets a run or a sweep goes through
+chat       conversations: prompts in the OpenAI chat format
+paired     paired comparisons: the median of paired ratios with an interval, ABBA orders
+paths      where SpecTune's own files are: the source tree, its resources, the user's data and cache
 """

@@ -1,5 +1,6 @@
-"""What the user deploys: the llama-server command in the binary's own flag dialect (export), quoted
-for bash, PowerShell or cmd (shell_quote), and vLLM / SGLang serve commands (engines).
+"""What the user deploys. May import engine.planning and everything below it.
 
-May import engine.planning and everything below it.
+export       the llama-server command line for tuned settings, in the binary's own flag dialect
+shell_quote  one argv list as a command line for bash, PowerShell or cmd
+engines      vLLM and SGLang serve commands for the same settings
 """

@@ -1,6 +1,8 @@
-"""The pinned llama.cpp as an installed program: finding its install and sources (install), loading
-ggml's backend modules from it into this process and saying which loaded (backends), running
-llama-server on 127.0.0.1 (server), and reading the flag dialect of any llama-server's --help (dialect).
+"""The pinned llama.cpp as an installed program. May import engine.models and engine.core.
 
-May import engine.models and engine.core.
+install   where the pinned llama.cpp and its sources live on this machine
+backends  loading ggml's backend modules from the install, and which of them loaded
+server    running llama-server on 127.0.0.1 for a measurement, and talking to it over HTTP
+dialect   which flag dialect a llama-server binary speaks, read from its --help
+quantize  the pinned build's llama-quantize, for files SpecTune makes itself
 """

@@ -1,6 +1,15 @@
-"""Measuring a pair: one generation through the worker (generate), the live session behind the Lab's
-charts (live), the auto-tuner, validation against a real llama-server, the headless demo, and the
-SQLite history of every result.
+"""Measuring a pair on this machine. May import engine.deploy and everything below it.
 
-May import engine.deploy and everything below it.
+generate       one generation through the engine worker, from its events to its summary
+live           what a live view shows of a running session, in fixed-size rings
+why            why a live run is as fast as it is: a step's measured parts against a plain token
+quick_check    a short measured check of which speculative setting pays on the loaded pair
+tuner          the auto-tuner: the cost model proposes, real runs decide
+validate       the exported llama-server command run for real and held against the lab
+forward_times  forward-pass times by batch size, timed in alternating rounds
+device_probe   timing this CPU's llama.cpp forward passes for the speed model (once, cached)
+pair_speed     how fast a pair of GGUF files is predicted to run here, before it is loaded
+calibration    the newest tune of a pair in the history, as the speed model's measurement
+history        every run, validation and tune, kept in SQLite
+demo           ``spectune demo``: the app's main job, headless, on the bundled demo pair
 """

@@ -1,5 +1,20 @@
-"""What will run here, and how well: the hardware (NVML and the CPU), the memory plan of a pair, the
-fit verdict and preflight check, recommendations from the catalog, and the speculative cost model.
+"""What will run here, and how well. May import engine.runtime, engine.llama, engine.models and engine.core.
 
-May import engine.runtime, engine.llama, engine.models and engine.core.
+hardware         what the machine has: NVIDIA GPUs through NVML, the CPU and RAM
+model_numbers    a model from its numbers, without a file: the tensors and keys llama.cpp would find
+memory_plan      the memory a target and draft take, per device and buffer, before they load
+kv_layers        which layers keep a KV cache, and how wide its rows are
+sliding_window   sliding-window attention layers and how many KV cells they keep
+recurrent        hybrid models' layers that keep a recurrent state instead of a KV cache
+compute_buffer   llama.cpp's reserved compute buffer, as empirical fits
+fit              the memory plan of both models held against the free memory
+placement        where the models go when the GPUs cannot simply hold both
+preflight        can this pair load here, and why not: one verdict with its reasons
+recommend        ranked target/draft/quantization choices that fit a memory budget
+cost_model       speculative tokens/s from measured step costs
+model_cost       what one token costs a model, from its GGUF header: bytes and multiply-adds by weight class
+device_speed     what a device sustains for llama.cpp (DeviceSpeed), and the CPU probe's solve
+speed_model      how fast a pair will run here: a model's cost on a device, and the acceptance priors
+constants        the numbers several parts must agree on, each once with its reason
+prediction_band  how far a speed prediction may be off: bands from held-out errors
 """

@@ -28,12 +28,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from engine.core.settings import LoadSettings
-from engine.models.gguf_inspect import ModelInfo
+from engine.models.gguf_inspect import ModelInfo, inspect_gguf
+from engine.planning.fit import MemoryBudget
 from engine.planning.memory_plan import CPU, GpuBudget, MemoryPlan, load_options, moe_numbers, plan_memory
 
 Headroom = Callable[[int], int]  # free bytes of a GPU -> bytes to keep free on it
+
+
+def no_headroom(free_bytes: int) -> int:
+    """The pre-load check's headroom: none beyond the plan, whose buffers are what llama.cpp allocates (within
+    1.5 % on the real pair). The recommender keeps a margin of its own (engine.planning.recommend.headroom)."""
+    return 0
 
 
 @dataclass(frozen=True)
@@ -186,3 +194,15 @@ def place(
         if fits_ram(placed[1], ram_bytes, headroom):
             return placed
     return None
+
+
+def placement_for(
+    target: Path, draft: Path | None, ctx: int, budget: MemoryBudget, **opts
+) -> tuple[Placement, MemoryPlan] | None:
+    """Where a pair of files fits the budget's GPUs and RAM (place, without headroom): what the Lab offers
+    and `spectune plan` prints when the pair does not fit as asked. None without a GPU in the budget or when
+    no arrangement fits; a file that cannot be read raises GGUFInspectError (OSError, ValueError)."""
+    if not budget.gpus:
+        return None
+    draft_info = inspect_gguf(draft) if draft is not None else None
+    return place(inspect_gguf(target), draft_info, ctx, list(budget.gpus), no_headroom, budget.ram_available, **opts)

@@ -1,7 +1,9 @@
-"""The engine runtime: the worker process that loads the native specrt library (worker, binding),
-its JSON-lines protocol (protocol), the client every caller uses (client), and building native/
-against the pinned llama.cpp (native_build).
+"""The engine runtime. Only the worker loads the native library; the GUI talks to it through the client.
+May import engine.llama, engine.models and engine.core.
 
-Only the worker loads the native library; the GUI talks to it through the client. May import
-engine.llama, engine.models and engine.core.
+  worker        the engine worker process (``python -m engine.runtime.worker``)
+  binding       the ctypes binding of native/include/specrt.h
+  protocol      the worker's wire protocol: JSON objects, one per line
+  client        starts the worker and talks to it; survives its death
+  native_build  builds native/ (libspecrt) against the installed llama.cpp, once per key
 """

@@ -244,22 +244,12 @@ class LabPage(QWidget):
         if report is None:
             return None
         budget = MemoryBudget.from_report(report, **self.controller.fit_context())
-        if not budget.gpus:
-            return None
-        from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
-        from engine.planning.placement import place
+        from engine.models.gguf_inspect import GGUFInspectError
+        from engine.planning.placement import placement_for
 
         try:
-            target = inspect_gguf(settings.target)
-            draft = inspect_gguf(settings.draft) if settings.draft else None
-            placed = place(
-                target,
-                draft,
-                settings.ctx,
-                list(budget.gpus),
-                lambda free: 0,
-                budget.ram_available,
-                draft_n_max=settings.draft_n_max_at_load,
+            placed = placement_for(
+                settings.target, settings.draft, settings.ctx, budget, draft_n_max=settings.draft_n_max_at_load
             )
         except (GGUFInspectError, OSError, ValueError):
             return None

@@ -1,4 +1,8 @@
-"""The Models page: ``page`` holds ModelsPage (its three tabs and the check of the session's pair before
-loading), ``library`` the GGUF files on this machine, ``presets`` the downloads, ``recommend`` the ranked
-pairs for this machine's memory, and ``background`` the thread that runs one engine function for any of
-them."""
+"""The Models page.
+
+page        ModelsPage: its three tabs, and the check of the session's pair before loading
+library     the GGUF files on this machine
+presets     the catalog's downloads
+recommend   the ranked pairs for this machine's memory
+background  the thread that runs one engine function for any of them
+"""

@@ -82,7 +82,7 @@ class DownloadRow:
 
 class _OnePair:
     """Stands in for the catalog when pull() is given a recommended pair that is no preset: resolve_name
-    asks catalog.preset(name) for an object with .target and .draft ModelFiles, which a Candidate has."""
+    asks catalog.preset(name) for an object with .target and .draft ModelFiles, which a PairChoice has."""
 
     def __init__(self, pair: Any):
         self.pair = pair
