@@ -298,6 +298,8 @@ class LibraryPanel(QWidget):
             else:
                 item = QTableWidgetItem(got.speed_text() + ("" if got.basis == "prior" else f" ({got.basis})"))
                 where = f"{got.device.name}: {got.device.source}" if got.device else "this pair's tune"
+                if got.device is not None and got.device.assumed:
+                    where += "; measure it on the Hardware page (Ctrl+1)"
                 item.setToolTip(f"{got.why()}\npredicted from {where}")
             self.pairs.setItem(r, 2, item)
 

@@ -139,6 +139,8 @@ class RecommendPanel(QWidget):
         speed = ""
         if rec.device is not None:
             speed = f"<br><b>speeds predicted for:</b> {rec.device.name} <small>({rec.device.source})</small>"
+            if rec.device.assumed:
+                speed += " · measure this CPU on the Hardware page (Ctrl+1)"
         self.budget_label.setText(f"<b>budget:</b> {rec.budget.describe()}{speed}")
         self.budget_label.setToolTip(f"usable: {format_bytes(rec.budget.usable_bytes)} at {rec.ctx} tokens")
         self.tree.clear()
