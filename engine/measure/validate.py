@@ -514,8 +514,8 @@ def _validate(
                 raise ValidateError(
                     f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "
                     "instructions (AMX) the system does not enable for CPU weight repacking. "
-                    "Validate again with repacking off (--no-repack; the Lab's repack box; "
-                    "llama-server's -nr)."
+                    "Validate again with weight repacking off (the load's repack setting: --no-repack "
+                    "on the command line, llama-server's -nr)."
                 ) from exc
             raise
         mode = "one after the other"
