@@ -196,13 +196,13 @@ class DeviceSpeed:
             seconds += self._pass(read / bandwidth, 2.0 * batch * macs / flops, reread, batch)
             matrix_bytes += n_bytes
         rest_bytes = cost.bytes_read(n_past) - matrix_bytes + cost.charged_extra_bytes  # KV cache, small tensors
-        attention = 2.0 * batch * cost.attention_macs(n_past)
         if self.attention_flops_per_s and not self.overlap:  # measured apart: each token's attention at its rate
             positional = 2.0 * batch * cost.positional_macs(n_past)
             seconds += rest_bytes / self.bandwidth_bytes_per_s + positional / self.attention_flops_per_s
             state = 2.0 * batch * cost.recurrent_macs  # a hybrid's state update: priced as before
             seconds += self._pass(0.0, state / self.flops_per_s, 0.0, batch)
         else:
+            attention = 2.0 * batch * cost.attention_macs(n_past)
             seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0, batch)
         return self.overhead_ms + self.layer_ms * cost.n_layers + 1000.0 * seconds
 
