@@ -74,7 +74,8 @@ from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.planning.cost_model import conditional_acceptance  # noqa: E402
 from engine.planning.device_speed import DeviceSpeed
-from engine.planning.model_cost import model_cost
+from engine.planning.model_cost import model_cost  # noqa: E402
+from engine.planning.prediction_band import PRIOR_BANDS, model_kind  # noqa: E402
 from engine.planning.speed_model import Measured, predict
 from engine.runtime.client import EngineClient  # noqa: E402
 
@@ -161,6 +162,7 @@ class CaseResult:
     real: bool  # a real hub model: held out of every fit
     params: float
     probe_gb_s: float  # the F16 bandwidth the case's probe measured
+    kind: str  # prediction_band.model_kind of the target: which band the case gives
     plain_measured: float
     speedup_measured: dict[int, float]
     plain_predicted: dict[str, float]  # basis -> tokens/s (calibrated: the median of the rounds')
@@ -282,6 +284,7 @@ def run_case(
         real=real,
         params=params,
         probe_gb_s=device.bandwidth_bytes_per_s / 1e9,
+        kind=model_kind(t_cost),
         plain_measured=statistics.median(plain_by_round),
         speedup_measured={k: statistics.median(v) for k, v in speedup_by_round.items()},
         plain_predicted={"prior": prior[KS[0]].plain_tokens_per_s, "calibrated": statistics.median(calib_plain)},
@@ -425,19 +428,14 @@ def report(results: list[CaseResult], out) -> bool:
     # bands: the largest held-out error of each kind of model, what a prediction shows beside its figure
     out()
     for basis in ("prior", "calibrated"):
-        kinds = (
-            ("dense", lambda r: "moe" not in r.name and "Gemma" not in r.name),
-            ("moe", lambda r: "moe" in r.name),
-            ("output-heavy", lambda r: "Gemma" in r.name),
-        )
-        for kind, pick in kinds:
-            chosen = [r for r in results if pick(r)]
+        for kind in PRIOR_BANDS:
+            chosen = [r for r in results if r.kind == kind]
             if not chosen:
                 continue
             plain_band = max(abs(errors_of(r, basis)[0]) for r in chosen)
             speed_band = max((abs(e) for r in chosen for e in errors_of(r, basis)[1].values()), default=0.0)
             out(
-                f"band {basis:<10} {kind:<5} plain +-{100 * plain_band:.0f}%  speedup +-{speed_band:.2f}  "
+                f"band {basis:<10} {kind:<12} plain +-{100 * plain_band:.0f}%  speedup +-{speed_band:.2f}  "
                 f"({len(chosen)} cases)"
             )
     return missed

@@ -502,7 +502,7 @@ def test_a_prediction_shows_the_band_of_its_held_out_errors_and_doubts_a_verdict
     """engine.planning.prediction_band: a probed CPU's prior carries the dense band, a measured curve the
     calibrated one, a GPU's figures none (and say they are unchecked); a speedup within the band of x1.00
     "may not pay"."""
-    from engine.planning.prediction_band import MEASURED, PRIOR_DENSE, PRIOR_MOE
+    from engine.planning.prediction_band import MEASURED, PRIOR_DENSE, PRIOR_MOE, PRIOR_SMALL, SMALL_MODEL_BYTES
 
     cost = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
     draft = ModelCost(10**8, 5 * 10**7, kv_bytes_per_position=0, attention_macs_per_position=0)
@@ -512,6 +512,8 @@ def test_a_prediction_shows_the_band_of_its_held_out_errors_and_doubts_a_verdict
     assert p.to_dict()["band"]["plain"] == PRIOR_DENSE.plain
     moe = dataclasses.replace(cost, expert_share=0.1)
     assert predict(moe, draft, cpu, acceptance=0.7).band == PRIOR_MOE
+    small = dataclasses.replace(cost, weight_bytes=SMALL_MODEL_BYTES - 1)
+    assert predict(small, draft, cpu, acceptance=0.7).band == PRIOR_SMALL
     gpu = predict(cost, draft, DeviceSpeed("gpu", 1e12, 1e15), acceptance=0.7)
     assert gpu.band is None and "not yet checked on this kind of device" in gpu.speed_text()
     assumed = predict(cost, draft, dataclasses.replace(cpu, assumed=True), acceptance=0.7)

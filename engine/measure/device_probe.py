@@ -30,6 +30,7 @@ from engine.planning.device_speed import (
     PROBE_BATCHES,
     PROBE_DRAFT_LAYERS,
     PROBE_LONG_PAST,
+    PROBE_LONG_ROUNDS,
     PROBE_N_PAST,
     PROBE_QUANTS,
     PROBE_SHAPE,
@@ -152,14 +153,26 @@ def _beyond_the_pass(model: Path, reps: int) -> float:
 
 def _fastest_passes(client: EngineClient, reps: int, long: bool = False) -> ProbeTimes:
     """The target's passes of 1 and PROBE_BATCHES tokens and the draft's of 1, each the fastest of REPEATS
-    rounds; long: the target's one-token pass at PROBE_LONG_PAST too."""
+    rounds; long: the target's one-token pass at PROBE_LONG_PAST too, as the fastest short pass plus the
+    median of PROBE_LONG_ROUNDS paired differences (_deep_pass_extra)."""
     ms: dict[int, float] = {}
-    ms_small = ms_long = float("inf")
+    ms_small = float("inf")
     for _ in range(REPEATS):
         passes = client.measure("target", [1, *PROBE_BATCHES], n_past=PROBE_N_PAST, reps=reps)
         for n, t in passes.items():
             ms[n] = min(ms.get(n, float("inf")), t)
         ms_small = min(ms_small, client.measure("draft", [1], n_past=PROBE_N_PAST, reps=reps)[1])
-        if long:
-            ms_long = min(ms_long, client.measure("target", [1], n_past=PROBE_LONG_PAST, reps=reps)[1])
-    return ProbeTimes(ms, ms_small, ms_long if long else None)
+    return ProbeTimes(ms, ms_small, ms[1] + _deep_pass_extra(client, reps) if long else None)
+
+
+def _deep_pass_extra(client: EngineClient, reps: int) -> float:
+    """What the target's one-token pass at PROBE_LONG_PAST takes beyond one at PROBE_N_PAST: each round
+    times the two back to back, the order reversed every other round, and the median difference is kept.
+    A slow spell then slows both sides of a difference, where the fastest of each, taken apart, paired
+    one spell's pass with another's."""
+    extra: list[float] = []
+    for r in range(PROBE_LONG_ROUNDS):
+        order = (PROBE_N_PAST, PROBE_LONG_PAST) if r % 2 == 0 else (PROBE_LONG_PAST, PROBE_N_PAST)
+        t = {n_past: client.measure("target", [1], n_past=n_past, reps=reps)[1] for n_past in order}
+        extra.append(t[PROBE_LONG_PAST] - t[PROBE_N_PAST])
+    return statistics.median(extra)

@@ -105,16 +105,22 @@ PROBE_N_PAST = 16
 # and where its F16 target's one-token pass is timed again, so that the difference is the attention over
 # the positions between: on a CPU llama.cpp attends position by position and head by head, far slower than
 # reading the cache. On the 2-core VM the real Qwen2.5-Coder 1.5B's one-token pass took 29.4 ms at position
-# 16 and 36.6 at 400, where reading 384 more positions' K and V (11 MB) takes 0.3 ms
-PROBE_LONG_PAST = 1024
+# 16 and 36.6 at 400, where reading 384 more positions' K and V (11 MB) takes 0.3 ms. At 1024 (probe v7) the
+# attention there added about 2 ms to a 16 ms pass, and the rate came out at 18-52 GFLOPs from probe to probe,
+# with outliers of 80-319 and one 0: 2048 doubles what is measured against the same noise
+PROBE_LONG_PAST = 2048
+# the deep pass and the pass at PROBE_N_PAST are timed side by side this many times, in alternating order,
+# and the median of their differences taken: v7 took each pass's fastest of three apart, and the difference
+# of two minima carried both passes' noise
+PROBE_LONG_ROUNDS = 9
 # the weight classes the probe times besides F16 (model_cost.WEIGHT_CLASSES), and the llama-quantize type
 # that makes a file of that class alone (with --pure: no Q6_K layers in a Q4_K file, as Q4_K_M would have)
 PROBE_QUANTS = {"Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_K": "Q4_K_M", "Q6_K": "Q6_K"}
 # bumped when the probe measures otherwise, so that an older probe's figures are measured again
 # (4: Q5_0 and Q6_K timed, each class on a file of its type alone; 5: the engine's timed passes start warm,
 # which made the one-layer drafts' passes up to 2x faster; 6: batch tables by class, a layer's fixed cost;
-# 7: the attention's own rate, from a pass deep in the context)
-PROBE_VERSION = 7
+# 7: the attention's own rate, from a pass deep in the context; 8: that pass at 2048, paired with the short one)
+PROBE_VERSION = 8
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.planning.model_cost import ModelCost
+
 
 @dataclass(frozen=True)
 class Band:
@@ -44,6 +46,13 @@ PRIOR_OUTPUT_HEAVY = Band(
     0.24,
     "largest held-out error of the CPU prior on Gemma 3 270M, whose output layer is 73 % of it (speedup: dense)",
 )
+# a model a token reads under SMALL_MODEL_BYTES of: its CPU passes take a few ms, where a fixed cost and the
+# machine's moods weigh most (the 0.1B F16 pair ran at 130 tok/s in one run and 173 in the next). Decided before
+# the session-17 runs, so that one case this small no longer sets the band of every dense model
+SMALL_MODEL_BYTES = 256 * 2**20
+PRIOR_SMALL = Band(
+    0.80, 0.24, "largest held-out error of the CPU prior on 3 dense pairs whose targets read under 256 MiB a token"
+)
 MEASURED = Band(0.09, 0.10, "largest held-out error after a calibration run of the pair, over 10 cases in two runs")
 # a model whose weight types the probe does not time is charged at another class's time per weight
 # (model_cost.BORROWED_CLASSES): its plain band is the prior's widened by the largest one-token error
@@ -52,16 +61,28 @@ MEASURED = Band(0.09, 0.10, "largest held-out error after a calibration run of t
 BORROWED_WIDENING = 0.25
 
 
-def band_for(
-    basis: str, *, device_checked: bool, moe: bool = False, output_heavy: bool = False, borrowed: bool = False
-) -> Band | None:
+def model_kind(target: ModelCost) -> str:
+    """Which band a target's prior takes, and which cases of bench/prediction_error.py give that band:
+    "moe", "output-heavy", "small" or "dense", the first that fits."""
+    if target.expert_share > 0:
+        return "moe"
+    if target.output_heavy:
+        return "output-heavy"
+    return "small" if target.weight_bytes < SMALL_MODEL_BYTES else "dense"
+
+
+PRIOR_BANDS = {"dense": PRIOR_DENSE, "small": PRIOR_SMALL, "moe": PRIOR_MOE, "output-heavy": PRIOR_OUTPUT_HEAVY}
+
+
+def band_for(basis: str, *, device_checked: bool, kind: str = "dense", borrowed: bool = False) -> Band | None:
     """The band of a prediction: ``basis`` "measured" (a tune or calibration of the pair) or "prior";
-    ``device_checked`` False for a device no held-out case ran on (a GPU, an unprobed CPU): no band then."""
+    ``device_checked`` False for a device no held-out case ran on (a GPU, an unprobed CPU): no band then;
+    ``kind`` the target's model_kind."""
     if basis == "measured":
         return MEASURED
     if not device_checked:
         return None
-    band = PRIOR_MOE if moe else PRIOR_OUTPUT_HEAVY if output_heavy else PRIOR_DENSE
+    band = PRIOR_BANDS[kind]
     if borrowed:
         band = Band(band.plain + BORROWED_WIDENING, band.speedup, band.source + ", widened for unmeasured types")
     return band

@@ -38,7 +38,7 @@ from engine.planning.constants import ACCEPTANCE_PRIOR, K_MAX, PREDICT_N_PAST, V
 from engine.planning.cost_model import CostCurve, PairCosts
 from engine.planning.device_speed import DeviceSpeed
 from engine.planning.model_cost import ModelCost
-from engine.planning.prediction_band import Band, band_for
+from engine.planning.prediction_band import Band, band_for, model_kind
 
 # the same prior by the kind of text (the shipped workload sets), measured on a real same-family pair
 # (Qwen2.5-Coder 1.5B Instruct drafted by the 0.5B, draft-simple K=4, greedy) by bench/acceptance_priors.py,
@@ -264,8 +264,7 @@ def predict(
         band = band_for(
             "prior",
             device_checked=checked,
-            moe=target.expert_share > 0,
-            output_heavy=target.output_heavy,
+            kind=model_kind(target),
             borrowed=bool(target.borrowed or (draft is not None and draft.borrowed)),
         )
     return Prediction(
