@@ -10,9 +10,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from engine.models.downloads import format_bytes
+from engine.core.units import GIB, format_bytes
 
-GIB = 2**30
 SHOWN_PAIRS = 3  # the best few; the Models page's Recommended tab holds the rest and the reasons
 
 

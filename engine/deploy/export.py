@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.core.settings import DRAFT_MODEL_TYPES, RANDOM_SEED, LoadSettings, SamplingSettings, SpecSettings
+from engine.core.units import format_plan_bytes
 from engine.llama.dialect import (
     CURRENT,
     CURRENT_NGRAM_PREFIX,
@@ -26,7 +27,7 @@ from engine.llama.dialect import (
 )
 from engine.planning.fit import MemoryBudget
 from engine.planning.hardware import cpu_features, probe, ram
-from engine.planning.memory_plan import GpuBudget, format_bytes
+from engine.planning.memory_plan import GpuBudget
 from engine.planning.preflight import FILE, NO_PLAN, Preflight, preflight
 
 _SPEC_DEFAULTS = SpecSettings()  # the pinned llama.cpp's defaults
@@ -352,7 +353,7 @@ def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:
     totals = fit.plan.device_totals()
     if fit.where == "VRAM":
         short = [
-            f"{g.name} needs {format_bytes(totals.get(g.name, 0))} of {format_bytes(g.free_bytes)} free"
+            f"{g.name} needs {format_plan_bytes(totals.get(g.name, 0))} of {format_plan_bytes(g.free_bytes)} free"
             for g in fit.plan.gpus
             if g.name in fit.short_devices
         ]
@@ -364,11 +365,11 @@ def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:
     if fit.host_part:
         return warnings + [
             f"the GPUs hold their part of the memory plan for -c {ctx}, but it keeps "
-            f"{format_bytes(fit.needed_bytes)} in host memory (what it places on the CPU), "
-            f"{format_bytes(fit.available_bytes or 0)} available: free some RAM, keep fewer experts (-ncmoe) "
+            f"{format_plan_bytes(fit.needed_bytes)} in host memory (what it places on the CPU), "
+            f"{format_plan_bytes(fit.available_bytes or 0)} available: free some RAM, keep fewer experts (-ncmoe) "
             "or the draft on the CPU where the GPUs have room, or take a smaller quantization"
         ]
     return warnings + [
-        f"the memory plan for -c {ctx} needs {format_bytes(fit.needed_bytes)} of host memory, "
-        f"{format_bytes(fit.available_bytes or 0)} available; lower -c"
+        f"the memory plan for -c {ctx} needs {format_plan_bytes(fit.needed_bytes)} of host memory, "
+        f"{format_plan_bytes(fit.available_bytes or 0)} available; lower -c"
     ]

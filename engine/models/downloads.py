@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from engine.core.units import format_bytes
+
 CHUNK_BYTES = 1 << 20
 RETRIES = 5  # attempts after a dropped connection, counted from the last byte received
 RETRY_WAIT_S = 1.0
@@ -167,14 +169,6 @@ class PullResult:
         if self.compat is not None:
             d["compat"] = self.compat
         return d
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 # -- what to fetch ---------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from engine.core.units import format_plan_bytes
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -707,13 +709,10 @@ def format_report(info: ModelInfo) -> str:
     d = info.to_dict()
     v = d["vocab"]
 
-    def size(n: int) -> str:
-        return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
     lines = [
         f"{Path(info.path).name}: {d['architecture'] or 'unknown architecture'}"
         + (f" ({d['name']})" if d["name"] else ""),
-        f"  parameters  {d['parameter_count']:,} in {d['tensor_count']} tensors, {size(d['tensor_bytes'])}"
+        f"  parameters  {d['parameter_count']:,} in {d['tensor_count']} tensors, {format_plan_bytes(d['tensor_bytes'])}"
         f" ({d['file_type_name'] or 'file type not stated'})",
         f"  shape       {d['block_count']} layers, n_embd {d['n_embd']}, heads {d['n_head']} "
         f"(KV {d['n_head_kv']}), head dims {d['head_dim_k']}/{d['head_dim_v']}, n_ff {d['n_ff']}, "
@@ -730,7 +729,7 @@ def format_report(info: ModelInfo) -> str:
     if d["quantization_mix"]:
         lines.append("  quantization mix:")
         for type_name, entry in d["quantization_mix"].items():
-            lines.append(f"    {type_name:<8} {entry['tensors']:5d} tensors  {size(entry['bytes']):>12}")
+            lines.append(f"    {type_name:<8} {entry['tensors']:5d} tensors  {format_plan_bytes(entry['bytes']):>12}")
     return "\n".join(lines)
 
 

@@ -325,10 +325,17 @@ def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
     )
 
 
-def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSpeed:
-    """The device the planner predicts for: the first GPU NVML sizes, else this CPU as last measured,
-    else as assumed from its cores."""
-    return gpu_device(report) or latest_cpu_speed(folder) or assumed_cpu_speed(report.cpu.logical_cores)
+def cpu_device(cores: int | None, folder: Path | None = None) -> DeviceSpeed:
+    """This CPU as last probed (by any llama.cpp build), else as assumed from its cores."""
+    return latest_cpu_speed(folder) or assumed_cpu_speed(cores)
+
+
+def local_device(report: HardwareReport, folder: Path | None = None, cpu_only: bool = False) -> DeviceSpeed:
+    """The one choice of the device a prediction is for, measuring nothing: the first GPU NVML sizes (unless
+    cpu_only), else cpu_device. engine.measure.device_probe.measured_device probes the CPU where this
+    would assume it (the CLI); the pages show the assumption and offer the probe."""
+    gpu = None if cpu_only else gpu_device(report)
+    return gpu or cpu_device(report.cpu.logical_cores, folder)
 
 
 @dataclass(frozen=True)

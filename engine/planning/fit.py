@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.units import format_plan_bytes
 from engine.models.gguf_inspect import ModelInfo
 from engine.planning.hardware import HardwareReport
-from engine.planning.memory_plan import GpuBudget, MemoryPlan, format_bytes, load_options, plan_memory
+from engine.planning.memory_plan import GpuBudget, MemoryPlan, load_options, plan_memory
 
 
 @dataclass
@@ -34,8 +35,8 @@ class FitVerdict:
     host_part: bool = False
 
     def summary(self) -> str:
-        need = format_bytes(self.needed_bytes)
-        have = f", {format_bytes(self.available_bytes)} free" if self.available_bytes is not None else ""
+        need = format_plan_bytes(self.needed_bytes)
+        have = f", {format_plan_bytes(self.available_bytes)} free" if self.available_bytes is not None else ""
         verdict = {True: "fits", False: "does not fit", None: "fit unknown"}[self.fits]
         return f"{verdict} in {self.where}: needs {need}{have}"
 
@@ -51,20 +52,20 @@ class FitVerdict:
             )
             return (
                 f"This pair does not fit on {over}: the memory plan counts "
-                f"{format_bytes(self.needed_bytes)} for both models, their KV caches and compute buffers, "
-                f"with {format_bytes(self.available_bytes or 0)} free. {advice}"
+                f"{format_plan_bytes(self.needed_bytes)} for both models, their KV caches and compute buffers, "
+                f"with {format_plan_bytes(self.available_bytes or 0)} free. {advice}"
             )
         if self.host_part:
             return (
-                f"The GPUs hold their part, but this arrangement keeps {format_bytes(self.needed_bytes)} in RAM "
+                f"The GPUs hold their part, but this arrangement keeps {format_plan_bytes(self.needed_bytes)} in RAM "
                 f"(what the plan puts on the CPU: weights placed there, the token embeddings, host buffers) and "
-                f"{format_bytes(self.available_bytes or 0)} is available: weights mapped there would be read from "
+                f"{format_plan_bytes(self.available_bytes or 0)} is available: weights mapped there would be read from "
                 "the disk again on every token. Free some RAM, keep fewer of the target's experts or the draft "
                 f"on the CPU where the GPUs have room, or try a smaller context than {ctx} or a smaller quantization."
             )
         return (
-            f"This pair needs {format_bytes(self.needed_bytes)} of memory by the plan and "
-            f"{format_bytes(self.available_bytes or 0)} of RAM is available. llama.cpp maps the files, so it "
+            f"This pair needs {format_plan_bytes(self.needed_bytes)} of memory by the plan and "
+            f"{format_plan_bytes(self.available_bytes or 0)} of RAM is available. llama.cpp maps the files, so it "
             f"may still run, slowly, while the system pages; a smaller context than {ctx} or a smaller "
             "quantization would fit."
         )

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.units import format_plan_bytes
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, ggml_row_bytes
 from engine.planning.compute_buffer import compute_buffer_bytes, moe_numbers, mtp_compute_buffer_bytes
 from engine.planning.kv_layers import kv_row_widths
@@ -723,10 +724,6 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * scale)
 
 
-def format_bytes(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
 def format_plan(plan: MemoryPlan) -> str:
     d = plan.to_dict()
     lines = [
@@ -739,15 +736,15 @@ def format_plan(plan: MemoryPlan) -> str:
     lines.append(f"{'model':<7} {'item':<9} {'buffer':<11} {'device':<7} {'size':>12}")
     for i in plan.items:
         lines.append(
-            f"{i.model:<7} {i.kind:<9} {i.buffer_type:<11} {i.device:<7} {format_bytes(i.bytes):>12}  {i.detail}"
+            f"{i.model:<7} {i.kind:<9} {i.buffer_type:<11} {i.device:<7} {format_plan_bytes(i.bytes):>12}  {i.detail}"
         )
     for device, total in d["totals"]["by_device"].items():
-        lines.append(f"total on {device}: {format_bytes(total)}")
+        lines.append(f"total on {device}: {format_plan_bytes(total)}")
     for g in d["gpus"]:
         verdict = "fits" if g["headroom_bytes"] >= 0 else "does NOT fit"
         lines.append(
-            f"{g['name']}: {format_bytes(g['planned_bytes'])} of {format_bytes(g['free_bytes'])} free: "
-            f"{verdict} ({format_bytes(g['headroom_bytes'])} headroom)"
+            f"{g['name']}: {format_plan_bytes(g['planned_bytes'])} of {format_plan_bytes(g['free_bytes'])} free: "
+            f"{verdict} ({format_plan_bytes(g['headroom_bytes'])} headroom)"
         )
     lines += [f"note: {n}" for n in plan.notes]
     return "\n".join(lines)

@@ -44,10 +44,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from engine.core.units import format_plan_bytes
 from engine.models.catalog import BUNDLED, Catalog, Model, ModelFile
 from engine.models.draft_heads import MTP_ARCHITECTURES
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, PREDICT_N_PAST
+from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, K_MAX, PREDICT_N_PAST
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import DeviceSpeed
 from engine.planning.hardware import HardwareReport
@@ -58,7 +59,6 @@ from engine.planning.memory_plan import (
     MemoryPlan,
     PlanError,
     expert_on_cpu,
-    format_bytes,
     parse_size,
     plan_memory,
 )
@@ -67,7 +67,6 @@ from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.placement import Placement, place
 from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior, predict, tokens_per_s_text
 
-K_RANGE = range(1, 9)
 PACE_CAP = 4.0  # speed counts in the score up to this many times the floor
 MIN_SPEEDUP = 1.05  # below this a draft is not worth its memory
 NEAR_MISS_RATIO = 1.25  # plans up to 25% over the usable memory are reported as near-misses
@@ -125,14 +124,14 @@ class Budget:
         """short: where and how much, without the source, headroom and bandwidth."""
         bw = f", peak bandwidth {self.bandwidth_bytes_per_s / 1e9:.0f} GB/s" if self.bandwidth_bytes_per_s else ""
         where = (
-            ", ".join(f"{g.name} {format_bytes(g.free_bytes)} free" for g in self.gpus)
+            ", ".join(f"{g.name} {format_plan_bytes(g.free_bytes)} free" for g in self.gpus)
             if self.kind == "gpu"
-            else f"CPU only, {format_bytes(self.ram_bytes or 0)} RAM available"
+            else f"CPU only, {format_plan_bytes(self.ram_bytes or 0)} RAM available"
         )
         if short:
             return where
-        ram = f"; RAM {format_bytes(self.ram_bytes)} available" if self.kind == "gpu" and self.ram_bytes else ""
-        return f"{where}{ram} ({self.source}); {format_bytes(self.headroom_bytes)} kept as headroom{bw}"
+        ram = f"; RAM {format_plan_bytes(self.ram_bytes)} available" if self.kind == "gpu" and self.ram_bytes else ""
+        return f"{where}{ram} ({self.source}); {format_plan_bytes(self.headroom_bytes)} kept as headroom{bw}"
 
     def to_dict(self) -> dict:
         return {
@@ -156,9 +155,9 @@ def budget_from_size(text: str, bandwidth_gb_s: float | None = None, ram: str | 
     except PlanError as exc:
         raise RecommendError(str(exc)) from None
     if size <= HEADROOM_MIN:
-        raise RecommendError(f"--vram {text} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
+        raise RecommendError(f"--vram {text} leaves nothing after the {format_plan_bytes(HEADROOM_MIN)} headroom")
     if ram_bytes is not None and ram_bytes <= HEADROOM_MIN:
-        raise RecommendError(f"--ram {ram} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
+        raise RecommendError(f"--ram {ram} leaves nothing after the {format_plan_bytes(HEADROOM_MIN)} headroom")
     source = f"--vram {text}" + (f", --ram {ram}" if ram is not None else "")
     return Budget(
         "gpu", (GpuBudget("CUDA0", size),), ram_bytes, bandwidth_gb_s * 1e9 if bandwidth_gb_s else None, source
@@ -318,7 +317,7 @@ def expected_speedup(
     """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token, on a
     bandwidth-bound device (no device speed known)."""
     alpha = quantized_draft_acceptance(draft_ppl_increase, workload)
-    speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in K_RANGE)
+    speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in range(1, K_MAX + 1))
     return speedup, k, alpha
 
 
@@ -444,10 +443,12 @@ class PairChoice:
             f"{size}: {p['size']:+.1f}",
             quality,
             *speed,
-            f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
+            f"memory: {format_plan_bytes(self.needed_bytes)} of {format_plan_bytes(self.usable_bytes)} usable",
         ]
         if self.placement is not None and self.ram_usable_bytes is not None:
-            out.append(f"RAM: {format_bytes(self.host_bytes)} of {format_bytes(self.ram_usable_bytes)} usable")
+            out.append(
+                f"RAM: {format_plan_bytes(self.host_bytes)} of {format_plan_bytes(self.ram_usable_bytes)} usable"
+            )
         if self.placement is not None:
             how = "placed so that it fits" if self.fits_memory else "placed so that the GPUs hold their part"
             out.append(f"{how}: {self.placement.describe()} ({' '.join(self.placement_flags())})")
@@ -577,9 +578,9 @@ def recommend(
     workload: a shipped workload set's name, whose prior acceptance the pairs are predicted at (None: the
     flat prior)."""
     if host is None and device is not None and budget.kind == "gpu":
-        from engine.planning.device_speed import assumed_cpu_speed, latest_cpu_speed
+        from engine.planning.device_speed import cpu_device
 
-        host = latest_cpu_speed() or assumed_cpu_speed(os.cpu_count())
+        host = cpu_device(os.cpu_count())
     if ctx < 1:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
     if speed_floor < 0:
@@ -649,14 +650,14 @@ def recommend(
         elif not c.fits_memory and c.ram_short and c.needed_bytes <= c.usable_bytes:
             how = f" with {c.placement.describe()}" if c.placement else ""
             c.why_not = (
-                f"the GPUs hold their part{how}, but that keeps {format_bytes(c.host_bytes)} in RAM, more than "
-                f"the {format_bytes(c.ram_usable_bytes or 0)} usable"
+                f"the GPUs hold their part{how}, but that keeps {format_plan_bytes(c.host_bytes)} in RAM, more than "
+                f"the {format_plan_bytes(c.ram_usable_bytes or 0)} usable"
             )
         elif not c.fits_memory:
             over = c.needed_bytes - c.usable_bytes
             c.why_not = (
-                f"needs {format_bytes(c.needed_bytes)}, {format_bytes(over)} more than the "
-                f"{format_bytes(c.usable_bytes)} usable"
+                f"needs {format_plan_bytes(c.needed_bytes)}, {format_plan_bytes(over)} more than the "
+                f"{format_plan_bytes(c.usable_bytes)} usable"
             )
             shorter = _fitting_ctx(catalog, models, budget, ctx, c)
             if shorter:
@@ -728,7 +729,7 @@ def _predict(
         device,
         n_past=min(ctx, PREDICT_N_PAST),
         acceptance=c.acceptance_prior,
-        k_max=max(K_RANGE),
+        k_max=K_MAX,
         host=host,
         target_on_host=on_host,
         draft_on_host=placement.draft_on_cpu and host is not None,
@@ -743,7 +744,7 @@ def _predict(
             device,
             n_past=min(ctx, PREDICT_N_PAST),
             acceptance=c.acceptance_prior,
-            k_max=max(K_RANGE),
+            k_max=K_MAX,
         )
     c.speedup, c.draft_n_max, c.tokens_per_s_bound = round(p.speedup_by_k[k], 3), k, None
     pace = min(c.tokens_per_s or 0.0, PACE_CAP * floor) if floor else PACE_CAP
@@ -908,16 +909,17 @@ def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX)
                 if placed is not None:
                     placement, plan = placed
                     needed, fits = _needed(plan, budget)
-            verdict = "fits" if fits else f"does not fit ({format_bytes(needed - budget.usable_bytes)} over)"
+            verdict = "fits" if fits else f"does not fit ({format_plan_bytes(needed - budget.usable_bytes)} over)"
             if not fits and needed <= budget.usable_bytes:  # the GPUs hold their part, the RAM not the rest
                 host = plan.device_totals().get(CPU, 0)
                 verdict = (
-                    f"does not fit: {format_bytes(host)} in RAM, more than the "
-                    f"{format_bytes(budget.ram_usable_bytes or 0)} usable"
+                    f"does not fit: {format_plan_bytes(host)} in RAM, more than the "
+                    f"{format_plan_bytes(budget.ram_usable_bytes or 0)} usable"
                 )
             if placement is not None:
                 verdict += f" with {placement.describe()} ({' '.join(placement.flags())})"
-            why = f"{format_bytes(needed)} of {format_bytes(budget.usable_bytes)} usable at {run_ctx} tokens: {verdict}"
+            usable = format_plan_bytes(budget.usable_bytes)
+            why = f"{format_plan_bytes(needed)} of {usable} usable at {run_ctx} tokens: {verdict}"
         out.append(
             PresetFit(p.name, p.description, p.target, p.draft, sum(sizes), estimated, needed, fits, why, placement)
         )
@@ -958,7 +960,7 @@ def format_recommendation(r: Recommendation) -> str:
     for i, c in enumerate(r.recommended, 1):
         preset = f"  [preset {c.preset}]" if c.preset else ""
         lines.append(
-            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
+            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_plan_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
         )
         lines.append(f"      {_where(c.target)}")
         lines.append(f"      {_where(c.draft)}")
@@ -978,7 +980,7 @@ def format_presets(fits: Iterable[PresetFit], budget: Budget | None) -> str:
     lines = [f"budget: {budget.describe()}" if budget else "budget: none (sizes only)"]
     for f in fits:
         mark = {True: "fits", False: "too big", None: "-"}[f.fits]
-        size = ("~" if f.sizes_estimated else "") + format_bytes(f.download_bytes)
+        size = ("~" if f.sizes_estimated else "") + format_plan_bytes(f.download_bytes)
         lines.append(f"{f.name:<36} {size:>11} download  {mark:<8} {f.description}")
         lines.append(f"{'':<36} {f.target.quant} {_where(f.target)}")
         lines.append(f"{'':<36} {f.draft.quant} {_where(f.draft)}")

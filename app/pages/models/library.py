@@ -34,7 +34,7 @@ from app.pages.models.background import BackgroundJob
 from app.session import LabSession
 from app.widgets.empty_state import EmptyState
 from app.widgets.style import ERROR, error_text, ok_text
-from engine.models.downloads import format_bytes
+from engine.core.units import format_bytes
 from engine.models.draft_heads import has_mtp_head, is_head
 
 COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")

@@ -28,9 +28,9 @@ from app.pages.models.presets import PresetsPanel
 from app.pages.models.recommend import RecommendPanel
 from app.session import LabSession
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text, ok_text
+from engine.core.units import GIB
 from engine.models.draft_heads import target_refusal
 
-GIB = 2**30
 _FROM_HARDWARE = object()
 
 
