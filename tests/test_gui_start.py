@@ -10,9 +10,9 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
-from app.pages.models.page import rank_catalog  # noqa: E402
 from app.pages.start import StartPage, machine_line  # noqa: E402
 from engine.planning.hardware import probe  # noqa: E402
+from engine.planning.recommend import rank_catalog  # noqa: E402
 
 from .fake_nvml import FakeGpu, FakeNVML  # noqa: E402
 

@@ -135,7 +135,7 @@ class StartPage(QWidget):
 
     # -- the ranking, from the Models page ----------------------------------------------------------
     def set_ranking(self, view) -> None:
-        """view: app.pages.models.page.CatalogView (the Models page's ranking pass)."""
+        """view: engine.planning.recommend.CatalogView (the Models page's ranking pass)."""
         self._clear_pairs()
         rec = view.recommendation
         if rec is None:

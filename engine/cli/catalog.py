@@ -24,6 +24,7 @@ from types import ModuleType
 from engine.cli.errors import guarded
 from engine.measure.device_probe import measured_device
 from engine.models.catalog import CatalogError, load_catalog
+from engine.planning.budget import Budget, BudgetError, budget_from_hardware, budget_from_size
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX, DEFAULT_SPEED_FLOOR
 from engine.planning.device_speed import (
     GPU_OVERHEAD_MS,
@@ -34,20 +35,12 @@ from engine.planning.device_speed import (
 )
 from engine.planning.hardware import HardwareReport, probe
 from engine.planning.memory_plan import PlanError
-from engine.planning.recommend import (
-    Budget,
-    RecommendError,
-    budget_from_hardware,
-    budget_from_size,
-    format_presets,
-    format_recommendation,
-    preset_fits,
-    recommend,
-)
+from engine.planning.presets import format_presets, preset_fits
+from engine.planning.recommend import RecommendError, format_recommendation, recommend
 from engine.planning.speed_model import ACCEPTANCE_PRIORS
 from engine.runtime.client import EngineError
 
-_guarded = guarded(CatalogError, RecommendError, PlanError, EngineError)
+_guarded = guarded(CatalogError, BudgetError, RecommendError, PlanError, EngineError)
 
 
 def _auto(a: argparse.Namespace) -> bool:

@@ -25,7 +25,7 @@ from engine.llama.dialect import (
     read_help,
     resolve_server,
 )
-from engine.planning.fit import MemoryBudget
+from engine.planning.budget import Budget
 from engine.planning.hardware import cpu_features, probe, ram
 from engine.planning.memory_plan import GpuBudget
 from engine.planning.preflight import FILE, NO_PLAN, Preflight, preflight
@@ -328,14 +328,12 @@ def export_warnings(
     return warnings + _preflight_warnings(check, load.ctx)
 
 
-def _budget(gpus: list[GpuBudget] | None, ram_available: int | None) -> MemoryBudget:
+def _budget(gpus: list[GpuBudget] | None, ram_available: int | None) -> Budget:
     """This machine's memory (NVML and the RAM figure), or the GPUs and RAM the caller names."""
     if gpus is None:
-        budget = MemoryBudget.from_report(probe())
-        return budget if ram_available is None else replace(budget, ram_available=ram_available)
-    return MemoryBudget(
-        list(gpus), ram()[1] if ram_available is None and not gpus else ram_available, tuple(cpu_features())
-    )
+        budget = Budget.from_report(probe())
+        return budget if ram_available is None else replace(budget, ram_bytes=ram_available)
+    return Budget(tuple(gpus), ram()[1] if ram_available is None and not gpus else ram_available, tuple(cpu_features()))
 
 
 def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:

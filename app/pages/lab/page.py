@@ -31,7 +31,7 @@ from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SettingsError, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
-from engine.planning.fit import MemoryBudget
+from engine.planning.budget import Budget
 from engine.planning.preflight import Preflight, preflight
 
 CHART_INTERVAL_MS = 40  # 25 Hz
@@ -222,7 +222,7 @@ class LabPage(QWidget):
         with_memory, the memory plan against the free VRAM (or RAM) the Hardware page sees. The Lab's own
         loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
-        budget = MemoryBudget.from_report(report, **self.controller.fit_context()) if report is not None else None
+        budget = Budget.from_report(report, **self.controller.fit_context()) if report is not None else None
         return preflight(
             settings.target,
             settings.draft,
@@ -243,7 +243,7 @@ class LabPage(QWidget):
         report = self.hardware_report() if self.hardware_report else None
         if report is None:
             return None
-        budget = MemoryBudget.from_report(report, **self.controller.fit_context())
+        budget = Budget.from_report(report, **self.controller.fit_context())
         from engine.models.gguf_inspect import GGUFInspectError
         from engine.planning.placement import placement_for
 
