@@ -27,7 +27,7 @@ a second pass of a + 2 tokens (fed to the draft model too) that keeps one more t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,14 +60,15 @@ class CostCurve:
         return cls((1,), (ms,))
 
 
-def conditional_acceptance(accepted_by_position: Sequence[float], drafted: Sequence[float] | int) -> list[float]:
+def conditional_acceptance(accepted_by_position: Iterable[float], drafted: Iterable[float] | int) -> list[float]:
     """a_i, the chance position i is kept given position i - 1 was, from per-position counts: each position's
     rate among the steps that drafted it, over the rate of the position before. ``drafted`` is the steps that
     drafted each position, or one count for drafts that were all K long (the tuner's probes, a bench's runs).
     Stops at the first position nothing drafted."""
-    per_position = [drafted] * len(accepted_by_position) if isinstance(drafted, int) else list(drafted)
+    accepted = list(accepted_by_position)
+    per_position = [drafted] * len(accepted) if isinstance(drafted, int) else list(drafted)
     out, before = [], 1.0
-    for a, d in zip(accepted_by_position, per_position):
+    for a, d in zip(accepted, per_position):
         if d <= 0:
             break
         rate = float(a) / float(d)

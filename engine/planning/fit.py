@@ -117,7 +117,7 @@ def check_fit(
     return plan_fit(target, ctx, Budget.from_report(report, held, gpu_backend), draft=draft, n_gpu_layers=n_gpu_layers)
 
 
-def verdict_of(plan: MemoryPlan, gpus: list[GpuBudget], ram_available: int | None) -> FitVerdict:
+def verdict_of(plan: MemoryPlan, gpus: Sequence[GpuBudget], ram_available: int | None) -> FitVerdict:
     """A plan's verdict: against the GPUs' free VRAM when it has GPUs (and its host part against the available
     RAM, when that is known), else the whole plan against the available RAM."""
     totals = plan.to_dict()["totals"]

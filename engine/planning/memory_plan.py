@@ -457,7 +457,7 @@ def plan_memory(
     cache_type_v: str = "f16",
     cache_type_k_draft: str = "f16",
     cache_type_v_draft: str = "f16",
-    gpus: list[GpuBudget] | None = None,
+    gpus: Sequence[GpuBudget] | None = None,
     cpu_features: Iterable[str] = (),
     n_batch: int = DEFAULT_N_BATCH,
     n_ubatch: int = DEFAULT_N_UBATCH,

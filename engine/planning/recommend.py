@@ -330,6 +330,42 @@ def recommend(
         from engine.planning.device_speed import cpu_device
 
         host = cpu_device(os.cpu_count())
+    _check_request(catalog, ctx, speed_floor, family, workload)
+    search = _Search(catalog, CatalogModels(catalog), budget, ctx, device, speed_floor, host, workload)
+    candidates: list[PairChoice] = []
+    left_out: list[str] = []
+    targets = [
+        m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED) and not m.is_draft_head
+    ]
+    for target in targets:
+        drafts = candidate_drafts(catalog, target)
+        reason = _left_out_reason(catalog, target, drafts, ctx)
+        if reason:
+            left_out.append(reason)
+            continue
+        for tq in target.quants if drafts else ():
+            best = search.best_pair(target, tq, drafts)
+            if best is not None:
+                candidates.append(best)
+    usable = budget.usable_bytes
+    fits = [c for c in candidates if c.fits_memory and _worth_listing(c)]
+    for c in candidates:
+        c.why_not = search.why_not(c)
+    misses = [c for c in candidates if c.why_not and c.needed_bytes <= usable * NEAR_MISS_RATIO]
+    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the speed, the smaller plan, then the name
+    fits.sort(key=lambda c: (-c.score, -(c.tokens_per_s or 0.0), c.needed_bytes, c.label))
+    # near-misses: the fastest first when the speed is known (those under the floor are not short of memory)
+    misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
+    fits, misses = fits[:limit], misses[:near_miss_limit]
+    for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
+        if c.plan is None:  # (a placed one's plan is the placement's)
+            target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
+            c.plan = plan_pair(search.models, budget, ctx, target, c.target.quant, draft, c.draft.quant)
+    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
+
+
+def _check_request(catalog: Catalog, ctx: int, speed_floor: float, family: str | None, workload: str | None) -> None:
+    """RecommendError (CatalogError for an unknown family) for a request that cannot be answered."""
     if ctx < 1:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
     if speed_floor < 0:
@@ -338,98 +374,104 @@ def recommend(
         catalog.family(family)  # CatalogError names the known families
     if workload is not None and workload not in ACCEPTANCE_PRIORS:
         raise RecommendError(f"no workload set {workload!r}; the shipped ones: {', '.join(sorted(ACCEPTANCE_PRIORS))}")
-    models = CatalogModels(catalog)
-    presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in catalog.presets}
-    pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in catalog.pairings}
-    usable = budget.usable_bytes
-    candidates: list[PairChoice] = []
-    left_out: list[str] = []
 
-    targets = [
-        m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED) and not m.is_draft_head
-    ]
-    for target in targets:
-        drafts = candidate_drafts(catalog, target)
-        if not drafts:
-            # the smallest model of a tokenizer is a draft, not a target; a model alone with its tokenizer is news
-            if not any(m.tokenizer == target.tokenizer and m.id != target.id for m in catalog.models):
-                left_out.append(
-                    f"{target.id}: no other model with its tokenizer ({target.tokenizer}) in the "
-                    "catalog to draft for it; n-gram speculation (ngram-mod) needs no draft"
+
+def _left_out_reason(catalog: Catalog, target: Model, drafts: list[Model], ctx: int) -> str | None:
+    """Why a target gets no candidate at all, where that is news to the user; None when it is considered (or
+    when it has no draft because it is the smallest model of its tokenizer: a draft, not a target)."""
+    if not drafts:
+        if not any(m.tokenizer == target.tokenizer and m.id != target.id for m in catalog.models):
+            return (
+                f"{target.id}: no other model with its tokenizer ({target.tokenizer}) in the "
+                "catalog to draft for it; n-gram speculation (ngram-mod) needs no draft"
+            )
+        return None
+    if ctx > target.architecture.n_ctx_train:
+        return (
+            f"{target.id}: trained for {target.architecture.n_ctx_train} tokens of context, less than the {ctx} asked"
+        )
+    return None
+
+
+@dataclass
+class _Search:
+    """What every candidate of one recommendation is built against, and the steps that build one."""
+
+    catalog: Catalog
+    models: CatalogModels
+    budget: Budget
+    ctx: int
+    device: DeviceSpeed | None
+    speed_floor: float
+    host: DeviceSpeed | None
+    workload: str | None
+    presets: dict = field(init=False)
+    pairing_speedups: dict = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = self.catalog
+        self.presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in c.presets}
+        self.pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in c.pairings}
+
+    def best_pair(self, target: Model, tq: str, drafts: list[Model]) -> PairChoice | None:
+        """One candidate per target quant: its best (draft, draft quant); None when the target alone is far
+        over the budget (then no pair with it can be a near-miss either)."""
+        budget, ctx, models = self.budget, self.ctx, self.models
+        alone, _ = needed_and_fits(models.alone(budget, ctx, target, tq), budget)
+        if alone > budget.usable_bytes * NEAR_MISS_RATIO:
+            return None
+        best: PairChoice | None = None
+        for draft in drafts:
+            for dq in (q for q in DRAFT_QUANTS if q in draft.files):
+                c = _candidate(
+                    self.catalog,
+                    models,
+                    budget,
+                    ctx,
+                    target,
+                    tq,
+                    draft,
+                    dq,
+                    self.presets,
+                    self.pairing_speedups,
+                    self.workload,
                 )
-            continue
-        if ctx > target.architecture.n_ctx_train:
-            left_out.append(
-                f"{target.id}: trained for {target.architecture.n_ctx_train} tokens of context, "
-                f"less than the {ctx} asked"
-            )
-            continue
-        for tq in target.quants:
-            # the target alone first: far over the budget means no pair with it can be a near-miss either
-            alone, _ = needed_and_fits(models.alone(budget, ctx, target, tq), budget)
-            if alone > usable * NEAR_MISS_RATIO:
-                continue
-            # one candidate per target quant: its best (draft, draft quant)
-            best: PairChoice | None = None
-            for draft in drafts:
-                for dq in (q for q in DRAFT_QUANTS if q in draft.files):
-                    c = _candidate(
-                        catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups, workload
-                    )
-                    if not c.fits_memory and budget.kind == "gpu":
-                        _place(c, models, budget, ctx, target, tq, draft, dq)
-                    if device is not None:
-                        _predict(c, models, device, speed_floor, ctx, target, tq, draft, dq, host)
-                    if best is None or _better(c, best):
-                        best = c
-            if best is not None:
-                candidates.append(best)
-    fits = [c for c in candidates if c.fits_memory and _worth_listing(c)]
-    for c in candidates:
+                if not c.fits_memory and budget.kind == "gpu":
+                    _place(c, models, budget, ctx, target, tq, draft, dq)
+                if self.device is not None:
+                    _predict(c, models, self.device, self.speed_floor, ctx, target, tq, draft, dq, self.host)
+                if best is None or _better(c, best):
+                    best = c
+        return best
+
+    def why_not(self, c: PairChoice) -> str:
+        """Why a candidate is not recommended ("" when it is): too slow here, a draft not worth its memory,
+        the RAM short for a placement's host part, or the memory short (with a context that would fit)."""
         if c.too_slow:
-            c.why_not = (
+            return (
                 f"fits, but about {tokens_per_s_text(c.tokens_per_s or 0.0)} tokens/s here, under the floor of "
-                f"{speed_floor:g} tokens/s"
+                f"{self.speed_floor:g} tokens/s"
             )
-        elif c.fits_memory and c.speedup < MIN_SPEEDUP and c.prediction is None:
-            c.why_not = (
+        if c.fits_memory and c.speedup < MIN_SPEEDUP and c.prediction is None:
+            return (
                 f"fits, but the draft costs {100 * c.cost_ratio:.0f}% of the target per token: "
                 f"expected x{c.speedup:.2f}, not worth its memory"
             )
-        elif not c.fits_memory and c.ram_short and c.needed_bytes <= c.usable_bytes:
+        if not c.fits_memory and c.ram_short and c.needed_bytes <= c.usable_bytes:
             how = f" with {c.placement.describe()}" if c.placement else ""
-            c.why_not = (
+            return (
                 f"the GPUs hold their part{how}, but that keeps {format_plan_bytes(c.host_bytes)} in RAM, more than "
                 f"the {format_plan_bytes(c.ram_usable_bytes or 0)} usable"
             )
-        elif not c.fits_memory:
+        if not c.fits_memory:
             over = c.needed_bytes - c.usable_bytes
-            c.why_not = (
+            text = (
                 f"needs {format_plan_bytes(c.needed_bytes)}, {format_plan_bytes(over)} more than the "
                 f"{format_plan_bytes(c.usable_bytes)} usable"
             )
-            shorter = _fitting_ctx(catalog, models, budget, ctx, c)
-            if shorter:
-                c.why_not += f"; fits with --ctx {shorter}"
-    misses = [c for c in candidates if c.why_not and c.needed_bytes <= usable * NEAR_MISS_RATIO]
-    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the speed, the smaller plan, then the name
-    fits.sort(key=lambda c: (-c.score, -(c.tokens_per_s or 0.0), c.needed_bytes, c.label))
-    # near-misses: the fastest first when the speed is known (those under the floor are not short of memory)
-    misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
-    fits, misses = fits[:limit], misses[:near_miss_limit]
-    for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
-        if c.plan is not None:
-            continue  # placed: its plan is the placement's
-        c.plan = plan_pair(
-            models,
-            budget,
-            ctx,
-            catalog.model(c.target.model),
-            c.target.quant,
-            catalog.model(c.draft.model),
-            c.draft.quant,
-        )
-    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
+            shorter = _fitting_ctx(self.catalog, self.models, self.budget, self.ctx, c)
+            return text + (f"; fits with --ctx {shorter}" if shorter else "")
+        return c.why_not
 
 
 def _place(
