@@ -487,11 +487,14 @@ class LabPage(QWidget):
         self.last_check = outcomes
         if outcomes:
             self.session.set_spec_settings(outcomes[0].spec)
-        self.banner.show_message(summary(outcomes), "info")
+        starts = bool(check["then_start"] and outcomes)
+        # the engine's sentence says what was measured; the Lab says what happens next, and does it
+        text = summary(outcomes) + (f" {_check_next_step(outcomes[0], starts)}" if outcomes else "")
+        self.banner.show_message(text, "info")
         self.quickCheckDone.emit(outcomes)
-        if check["then_start"] and outcomes:
+        if starts:
             self.start()
-            self.banner.show_message(summary(outcomes), "info")
+            self.banner.show_message(text, "info")
 
     def _on_run_finished(self, ev: dict) -> None:
         if self.mode == "checking" or (self.mode == "stopping" and self._check is not None):
@@ -645,3 +648,11 @@ def _short(key: str) -> str:
 
 def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _check_next_step(best, starts: bool) -> str:
+    """What follows a quick check whose best setting (an engine.measure.quick_check.Outcome) the knobs now
+    hold: the live run starting with it, or how to start one."""
+    if starts:
+        return f"The live run starts with {best.label()} so you can watch why, against the baseline."
+    return f"The knobs are set to {best.label()}; Start (Ctrl+Return) runs it live against the baseline."
