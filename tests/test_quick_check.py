@@ -9,6 +9,7 @@ from engine.core.settings import SpecSettings
 from engine.measure.quick_check import BASELINE, CANDIDATES, schedule, summary, verdict
 
 A, B = SpecSettings("draft-simple", draft_n_max=2), SpecSettings("ngram-mod")
+NGRAM = {"ngram_mod_n_match": 8, "ngram_mod_n_min": 2, "ngram_mod_n_max": 16}
 
 
 def test_every_round_runs_every_setting_and_no_speculation_in_alternating_order():
@@ -91,3 +92,23 @@ def test_the_interactive_demo_starts_with_the_setting_measured_to_pay_here(qtbot
     assert any(t in text for t in ("measured just now", "No setting beat", "not shown to pay")), text
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=GUI_WAIT)
+
+
+def test_a_check_runs_only_what_the_pair_can_and_walks_its_schedule():
+    """QuickCheckRun: the Lab's check loop, typed; without a draft model the n-gram candidate alone runs."""
+    from engine.measure.quick_check import QuickCheckRun, candidates_for
+
+    no_draft = {"draft-simple": "draft-simple needs a draft model"}
+    assert [s.spec_type for s in candidates_for(no_draft)] == ["ngram-mod"]
+    assert candidates_for({}) == CANDIDATES
+    check = QuickCheckRun.for_pair(no_draft, "the prompt", {}, then_start=True)
+    assert {spec for _, spec in check.plan} == {BASELINE, SpecSettings("ngram-mod", **NGRAM)}
+    measured = []
+    while True:
+        _, spec = check.next_run
+        measured.append(spec)
+        if not check.record(10.0 if spec == BASELINE else 12.0):
+            break
+    assert measured == [spec for _, spec in check.plan] and len(measured) == 2 * 3
+    (best,) = check.outcomes()
+    assert best.speedup == pytest.approx(1.2) and best.pays is True and best.ratio.n == 3

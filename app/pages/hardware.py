@@ -28,7 +28,7 @@ from app.widgets.style import error_text
 from engine.core.units import format_gib
 from engine.llama.backends import BackendReport
 from engine.measure.device_probe import probe_cpu_speed
-from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_speed
+from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_flops
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
 
 PROBE_JOB = "cpu-probe"
@@ -66,9 +66,8 @@ class GpuBox(QGroupBox):
             )
         if g.compute_capability:
             parts.append(f"compute capability {g.compute_capability}")
-        speed = gpu_speed(g)
-        if speed is not None:
-            parts.append(f"~{speed.flops_per_s / 1e12:.0f} TFLOPs FP16 ({speed.source.split(', ')[-1]})")
+        tflops, flops_source = gpu_flops(g)
+        parts.append(f"~{tflops:.0f} TFLOPs FP16 ({flops_source})")
         if g.pcie_generation:
             parts.append(
                 f"PCIe gen {g.pcie_generation} x{g.pcie_width} (max gen {g.pcie_max_generation} x{g.pcie_max_width})"

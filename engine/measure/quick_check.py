@@ -16,7 +16,9 @@ engine (the Lab page, asynchronously, or a blocking EngineClient), which says wh
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import SpecSettings
@@ -63,6 +65,42 @@ def schedule(candidates: tuple[SpecSettings, ...] = CANDIDATES, rounds: int = RO
     """(round, setting) in the order to run them; no speculation is one of the arms of every round."""
     arms = [BASELINE, *candidates]
     return [(r, spec) for r in range(rounds) for spec in abba(arms, r)]
+
+
+def candidates_for(unavailable: Mapping[str, str]) -> tuple[SpecSettings, ...]:
+    """The candidates a pair can run, given the methods it cannot (engine.models.draft_heads.unavailable): no
+    draft model, or a draft head, leaves the n-gram ones."""
+    return tuple(s for s in CANDIDATES if not any(t in unavailable for t in s.types))
+
+
+@dataclass
+class QuickCheckRun:
+    """One quick check under way, for whatever drives the engine one run at a time: its schedule, the
+    tokens/s measured so far, and what the caller asked to happen once it is done."""
+
+    plan: list[tuple[int, SpecSettings]]
+    prompt: Any  # what each run generates from (an engine.core.chat.Prompt)
+    sampling: dict
+    then_start: bool = False
+    done: list[tuple[int, SpecSettings, float]] = field(default_factory=list)
+
+    @classmethod
+    def for_pair(cls, unavailable: Mapping[str, str], prompt: Any, sampling: dict, then_start: bool) -> QuickCheckRun:
+        return cls(schedule(candidates_for(unavailable)), prompt, sampling, then_start)
+
+    @property
+    def next_run(self) -> tuple[int, SpecSettings]:
+        """(round, setting) of the run to start now."""
+        return self.plan[len(self.done)]
+
+    def record(self, tokens_per_s: float) -> bool:
+        """The run just started measured this; True while runs remain."""
+        r, spec = self.next_run
+        self.done.append((r, spec, tokens_per_s))
+        return len(self.done) < len(self.plan)
+
+    def outcomes(self) -> list[Outcome]:
+        return verdict(self.done)
 
 
 def verdict(results: list[tuple[int, SpecSettings, float]]) -> list[Outcome]:

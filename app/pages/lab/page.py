@@ -435,39 +435,28 @@ class LabPage(QWidget):
             if self._pending == "quick_check":
                 self._pending = ("quick_check", then_start)
             return
-        from engine.measure.quick_check import schedule
+        from engine.measure.quick_check import QuickCheckRun
 
-        plan = schedule(self._runnable_candidates())
-        self._check = {"plan": plan, "done": [], "prompt": prompt, "sampling": sampling, "then_start": then_start}
+        self._check = QuickCheckRun.for_pair(self.controls.unavailable_methods(), prompt, sampling, then_start)
         self.mode = "checking"
         self.controls.set_running(True)
         self._next_check_run()
-
-    def _runnable_candidates(self) -> tuple:
-        """The quick check's settings this pair can run (no draft model: the n-gram ones alone)."""
-        from engine.measure.quick_check import CANDIDATES
-
-        has_draft = bool(self.controls.draft.path())
-        return tuple(s for s in CANDIDATES if has_draft or "draft-simple" not in s.types)
 
     def _next_check_run(self) -> None:
         from engine.measure.quick_check import BASELINE, MAX_TOKENS
 
         check = self._check
         assert check is not None
-        done, plan = check["done"], check["plan"]
-        r, spec = plan[len(done)]
+        spec, n = check.next_run[1], len(check.plan)
         self.banner.show_message(
-            f"Checking which setting pays on this machine: run {len(done) + 1} of {len(plan)} "
+            f"Checking which setting pays on this machine: run {len(check.done) + 1} of {n} "
             f"({'no speculation' if spec == BASELINE else spec.spec_type}); Esc stops it",
             "info",
         )
-        self.controller.generate(
-            check["prompt"], MAX_TOKENS, to_dict(spec), check["sampling"], baseline=spec == BASELINE
-        )
+        self.controller.generate(check.prompt, MAX_TOKENS, to_dict(spec), check.sampling, baseline=spec == BASELINE)
 
     def _check_run_finished(self, ev: dict) -> None:
-        from engine.measure.quick_check import summary, verdict
+        from engine.measure.quick_check import summary
 
         check = self._check
         assert check is not None
@@ -476,18 +465,16 @@ class LabPage(QWidget):
             self.controls.set_running(False)
             self.banner.show_message("Quick check stopped; the knobs are as they were.", "info")
             return
-        r, spec = check["plan"][len(check["done"])]
-        check["done"].append((r, spec, float(ev.get("summary", {}).get("tokens_per_s") or 0.0)))
-        if len(check["done"]) < len(check["plan"]):
+        if check.record(float(ev.get("summary", {}).get("tokens_per_s") or 0.0)):
             self._next_check_run()
             return
-        outcomes = verdict(check["done"])
+        outcomes = check.outcomes()
         self._check, self.mode = None, "idle"
         self.controls.set_running(False)
         self.last_check = outcomes
         if outcomes:
             self.session.set_spec_settings(outcomes[0].spec)
-        starts = bool(check["then_start"] and outcomes)
+        starts = bool(check.then_start and outcomes)
         # the engine's sentence says what was measured; the Lab says what happens next, and does it
         text = summary(outcomes) + (f" {_check_next_step(outcomes[0], starts)}" if outcomes else "")
         self.banner.show_message(text, "info")
