@@ -22,6 +22,7 @@ import traceback
 import typing
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from engine.core.chat import ChatError
 from engine.core.settings import (
     LoadSettings,
     SamplingSettings,
@@ -32,12 +33,23 @@ from engine.core.settings import (
     updated,
 )
 from engine.core.stats import RunStats
+from engine.models.gguf_check import GGUFError
+from engine.models.gguf_inspect import GGUFInspectError
 from engine.runtime import protocol
 
 # Cycle events travel in batches: one message at most every DEFAULT_BATCH_MS.
 # Per-cycle messages cost both processes CPU that, on a small machine, is taken
 # from llama.cpp's compute threads; the GUI redraws at ~30 Hz anyway.
 DEFAULT_BATCH_MS = 25.0
+# faults of the input rather than of SpecTune, answered with a kind of their own instead of "internal": a
+# model file that is broken, truncated or not there, a conversation the chat template cannot take
+INPUT_FAULTS: tuple[type[Exception], ...] = (GGUFError, GGUFInspectError, ChatError, FileNotFoundError)
+
+
+def _input_fault_kind(exc: Exception) -> str:
+    """ "invalid_model" for a model file's fault, "invalid_input" for the rest of INPUT_FAULTS."""
+    return "invalid_model" if isinstance(exc, (GGUFError, GGUFInspectError)) else "invalid_input"
+
 
 if TYPE_CHECKING:
     from engine.runtime.binding import Engine
@@ -181,6 +193,8 @@ class Worker:
             final = ("error", {"id": req_id, "kind": "invalid_settings", "message": str(exc)})
         except SpecrtError as exc:
             final = ("error", {"id": req_id, "kind": exc.kind, "message": str(exc)})
+        except INPUT_FAULTS as exc:  # the user's file or request, not SpecTune: said as such, no traceback
+            final = ("error", {"id": req_id, "kind": _input_fault_kind(exc), "message": str(exc)})
         except Exception as exc:  # the worker must answer, whatever happened
             traceback.print_exc(file=sys.stderr)
             final = ("error", {"id": req_id, "kind": "internal", "message": f"{type(exc).__name__}: {exc}"})
