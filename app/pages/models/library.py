@@ -357,7 +357,7 @@ class LibraryPanel(QWidget):
             target, draft = sorted(
                 chosen, key=lambda m: (not is_head(m), m.parameter_count or 0, m.size_bytes), reverse=True
             )
-            self.session.set_pair(target.path, draft.path)
+            self.session.offer_pair(target.path, draft.path)
 
     def use_selected_as_draft(self) -> None:
         chosen = [m for m in self.selected_models() if not m.error]
@@ -369,7 +369,7 @@ class LibraryPanel(QWidget):
         if not rows or self.library is None:
             return
         p = self.library.pairs[rows[0].row()]
-        self.session.set_pair(p["target"], p["draft"])
+        self.session.offer_pair(p["target"], p["draft"])
 
     # -- the user's folders -------------------------------------------------------------------
     def add_folder(self, folder: str | Path) -> bool:
