@@ -175,6 +175,11 @@ class PairChoice:
     def label(self) -> str:
         return f"{self.target.model} {self.target.quant} + {self.draft.model} {self.draft.quant}"
 
+    @property
+    def setting_label(self) -> str:
+        """What to run: the pair, or the target alone where its draft is predicted not to pay."""
+        return self.label if self.uses_draft else f"{self.target.model} {self.target.quant}, alone"
+
     def placement_flags(self) -> list[str]:
         """llama-server's flags for the placement (the export writes the same from LoadSettings)."""
         return self.placement.flags(with_draft=self.uses_draft) if self.placement else []
@@ -668,6 +673,54 @@ def rank_catalog(
     except (BudgetError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
     return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
+
+
+@dataclass(frozen=True)
+class StartChoices:
+    """What a newcomer is shown first (the Start page): a few choices and the sentence above them."""
+
+    headline: str
+    choices: list[PairChoice]
+    drafts_pay: bool  # some fitting pair's draft is predicted to pay on this device (True without a device)
+
+
+def start_choices(rec: Recommendation, n: int) -> StartChoices:
+    """Where drafts pay here, the pairs whose speculation is fastest. Where none does (a CPU, where verifying
+    K + 1 tokens costs about K + 1 tokens), the models to run alone, smallest first, as a laptop owner would
+    try them, with one line on why and what would change it. Under the speed floor, the fastest that fit."""
+    where = rec.budget.describe(short=True)
+    if rec.device is None:  # no speed known: the score's ranking, by the bandwidth-bound speedup
+        return StartChoices(f"For {where}:", rec.recommended[:n], True)
+    fitting = rec.recommended
+    if not fitting:
+        slow = [c for c in rec.near_misses if c.too_slow][:n]
+        head = (
+            f"Nothing in the catalog is predicted to reach {rec.speed_floor:g} tokens/s on this machine. "
+            "The fastest that fit:"
+            if slow
+            else "Nothing in the catalog fits this machine's free memory with headroom."
+        )
+        return StartChoices(head, slow, any(c.uses_draft for c in slow))
+    paying = [c for c in fitting if c.uses_draft]
+    if paying:
+        paying.sort(key=lambda c: -(c.tokens_per_s or 0.0))
+        return StartChoices(f"For {where}, the pairs whose drafts pay most here:", paying[:n], True)
+    alone = sorted(fitting, key=lambda c: (c.needed_bytes, c.label))[:n]
+    head = _why_no_draft_pays(rec.device, alone[0]) + " Models to run alone, smallest first:"
+    return StartChoices(head, alone, False)
+
+
+def _why_no_draft_pays(device: DeviceSpeed, c: PairChoice) -> str:
+    """One line: why no draft pays on this device, measured by its own prediction, and what would change it."""
+    pr = c.prediction
+    assert pr is not None
+    one, five = pr.verify_ms_by_batch.get(1), pr.verify_ms_by_batch.get(5)
+    cost = f": checking 5 tokens at once costs x{five / one:.1f} one token's pass here" if one and five else ""
+    return (
+        f"No draft pays on {device.name}{cost}, so a draft's guesses save little. A GPU checks several tokens "
+        "for about the price of one, which is where drafts pay. ngram-mod needs no draft and can pay where "
+        "text repeats (code edits)."
+    )
 
 
 # -- text --------------------------------------------------------------------------------------------
