@@ -20,8 +20,8 @@ from types import ModuleType
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+from app.background import BackgroundJob
 from app.jobs import MeasuringJobs
-from app.pages.models.background import BackgroundJob
 from app.widgets import style
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text

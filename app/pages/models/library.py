@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pages.models.background import BackgroundJob
+from app.background import BackgroundJob
 from app.session import LabSession
 from app.widgets.empty_state import EmptyState
 from app.widgets.style import ERROR, error_text, ok_text

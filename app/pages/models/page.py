@@ -19,8 +19,8 @@ from typing import Any
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
 
+from app.background import BackgroundJob
 from app.engine_controller import EngineController
-from app.pages.models.background import BackgroundJob
 from app.pages.models.library import LibraryPanel
 from app.pages.models.presets import PresetsPanel
 from app.pages.models.recommend import RecommendPanel

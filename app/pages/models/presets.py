@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pages.models.background import BackgroundJob
+from app.background import BackgroundJob
 from app.session import LabSession
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text
 from engine.models.downloads import (
