@@ -167,6 +167,11 @@ class LabPage(QWidget):
         return bool(refusal)
 
     def load(self) -> bool:
+        """Check the pair in the controls (engine.planning.preflight: its files, llama.cpp's vocabulary rule,
+        the memory plan) off the GUI thread, then load it (_checked). False when nothing starts: a run or a
+        load under way, a measuring job, invalid knobs; a refusal the check finds arrives later, on the
+        banner. The 1.5B hub model's header alone holds 151936 tokens: read on the GUI thread, it froze the
+        window (issue 30 #7)."""
         if self.mode != "idle":
             return False  # a run, a baseline or a load is under way: its end comes first
         # a refused load drops what it was for (a start, a baseline), lest the next load do it unasked
@@ -179,81 +184,87 @@ class LabPage(QWidget):
             self.banner.show_message(str(exc), "warning")
             self._pending = None
             return False
-        check = self.preflight(settings, with_memory=settings != self._fit_override)
+        with_memory = settings != self._fit_override
+        report = self.hardware_report() if self.hardware_report else None
+        budget = Budget.from_report(report, **self.controller.fit_context()) if report is not None else None
+        self.mode = "loading"
+        self.controls.set_running(True)
+        self.banner.show_message("Checking the pair before it loads: its files, vocabularies and memory…", "info")
+        from app.background import BackgroundJob
+
+        job = BackgroundJob("lab-preflight", lambda _: _check_pair(settings, budget if with_memory else None), self)
+        self._preflight_job = job.on(done=lambda r: self._checked(settings, *r), failed=self._check_failed).start()
+        return True
+
+    def _settings_now(self) -> LoadSettings | None:
+        try:
+            return self.controls.load_settings()
+        except SettingsError:
+            return None
+
+    def _check_failed(self, exc: BaseException) -> None:
+        self.mode = "idle"
+        self.controls.set_running(False)
+        self._pending = None
+        self.banner.show_message(f"The pair could not be checked: {exc}", "error")
+
+    def _checked(self, settings: LoadSettings, check: Preflight, placed) -> None:
+        """The pre-load check's answer, in the GUI thread: load, or say why not and offer what would fit."""
+        if self.mode != "loading" or self.controller.state == LOADING:
+            return  # stopped while it ran (or a load is under way after all): the answer is not wanted
+        moved = self._settings_now() != settings
+        if check.refusal or check.too_big or moved:
+            self.mode = "idle"
+            self.controls.set_running(False)
+        if moved:
+            self._pending = None  # the knobs moved while the check ran: it checked another pair
+            self.banner.show_message("The knobs changed during the check; load again to check them.", "info")
+            return
         if check.refusal:
             self.banner.show_message(check.refusal, "error")
             self._pending = None
-            return False
+            return
         too_big = check.too_big
         if too_big:
-            pending, self._pending = self._pending, None
-            placed = self._placement_that_fits(settings)
-            if placed is not None:
+            self._offer_what_fits(settings, too_big, placed)
+            return
+        self.banner.hide()
+        self.controller.load(settings)
 
-                def place_it() -> None:
-                    self.controls.apply_placement(placed)
-                    self._pending = pending
-                    if not self.load():
-                        self._pending = None
+    def _offer_what_fits(self, settings: LoadSettings, too_big: str, placed) -> None:
+        """A pair the memory plan says does not fit: "Place it" where another placement fits, else "Load
+        anyway"; what the load was for waits on the answer."""
+        pending, self._pending = self._pending, None
+        if placed is not None:
 
-                self._banner_handler = place_it
-                flags = " ".join(placed.flags(with_draft=settings.draft is not None))
-                self.banner.show_message(
-                    f"{too_big}\nIt fits placed otherwise: {placed.describe()} ({flags}).", "warning", "Place it"
-                )
-                return False
-
-            def load_anyway() -> None:
-                self._fit_override, self._pending = settings, pending
+            def place_it() -> None:
+                self.controls.apply_placement(placed)
+                self._pending = pending
                 if not self.load():
                     self._pending = None
 
-            self._banner_handler = load_anyway
-            self.banner.show_message(too_big, "error", "Load anyway")
-            return False
-        self.banner.hide()
-        self.mode = "loading"
-        self.controls.set_running(True)
-        self.controller.load(settings)
-        return True
+            self._banner_handler = place_it
+            flags = " ".join(placed.flags(with_draft=settings.draft is not None))
+            self.banner.show_message(
+                f"{too_big}\nIt fits placed otherwise: {placed.describe()} ({flags}).", "warning", "Place it"
+            )
+            return
+
+        def load_anyway() -> None:
+            self._fit_override, self._pending = settings, pending
+            if not self.load():
+                self._pending = None
+
+        self._banner_handler = load_anyway
+        self.banner.show_message(too_big, "error", "Load anyway")
 
     def preflight(self, settings: LoadSettings, with_memory: bool = True) -> Preflight:
-        """The one pre-load check (engine.planning.preflight): the files, llama.cpp's vocabulary rule and,
-        with_memory, the memory plan against the free VRAM (or RAM) the Hardware page sees. The Lab's own
-        loaded pair is freed before a load, so its memory counts as free."""
+        """The one pre-load check (engine.planning.preflight), in this thread: the files, llama.cpp's
+        vocabulary rule and, with_memory, the memory plan against the free VRAM (or RAM) the Hardware page
+        sees. The Lab's own loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
         budget = Budget.from_report(report, **self.controller.fit_context()) if report is not None else None
-        return preflight(
-            settings.target,
-            settings.draft,
-            settings.ctx,
-            budget,
-            ngl=settings.ngl,
-            ngl_draft=settings.ngl_draft,
-            n_cpu_moe=settings.n_cpu_moe,
-            n_cpu_moe_draft=settings.n_cpu_moe_draft,
-            target_devices=settings.device.split(",") if settings.device else None,
-            draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
-            draft_n_max=settings.draft_n_max_at_load,
-        )
-
-    def _placement_that_fits(self, settings: LoadSettings):
-        """Where the pair fits the GPUs when these settings do not (engine.planning.placement), or None: no
-        GPU, a file that cannot be read, or no arrangement fits."""
-        report = self.hardware_report() if self.hardware_report else None
-        if report is None:
-            return None
-        budget = Budget.from_report(report, **self.controller.fit_context())
-        from engine.models.gguf_inspect import GGUFInspectError
-        from engine.planning.placement import placement_for
-
-        try:
-            placed = placement_for(
-                settings.target, settings.draft, settings.ctx, budget, draft_n_max=settings.draft_n_max_at_load
-            )
-        except (GGUFInspectError, OSError, ValueError):
-            return None
-        return None if placed is None or placed[0].is_default else placed[0]
+        return _preflight(settings, budget)
 
     @property
     def loaded_settings(self) -> LoadSettings | None:
@@ -321,6 +332,11 @@ class LabPage(QWidget):
         elif self.mode == "loading" and self.controller.state == LOADING:
             self._pending = None
             self.controller.cancel()  # llama.cpp stops reading at its next progress report
+        elif self.mode == "loading":  # the pre-load check is under way: its answer will be dropped
+            self._pending = None
+            self.mode = "idle"
+            self.controls.set_running(False)
+            self.banner.show_message("Loading cancelled during the check before it; nothing was loaded.", "info")
 
     def baseline(self) -> None:
         if self.mode != "idle" or self._refused_while_busy():
@@ -643,3 +659,39 @@ def _check_next_step(best, starts: bool) -> str:
     if starts:
         return f"The live run starts with {best.label()} so you can watch why, against the baseline."
     return f"The knobs are set to {best.label()}; Start (Ctrl+Return) runs it live against the baseline."
+
+
+def _preflight(settings: LoadSettings, budget: Budget | None) -> Preflight:
+    """engine.planning.preflight for the Lab's load settings (no memory check without a budget)."""
+    return preflight(
+        settings.target,
+        settings.draft,
+        settings.ctx,
+        budget,
+        ngl=settings.ngl,
+        ngl_draft=settings.ngl_draft,
+        n_cpu_moe=settings.n_cpu_moe,
+        n_cpu_moe_draft=settings.n_cpu_moe_draft,
+        target_devices=settings.device.split(",") if settings.device else None,
+        draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
+        draft_n_max=settings.draft_n_max_at_load,
+    )
+
+
+def _check_pair(settings: LoadSettings, budget: Budget | None):
+    """The pre-load check and, for a pair that does not fit, a placement that does (engine.planning.placement;
+    None: no GPU, a file that cannot be read, or no arrangement fits). Runs in a background thread: pure
+    engine work, no widget touched."""
+    check = _preflight(settings, budget)
+    if not check.too_big or budget is None or not budget.gpus:
+        return check, None
+    from engine.models.gguf_inspect import GGUFInspectError
+    from engine.planning.placement import placement_for
+
+    try:
+        placed = placement_for(
+            settings.target, settings.draft, settings.ctx, budget, draft_n_max=settings.draft_n_max_at_load
+        )
+    except (GGUFInspectError, OSError, ValueError):
+        return check, None
+    return check, None if placed is None or placed[0].is_default else placed[0]
