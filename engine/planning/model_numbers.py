@@ -214,18 +214,7 @@ def _add_tensors(file: _TensorFile, n: _Numbers) -> None:
     """Every tensor of the model, in the converter's order: token_embd, the layers, output_norm, output."""
     file.add("token_embd.weight", (n.n_embd, n.n_vocab))
     if n.gemma4:
-        layout = dict(
-            global_every=n.global_every,
-            head_dim_global=n.head_dim_global,
-            n_head_kv_global=n.n_head_kv_global,
-            shared_kv_layers=n.shared_kv_layers,
-            n_embd_per_layer=n.n_embd_per_layer,
-            k_eq_v=n.k_eq_v,
-            double_wide_ffn=n.double_wide_ffn,
-            n_expert=n.n_expert,
-            n_ff_exp=n.n_ff_exp,
-        )
-        _gemma4_tensors(file.add, n.n_layer, n.n_embd, n.n_head, n.head_dim, n.n_head_kv, n.n_ff, n.n_vocab, layout)
+        _gemma4_tensors(file.add, n)
     else:
         for il in range(n.n_layer + n.nextn_layers):
             _layer_tensors(file.add, n, il)
@@ -343,41 +332,42 @@ def _add_gemma4_metadata(metadata: dict[str, Any], n: _Numbers) -> None:
         metadata[f"{arch}.feed_forward_length"] = [n.n_ff * (2 if il >= first_shared else 1) for il in range(n_layer)]
 
 
-def _gemma4_tensors(add, n_layer, n_embd, n_head, head_dim, n_head_kv, n_ff, n_vocab, kw) -> None:
+def _gemma4_tensors(add: Callable[..., None], n: _Numbers) -> None:
     """The tensors of a gemma4 model between token_embd and output_norm, as src/models/gemma4.cpp creates them
     (load_arch_tensors): the per-layer embeddings, one rope_freqs for the global layers (llama.cpp duplicates
     it, the file holds it once), and per layer q / k / v / o at that layer's head size with q and k norms, the
     norms after attention and the FFN, the dense FFN, an MoE's router, experts and their norms beside it,
     and the per-layer input gate and projection. layer_output_scale (one number a layer) is left out."""
-    ple, every = kw["n_embd_per_layer"], kw["global_every"]
+    n_layer, n_embd, n_head, n_ff = n.n_layer, n.n_embd, n.n_head, n.n_ff
+    ple, every = n.n_embd_per_layer, n.global_every
     if ple:
-        add("per_layer_token_embd.weight", (ple * n_layer, n_vocab))
+        add("per_layer_token_embd.weight", (ple * n_layer, n.n_vocab))
         add("per_layer_model_proj.weight", (n_embd, ple * n_layer))
         add("per_layer_proj_norm.weight", (ple,), matrix=False)
-    add("rope_freqs.weight", (kw["head_dim_global"] // 2,), matrix=False)
-    first_shared = n_layer - kw["shared_kv_layers"]
+    add("rope_freqs.weight", (n.head_dim_global // 2,), matrix=False)
+    first_shared = n_layer - n.shared_kv_layers
     for il in range(n_layer):
         glob = il % every == every - 1
-        hd, kv_heads = (kw["head_dim_global"], kw["n_head_kv_global"]) if glob else (head_dim, n_head_kv)
+        hd, kv_heads = (n.head_dim_global, n.n_head_kv_global) if glob else (n.head_dim, n.n_head_kv)
         blk = f"blk.{il}."
         add(blk + "attn_norm.weight", (n_embd,), matrix=False)
         add(blk + "attn_q.weight", (n_embd, n_head * hd))
         if il < first_shared:  # a shared layer reads an earlier layer's K and V
             add(blk + "attn_k.weight", (n_embd, kv_heads * hd))
-            if not (glob and kw["k_eq_v"]):
+            if not (glob and n.k_eq_v):
                 add(blk + "attn_v.weight", (n_embd, kv_heads * hd))
             add(blk + "attn_k_norm.weight", (hd,), matrix=False)
         add(blk + "attn_output.weight", (n_head * hd, n_embd))
         add(blk + "attn_q_norm.weight", (hd,), matrix=False)
         add(blk + "post_attention_norm.weight", (n_embd,), matrix=False)
-        ff = n_ff * (2 if kw["double_wide_ffn"] and il >= first_shared else 1)
+        ff = n_ff * (2 if n.double_wide_ffn and il >= first_shared else 1)
         add(blk + "ffn_norm.weight", (n_embd,), matrix=False)
         add(blk + "ffn_gate.weight", (n_embd, ff))
         add(blk + "ffn_up.weight", (n_embd, ff))
         add(blk + "ffn_down.weight", (ff, n_embd))
         add(blk + "post_ffw_norm.weight", (n_embd,), matrix=False)
-        if kw["n_expert"]:  # the routed experts beside the dense FFN, each with its own norms
-            n_expert, ff_exp = kw["n_expert"], kw["n_ff_exp"]
+        if n.n_expert:  # the routed experts beside the dense FFN, each with its own norms
+            n_expert, ff_exp = n.n_expert, n.n_ff_exp
             add(blk + "ffn_gate_inp.weight", (n_embd, n_expert), matrix=False)
             for norm in (
                 "ffn_gate_inp.scale",
