@@ -55,6 +55,23 @@ class LabPage(QWidget):
         coordinator of measuring jobs, which this page asks before it loads or runs and gives way to."""
         super().__init__(parent)
         self.controller = controller
+        self._init_run_state()
+        self.controls = LabControls()
+        self.controls.set_workloads(shipped_workloads())
+        self.session = session if session is not None else LabSession(self)
+        self.session.bind(self.controls)
+        self.jobs = jobs if jobs is not None else MeasuringJobs()
+        self.jobs.attach_lab(self, controller)
+        self._build_layout()
+        self._start_timers()
+        self._connect_signals(controller)
+        self.controls.set_running(False)
+        self._update_why()
+        self._update_chat_hint()
+        self._add_shortcuts()
+
+    def _init_run_state(self) -> None:
+        """What the page keeps between events: the live statistics, the run's mode and prompts, what was sent."""
         self.live = LiveSession()
         self.mode = "idle"  # idle | loading | running | baseline | stopping
         self._pending = None  # what to do once the pair is loaded: "start" | "baseline" | "quick_check"
@@ -73,12 +90,9 @@ class LabPage(QWidget):
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
 
-        self.controls = LabControls()
-        self.controls.set_workloads(shipped_workloads())
-        self.session = session if session is not None else LabSession(self)
-        self.session.bind(self.controls)
-        self.jobs = jobs if jobs is not None else MeasuringJobs()
-        self.jobs.attach_lab(self, controller)
+    def _build_layout(self) -> None:
+        """The controls in a scroll area on the left; on the right the banner, the summary, why, the charts
+        and, under a splitter, the generated text."""
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
@@ -110,6 +124,8 @@ class LabPage(QWidget):
         row.addWidget(scroll)
         row.addWidget(right, 1)
 
+    def _start_timers(self) -> None:
+        """The charts repaint at 25 Hz and the text at 4 Hz; a moved knob is sent once it has rested."""
         self.chart_timer = QTimer(self)
         self.chart_timer.setInterval(CHART_INTERVAL_MS)
         self.chart_timer.timeout.connect(self._repaint)
@@ -123,6 +139,8 @@ class LabPage(QWidget):
         self.chart_timer.start()
         self.text_timer.start()
 
+    def _connect_signals(self, controller: EngineController) -> None:
+        """The controls' requests and the engine's events, to the page's handlers."""
         c = self.controls
         c.startRequested.connect(self.start)
         c.stopRequested.connect(self.stop)
@@ -141,10 +159,9 @@ class LabPage(QWidget):
         controller.stateChanged.connect(self._on_state)
         controller.hello.connect(self._on_hello)
         controller.unloaded.connect(self._on_unloaded)
-        c.set_running(False)
-        self._update_why()
-        self._update_chat_hint()
 
+    def _add_shortcuts(self) -> None:
+        """The run's keys, wherever the focus is on the page."""
         add_page_shortcuts(
             self,
             (
