@@ -39,6 +39,7 @@ from app.widgets import style
 from app.widgets.icons import app_icon
 from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
+from app.widgets.wheel_guard import install_wheel_guard
 
 STATE_COLOURS = {  # the role's colour in the current look (style.current())
     STARTING: "busy",
@@ -86,6 +87,7 @@ class MainWindow(QMainWindow):
         self.session = LabSession(self)
         self._demo: ScriptedSession | None = None  # the Start page's demo run
         self.jobs = MeasuringJobs()
+        install_wheel_guard()  # the wheel scrolls the pages; a knob takes it only with the focus
         self._build_pages(nvml)
         self._connect_pages()
         self._build_central()
