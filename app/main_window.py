@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
 from app.gui_gc import collect_in_gui_thread
 from app.jobs import MeasuringJobs
+from app.page_list import PAGE_NAMES, PAGES
 from app.pages.export.page import ExportPage
 from app.pages.hardware import HardwarePage
 from app.pages.history import HistoryPage
@@ -31,12 +32,14 @@ from app.pages.lab.page import LabPage
 from app.pages.models.page import ModelsPage
 from app.pages.start import StartPage
 from app.pages.tune.page import TunePage
+from app.scripted import ScriptedSession
 from app.session import LabSession
 from app.settings_store import settings_path
 from app.widgets import style
 from app.widgets.icons import app_icon
-from app.widgets.navigation import PageEntry, PageNavigation
+from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
+from app.widgets.wheel_guard import install_wheel_guard
 
 STATE_COLOURS = {  # the role's colour in the current look (style.current())
     STARTING: "busy",
@@ -47,16 +50,6 @@ STATE_COLOURS = {  # the role's colour in the current look (style.current())
     CRASHED: "error",
     "stopped": "muted",
 }
-PAGES = (
-    PageEntry("Start", "start", "Ctrl+0", "where to begin: a demo run, a pair for this machine, then tune and export"),
-    PageEntry("Hardware", "hardware", "Ctrl+1", "GPUs, VRAM, CPU and RAM"),
-    PageEntry("Models", "models", "Ctrl+2", "the GGUF files here, downloads, recommendations"),
-    PageEntry("Lab", "lab", "Ctrl+3", "run a pair live and move the knobs"),
-    PageEntry("Tune", "tune", "Ctrl+4", "let the auto-tuner find the best settings"),
-    PageEntry("Export", "export", "Ctrl+5", "the llama-server command, validated"),
-    PageEntry("History", "history", "Ctrl+6", "every run, tune and validation"),
-)
-PAGE_NAMES = tuple(p.name for p in PAGES)
 
 
 def pair_text(target: Path | None, draft: Path | None) -> str:
@@ -92,8 +85,28 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
 
         self.session = LabSession(self)
-        self._demo = None  # the Start page's demo run (app.scripted.ScriptedSession)
+        self._demo: ScriptedSession | None = None  # the Start page's demo run
         self.jobs = MeasuringJobs()
+        install_wheel_guard()  # the wheel scrolls the pages; a knob takes it only with the focus
+        self._build_pages(nvml)
+        self._connect_pages()
+        self._build_central()
+        self._build_status_bar()
+        self._connect_status()
+        self.vram_timer = QTimer(self)
+        self.vram_timer.setInterval(2000)
+        self.vram_timer.timeout.connect(self._refresh_vram)
+        self.vram_timer.start()
+
+        self._build_menu()
+        self._restore()
+        # last, so the charts and bars built above take the system's look at once
+        self.theme = ThemeFollower(self)
+        self.theme.changed.connect(lambda colours: [p.needs_pair.restyle() for p in (self.tune, self.export)])
+
+    # -- what the window holds --------------------------------------------
+    def _build_pages(self, nvml) -> None:
+        """The pages, each given the shared parts it uses (the session, the measuring jobs, the hardware)."""
         self.lab = LabPage(self.controller, session=self.session, jobs=self.jobs)
         self.hardware = HardwarePage(self.controller, nvml=nvml, jobs=self.jobs)
         self.models = ModelsPage(self.session, self.hardware, controller=self.controller)
@@ -102,6 +115,9 @@ class MainWindow(QMainWindow):
         self.export = ExportPage(self.session, self.jobs)
         self.history = HistoryPage(self.lab)
         self.start_page = StartPage(lambda: self.hardware.report)
+
+    def _connect_pages(self) -> None:
+        """What one page asks of another: the Start page's steps, rankings, history reloads, page changes."""
         self.start_page.demoRequested.connect(self.run_demo)
         self.start_page.pageRequested.connect(self.go_to)
         self.start_page.downloadRequested.connect(self._download_from_start)
@@ -118,6 +134,9 @@ class MainWindow(QMainWindow):
         for page in (self.tune, self.export):
             page.needs_pair.chooseRequested.connect(lambda: self.show_page("Models"))
         self.history.labRequested.connect(lambda: self.show_page("Lab"))
+
+    def _build_central(self) -> None:
+        """The page list on the left, the pages stacked beside it in the same order."""
         self.pages: dict[str, QWidget] = dict(
             zip(
                 PAGE_NAMES,
@@ -136,6 +155,8 @@ class MainWindow(QMainWindow):
         row.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
+    def _build_status_bar(self) -> None:
+        """The engine's state on the left; the pair, the load progress and the VRAM in use on the right."""
         self.state_label = QLabel()
         self.pair_label = QLabel()
         self.vram_label = QLabel()
@@ -148,6 +169,9 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.pair_label)
         self.statusBar().addPermanentWidget(self.load_bar)
         self.statusBar().addPermanentWidget(self.vram_label)
+
+    def _connect_status(self) -> None:
+        """The status bar and the title follow the engine and the session's pair, shown once now."""
         self.controller.stateChanged.connect(self._show_state)
         self.controller.loadProgress.connect(self._show_load_progress)
         self.controller.hello.connect(
@@ -156,16 +180,6 @@ class MainWindow(QMainWindow):
         self.session.pairChanged.connect(self._show_pair)
         self._show_state(self.controller.state, self.controller.message)
         self._show_pair()
-        self.vram_timer = QTimer(self)
-        self.vram_timer.setInterval(2000)
-        self.vram_timer.timeout.connect(self._refresh_vram)
-        self.vram_timer.start()
-
-        self._build_menu()
-        self._restore()
-        # last, so the charts and bars built above take the system's look at once
-        self.theme = ThemeFollower(self)
-        self.theme.changed.connect(lambda colours: [p.needs_pair.restyle() for p in (self.tune, self.export)])
 
     # -- menu and shortcuts -----------------------------------------------
     def _build_menu(self) -> None:
@@ -204,8 +218,6 @@ class MainWindow(QMainWindow):
     def run_demo(self, pair: tuple[Path, Path] | None = None) -> None:
         """The Start page's first step: the demo pair (or ``pair``) into the Lab, a baseline, then a live run
         until Stop (what `spectune gui --demo` does at start)."""
-        from app.scripted import ScriptedSession
-
         self.show_page("Lab")
         if self.lab.mode != "idle" or self._demo is not None and not self._demo.finished:
             return  # a run (or this demo) is under way: the Lab shows it

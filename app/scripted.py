@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.main_window import PAGE_NAMES
+from app.page_list import PAGE_NAMES
 
 
 class ScriptedSession:

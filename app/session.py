@@ -97,6 +97,18 @@ class LabSession(QObject):
         """Both files at once (one pairChanged)."""
         self._w.set_pair(target, draft)
 
+    def offer_pair(self, target: str | Path, draft: str | Path | None) -> str | None:
+        """A pair chosen outside the Lab (the Models page): set it and, when the Lab has neither a workload set
+        nor a typed prompt, choose the set that suits the target (engine.core.workloads.suggested_workload),
+        so that Start runs at once. The set chosen, or None when the Lab's choice stayed."""
+        from engine.core.workloads import suggested_workload
+
+        self.set_pair(target, draft)
+        if self.workload() != CUSTOM_PROMPT or self.custom_prompt().strip():
+            return None
+        name = suggested_workload(str(target))
+        return name if self.set_workload(name) else None
+
     def set_target(self, path: str | Path | None) -> None:
         """The target alone; the draft stays."""
         self._w.set_target(path)

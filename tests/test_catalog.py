@@ -14,7 +14,9 @@ from engine.models.catalog import BUNDLED, BUNDLED_DIR, CATALOG_DIR, CatalogErro
 from engine.models.compat import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, check_pair, vocab_compatibility
 from engine.models.demo_models import model_path
 from engine.models.gguf_inspect import VocabInfo, inspect_gguf
-from engine.planning.recommend import _Models, budget_from_size, estimated_file_bytes, recommend
+from engine.planning.budget import budget_from_size
+from engine.planning.catalog_models import CatalogModels, estimated_file_bytes
+from engine.planning.recommend import recommend
 
 REQUIRED_FAMILIES = {
     "llama-3",
@@ -116,7 +118,7 @@ def test_every_model_has_the_numbers_the_plan_needs_and_they_add_up(catalog):
 
 def test_weights_built_from_the_numbers_match_the_files_on_the_hub(catalog):
     """The plan's weights come from the numbers, not from a recorded size (which would prove nothing)."""
-    models = _Models(catalog)
+    models = CatalogModels(catalog)
     for model_id, quant, gb, where in PUBLIC_FILE_SIZES:
         estimate = models.info(catalog.model(model_id), quant).tensor_bytes
         assert estimate == pytest.approx(gb * 1e9, rel=0.05), f"{model_id} {quant}: see {where}"
@@ -126,7 +128,7 @@ def test_recorded_sizes_agree_with_the_numbers(catalog):
     """Every exact size the catalog records is within 6% of the weights its numbers give; the worst is
     Qwen3-30B-A3B Q3_K_S, 5.1% over (llama-quantize's Q3_K_S mix leaves its experts leaner than the
     Llama-3-8B average the quant table gives). estimated_file_bytes prefers the recorded size."""
-    models = _Models(catalog)
+    models = CatalogModels(catalog)
     recorded = [(m, q, size) for m in catalog.models for q, size in m.sizes.items()]
     assert len(recorded) >= 4
     for m, quant, size in recorded:
@@ -145,7 +147,7 @@ def test_mixtures_of_experts_count_every_expert_and_read_only_the_used_ones(cata
     # input embeddings, as estimated_active_params does: a check of n_expert_used and n_ff_exp
     gpt = catalog.model("gpt-oss-20b").architecture
     assert gpt.estimated_active_params() == pytest.approx(3.61e9, rel=0.01)
-    info = _Models(catalog).info(catalog.model("qwen3-30b-a3b"), "Q4_K_M")
+    info = CatalogModels(catalog).info(catalog.model("qwen3-30b-a3b"), "Q4_K_M")
     assert info._arch_int("expert_count") == 128 and info._arch_int("expert_used_count") == 8
     assert sum(1 for t in info.tensors if t.name.endswith("_exps.weight")) == 3 * 48
     # drafts are measured against the parameters a target token reads: the 1.7B model is too big for 30B-A3B
@@ -154,9 +156,9 @@ def test_mixtures_of_experts_count_every_expert_and_read_only_the_used_ones(cata
 
 
 def recommend_drafts(catalog, target_id):
-    from engine.planning.recommend import _drafts
+    from engine.planning.recommend import candidate_drafts
 
-    return _drafts(catalog, catalog.model(target_id))
+    return candidate_drafts(catalog, catalog.model(target_id))
 
 
 def test_every_preset_pairs_a_target_with_a_smaller_draft_of_its_tokenizer(catalog):

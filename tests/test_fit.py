@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from engine.models.gguf_inspect import inspect_gguf
-from engine.planning.fit import check_fit, held_bytes
+from engine.planning.budget import held_bytes
+from engine.planning.fit import check_fit
 from engine.planning.hardware import probe
 
 from .fake_nvml import FakeNVML, h100, rtx4090

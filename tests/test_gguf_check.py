@@ -105,3 +105,22 @@ def test_random_bytes(tmp_path_factory, blob):
         assert f"is {len(blob)} bytes, too short" in message
     elif blob[:4] != b"GGUF":
         assert f"it starts with {blob[:4]!r}" in message
+
+
+def test_a_truncated_model_is_the_input_s_fault_not_an_internal_error(pair, tmp_path, capsys):
+    """issue 30 #8: the engine answered a cut file with kind "internal"; the command line printed
+    "spectune: error (internal): GGUFError: ...". The message was right, the label was not."""
+    from engine.cli.main import main
+    from engine.core.settings import LoadSettings
+    from engine.runtime.client import EngineClient, EngineError
+
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(pair[0].read_bytes()[: pair[0].stat().st_size // 2])
+    with EngineClient() as client:
+        client.start()
+        with pytest.raises(EngineError, match="truncated") as err:
+            client.load(LoadSettings(cut, pair[1], ctx=256))
+    assert err.value.kind == "invalid_model"
+    assert main(["run", "--target", str(cut), "--draft", str(pair[1]), "--max-tokens", "4"]) == 2
+    said = capsys.readouterr().err
+    assert "truncated" in said and "internal" not in said and "GGUFError" not in said, said

@@ -21,7 +21,9 @@ from app.main_window import MainWindow  # noqa: E402
 from app.pages.hardware import HardwarePage  # noqa: E402
 from app.pages.lab.page import LabPage  # noqa: E402
 from app.pages.models.page import ModelsPage  # noqa: E402
+from app.session import CUSTOM_PROMPT  # noqa: E402
 from engine.core.paths import cache_dir  # noqa: E402
+from engine.core.workloads import suggested_workload  # noqa: E402
 from engine.models.catalog import CATALOG_DIR, load_catalog  # noqa: E402
 from engine.models.demo_models import MODELS_DIR as BUNDLED_DIR  # noqa: E402
 from engine.models.library import Source, default_sources, scan  # noqa: E402
@@ -234,17 +236,25 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     lib.select_paths(ollama_d, hf_t)
     assert "compatible" in lib.selection_label.text()
     session.set_draft(None)
+    session.set_workload(CUSTOM_PROMPT)
+    session.set_custom_prompt("")
     lib.use_button.click()
     assert (session.target(), session.draft()) == (hf_t, ollama_d)
+    # the Lab had no workload (issue 30 #3: Start then said "write a prompt"): the pair brings the set that
+    # suits its target, and Start can run at once
+    assert session.workload() == suggested_workload(str(hf_t)) and session.collect_prompts()
     assert "✓ compatible" in page.compat_badge.text()
     # a broken file cannot be handed over
     lib.select_paths(broken)
     assert not lib.use_button.isEnabled()
     # a pair from the pairs table
     session.set_pair(None, None)
+    session.set_workload(CUSTOM_PROMPT)
+    session.set_custom_prompt("my own prompt")
     lib.pairs.selectRow(0)
     lib.pair_button.click()
     assert (session.target(), session.draft()) == (hf_t, ollama_d)
+    assert session.workload() == CUSTOM_PROMPT  # a prompt the user typed stays theirs
 
     # a folder of the user's own, added and removed again
     mine = tmp_path / "my-models"

@@ -10,9 +10,9 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
-from app.pages.models.page import rank_catalog  # noqa: E402
 from app.pages.start import StartPage, machine_line  # noqa: E402
 from engine.planning.hardware import probe  # noqa: E402
+from engine.planning.recommend import rank_catalog, start_choices  # noqa: E402
 
 from .fake_nvml import FakeGpu, FakeNVML  # noqa: E402
 
@@ -61,7 +61,11 @@ def test_recommended_pairs_come_from_the_models_ranking_one_click_each(qtbot):
     assert 0 < len(buttons) <= 3 and buttons[0].text().startswith("Download")
     with qtbot.waitSignal(page.downloadRequested) as asked:
         buttons[0].click()
-    assert asked.args[0] is view.recommendation.recommended[0]
+    # a GPU, where drafts pay: the pairs whose speculation is fastest lead
+    first = start_choices(view.recommendation, 3)
+    assert first.drafts_pay and asked.args[0] is first.choices[0] and "drafts pay most" in page.pairs_status.text()
+    speeds = [c.tokens_per_s for c in page.candidates]
+    assert speeds == sorted(speeds, reverse=True) and all(c.uses_draft for c in page.candidates)
 
 
 def test_the_download_click_lands_on_the_models_downloads(qtbot, make_window, monkeypatch):
@@ -71,7 +75,7 @@ def test_the_download_click_lands_on_the_models_downloads(qtbot, make_window, mo
     view = rank_catalog(None, FakeNVML([FakeGpu()]), 8192)
     w.start_page.set_ranking(view)
     w.start_page.download_buttons()[0].click()
-    assert w.current_page() == "Models" and asked == [view.recommendation.recommended[0]]
+    assert w.current_page() == "Models" and asked == [start_choices(view.recommendation, 3).choices[0]]
 
 
 def test_tune_and_export_are_one_click_each(qtbot, make_window):
@@ -139,3 +143,26 @@ def test_on_a_machine_too_slow_for_the_floor_the_fastest_pairs_are_shown_and_sai
     assert page.candidates and len(page.download_buttons()) == len(page.candidates)
     assert all(c.tokens_per_s < 10 for c in page.candidates)
     assert "Speeds predicted for CPU" in page.device_label.text() and page.measure_button.isHidden()
+
+
+def test_where_no_draft_pays_the_start_page_leads_with_models_to_run_alone(qtbot, tmp_path):
+    """issue 30 #5: on a CPU where pairs reach the floor but no draft pays, the page said "x0.41 with it" beside
+    20 GB MoE pairs. Now: why drafts do not pay here, in one line, and models to run alone, smallest first."""
+    from engine.planning.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
+
+    cpu = DeviceSpeed("CPU", bandwidth_bytes_per_s=60e9, flops_per_s=300e9, overhead_ms=0.3, source="measured: test")
+    save_cpu_speed(cpu_key("test build"), cpu, tmp_path)
+    page = StartPage(lambda: probe(FakeNVML([])))
+    qtbot.addWidget(page)
+    view = rank_catalog(None, FakeNVML([]), 4096, 10.0, tmp_path)
+    if view.recommendation is None or view.recommendation.budget.usable_bytes < 4 * 2**30:
+        pytest.skip(f"too little free RAM here to plan a pair: {view.error}")
+    rec = view.recommendation
+    assert rec.recommended and not any(c.uses_draft for c in rec.recommended), "the premise: no draft pays"
+    page.set_ranking(view)
+    text = page.pairs_status.text()
+    assert text.startswith("No draft pays on CPU: checking 5 tokens at once costs x") and "A GPU" in text
+    needs = [c.needed_bytes for c in page.candidates]
+    assert needs == sorted(needs) and needs[0] == min(c.needed_bytes for c in rec.recommended)
+    labels = [page.pairs_grid.itemAtPosition(r, 0).widget().text() for r in range(len(page.candidates))]
+    assert all(label.endswith(", alone</b>") and "+" not in label for label in labels), labels

@@ -79,7 +79,7 @@ def _check(plan, breakdown, label: str, mtp: bool = False) -> None:
 def _compare_mtp(plan, breakdown):
     """compare() for an MTP context, which runs on the target's weights: specrt reports them once, with the
     target (llama.cpp's breakdown lists them again for the context), so that what a worker holds adds up
-    (engine.planning.fit.held_by_device) and matches the plan, which counts them once too."""
+    (engine.planning.budget.held_by_device) and matches the plan, which counts them once too."""
     assert [e for e in breakdown if e["model"] == "draft" and e["model_bytes"]] == []
     return compare(plan, breakdown)
 
@@ -195,10 +195,10 @@ def test_qwen35_27b_at_32k_caches_only_its_attention_layers():
 
 def test_the_catalog_plans_qwen35_with_its_mtp_block():
     from engine.models.catalog import load_catalog
-    from engine.planning.recommend import _Models
+    from engine.planning.catalog_models import CatalogModels
 
     catalog = load_catalog()
-    info = _Models(catalog).info(catalog.model("qwen3.5-27b"), "Q4_K_M")
+    info = CatalogModels(catalog).info(catalog.model("qwen3.5-27b"), "Q4_K_M")
     assert (info.block_count, trunk_layers(info)) == (65, 64)  # the MTP block follows the trunk
     assert recurrent_layout(info).n_attention == 16
     options = load_options(info, None, draft_n_max=4)
@@ -279,10 +279,11 @@ def test_the_catalog_checks_a_hybrid_layout(change, message):
 
 def test_a_qwen35_recommendation_says_it_can_draft_alone():
     from engine.models.catalog import load_catalog
-    from engine.planning.recommend import Budget, recommend
+    from engine.planning.budget import Budget
+    from engine.planning.recommend import recommend
 
     catalog = load_catalog()
-    r = recommend(catalog, Budget("cpu", (), 23 * 2**30, None, "test"), ctx=8192, family="qwen3.5", limit=50)
+    r = recommend(catalog, Budget(ram_bytes=23 * 2**30, source="test"), ctx=8192, family="qwen3.5", limit=50)
     qwen35 = [c for c in r.recommended + r.near_misses if c.target.model.startswith("qwen3.5-")]
     assert qwen35 and all(c.mtp_head for c in qwen35)
     assert any("draft-mtp needs no separate draft model" in reason for reason in qwen35[0].reasons())
@@ -294,12 +295,13 @@ def test_every_plan_of_an_mtp_target_follows_the_k_it_loads_for(mtp_pair):
     loaded worker reports holding adds up to the plan (the MTP context's weights are the target's)."""
     from engine.core.settings import SpecSettings
     from engine.deploy.export import export_warnings
-    from engine.planning.fit import MemoryBudget, held_bytes, plan_fit
+    from engine.planning.budget import Budget, held_bytes
+    from engine.planning.fit import plan_fit
     from engine.planning.placement import Placement
 
     target = mtp_pair[0]
     info = inspect_gguf(target)
-    budget = MemoryBudget([], 1 << 40, tuple(cpu_features()))
+    budget = Budget((), 1 << 40, tuple(cpu_features()))
     by_k = {k: plan_fit(info, 512, budget, draft_n_max=k).plan for k in (3, 6)}
     assert by_k[6].total(kind="kv_cache") - by_k[3].total(kind="kv_cache") == 6 * 3 * ROW
     served = plan_fit(info, 512, budget, draft_n_max=6, spec_types=["draft-mtp"]).plan

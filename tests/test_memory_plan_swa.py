@@ -129,9 +129,9 @@ def test_an_unknown_rule_is_said_in_the_notes_and_phi3_is_known_to_cache_fully()
 
 def test_the_catalog_plans_gemma3_with_its_window():
     from engine.models.catalog import load_catalog
-    from engine.planning.recommend import _Models
+    from engine.planning.catalog_models import CatalogModels
 
     catalog = load_catalog()
-    info = _Models(catalog).info(catalog.model("gemma-3-27b-it"), "Q4_K_M")
+    info = CatalogModels(catalog).info(catalog.model("gemma-3-27b-it"), "Q4_K_M")
     window = sliding_window(info)
     assert window.window == 1024 and window.n_sliding == 52

@@ -15,12 +15,13 @@ from engine.core.settings import LoadSettings, SettingsError
 from engine.models.catalog import load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.budget import budget_from_hardware, headroom
 from engine.planning.fit import verdict_of
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import CPU, GpuBudget, PlanError, plan_memory
 from engine.planning.model_numbers import model_info_from_numbers
 from engine.planning.placement import Placement, fits, place, placements
-from engine.planning.recommend import budget_from_hardware, headroom, recommend
+from engine.planning.recommend import recommend
 from engine.runtime.binding import Engine, SpecrtError
 
 from .conftest import run_registered
@@ -235,9 +236,9 @@ def test_recommendations_on_two_gpus_carry_the_placement_that_makes_them_fit():
 
 
 def _info(catalog, f):
-    from engine.planning.recommend import _Models
+    from engine.planning.catalog_models import CatalogModels
 
-    return _Models(catalog).info(catalog.model(f.model), f.quant)
+    return CatalogModels(catalog).info(catalog.model(f.model), f.quant)
 
 
 def test_export_arguments_reach_llama_server_flags(pair):

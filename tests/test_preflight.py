@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.models.gguf_inspect import inspect_gguf
-from engine.planning.fit import MemoryBudget, check_fit
+from engine.planning.budget import Budget
+from engine.planning.fit import check_fit
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import GpuBudget
 from engine.planning.preflight import FILE, MEMORY, NO_PLAN, VOCAB, preflight
@@ -12,7 +13,7 @@ from .fake_nvml import FakeNVML, rtx4090
 
 
 def test_a_pair_that_fits_has_no_reasons(pair):
-    check = preflight(pair[0], pair[1], 2048, MemoryBudget.from_report(probe(FakeNVML([rtx4090(0)]))))
+    check = preflight(pair[0], pair[1], 2048, Budget.from_report(probe(FakeNVML([rtx4090(0)]))))
     assert check.reasons == [] and check.refusal is None and check.too_big is None
     assert check.compat == {"compatible": True, "reasons": []} and check.fit is not None and check.fit.fits is True
     assert check.target is not None and check.draft is not None
@@ -28,7 +29,7 @@ def test_without_a_budget_only_files_and_vocabularies_are_checked(pair):
 def test_a_truncated_file_is_refused_before_anything_else(pair, tmp_path):
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(pair[0].read_bytes()[:4096])
-    check = preflight(broken, pair[1], 2048, MemoryBudget([GpuBudget("CUDA0", 2**40)], None))
+    check = preflight(broken, pair[1], 2048, Budget((GpuBudget("CUDA0", 2**40),)))
     assert [r.check for r in check.reasons] == [FILE]
     assert check.refusal is not None and "broken.gguf" in check.refusal and check.fit is None
     # without the file check the header reader meets the same file and says it cannot read it
@@ -45,7 +46,7 @@ def test_incompatible_vocabularies_are_refused_with_llama_cpps_reasons(incompati
 
 def test_too_big_is_the_fit_verdicts_explanation(pair):
     full = probe(FakeNVML([rtx4090(0, used=24 * 2**30 - 2**20)]))
-    check = preflight(pair[0], pair[1], 2048, MemoryBudget.from_report(full))
+    check = preflight(pair[0], pair[1], 2048, Budget.from_report(full))
     assert [r.check for r in check.reasons] == [MEMORY] and check.refusal is None
     # the same verdict check_fit gives for the same pair and report
     same = check_fit(inspect_gguf(pair[0]), 2048, draft=inspect_gguf(pair[1]), report=full)
@@ -53,6 +54,6 @@ def test_too_big_is_the_fit_verdicts_explanation(pair):
 
 
 def test_a_plan_that_cannot_be_made_is_a_reason_not_an_exception(pair):
-    check = preflight(pair[0], None, 2048, MemoryBudget([], None), cache_type_k="no-such-type")
+    check = preflight(pair[0], None, 2048, Budget(), cache_type_k="no-such-type")
     assert [r.check for r in check.reasons] == [NO_PLAN] and check.fit is None
     assert check.refusal is None and check.too_big is None

@@ -18,27 +18,16 @@ from engine.cli.catalog import register
 from engine.models.catalog import CATALOG_DIR, CatalogError, load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.budget import HEADROOM_MIN, Budget, BudgetError, budget_from_hardware, budget_from_size, headroom
+from engine.planning.catalog_models import CatalogModels, quant_quality
 from engine.planning.constants import ACCEPTANCE_PRIOR
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import DeviceSpeed, gpu_device
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import GpuBudget, plan_memory
 from engine.planning.model_numbers import model_info_from_numbers
-from engine.planning.recommend import (
-    HEADROOM_MIN,
-    MIN_SPEEDUP,
-    PACE_CAP,
-    Budget,
-    RecommendError,
-    _Models,
-    budget_from_hardware,
-    budget_from_size,
-    expected_speedup,
-    headroom,
-    preset_fits,
-    quant_quality,
-    recommend,
-)
+from engine.planning.presets import preset_fits
+from engine.planning.recommend import MIN_SPEEDUP, PACE_CAP, RecommendError, expected_speedup, recommend
 
 from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
@@ -113,9 +102,9 @@ def test_a_given_size_is_one_gpu_with_headroom():
     assert b.kind == "gpu" and b.gpus == (GpuBudget("CUDA0", 12 * GiB),) and b.bandwidth_bytes_per_s is None
     assert b.headroom_bytes == int(12 * GiB * 0.05) and b.usable_bytes == 12 * GiB - b.headroom_bytes
     assert headroom(4 * GiB) == HEADROOM_MIN
-    with pytest.raises(RecommendError, match="cannot read the size '12 apples'"):
+    with pytest.raises(BudgetError, match="cannot read the size '12 apples'"):
         budget_from_size("12 apples")
-    with pytest.raises(RecommendError, match="leaves nothing"):
+    with pytest.raises(BudgetError, match="leaves nothing"):
         budget_from_size("100M")
 
 
@@ -162,7 +151,7 @@ def test_recommendations_fit_with_headroom_and_carry_their_plan(catalog):
     budget = gpu_budget(24)
     r = recommend(catalog, budget, ctx=8192)
     assert r.recommended, "a 24 GiB GPU runs something"
-    models = _Models(catalog)
+    models = CatalogModels(catalog)
     for c in r.recommended:
         totals = c.plan.device_totals()
         assert totals["CUDA0"] == c.needed_bytes <= budget.usable_bytes
@@ -205,7 +194,7 @@ def test_the_fit_boundary_and_a_near_miss(catalog):
     probe = recommend(catalog, gpu_budget(24), ctx=8192, family="qwen2.5-coder", limit=1).recommended[0]
     need = probe.needed_bytes
     for free in (need + headroom(need) * 2, need):
-        b = Budget("gpu", (GpuBudget("CUDA0", free),), source="test")
+        b = Budget((GpuBudget("CUDA0", free),), source="test")
         if free == need:
             r = recommend(catalog, b, ctx=8192, family="qwen2.5-coder")
             miss = next(c for c in r.near_misses if c.label == probe.label)
@@ -287,7 +276,7 @@ def test_a_draft_that_costs_too_much_is_a_near_miss_with_its_reason(tmp_path):
 
 
 def test_a_cpu_budget_plans_everything_in_ram(catalog):
-    b = Budget("cpu", (), 16 * GiB, None, "test")
+    b = Budget(ram_bytes=16 * GiB, source="test")
     r = recommend(catalog, b, ctx=4096, limit=3)
     assert r.recommended
     for c in r.recommended:
@@ -302,7 +291,7 @@ SLOW_CPU = DeviceSpeed("CPU", bandwidth_bytes_per_s=14e9, flops_per_s=72e9, over
 
 
 def test_on_a_slow_cpu_big_targets_are_near_misses_that_say_how_slow(catalog):
-    b = Budget("cpu", (), 23 * GiB, None, "test")
+    b = Budget(ram_bytes=23 * GiB, source="test")
     r = recommend(catalog, b, ctx=4096, device=SLOW_CPU, speed_floor=5)
     assert r.recommended, "small targets reach 5 tokens/s on 2 cores"
     for c in r.recommended:
@@ -323,7 +312,7 @@ def test_on_a_slow_cpu_big_targets_are_near_misses_that_say_how_slow(catalog):
 def test_where_verifying_costs_more_than_the_draft_saves_the_target_runs_alone(catalog):
     """A compute-bound CPU: verifying K + 1 tokens costs nearly K + 1 times one, so no K pays. The pair is
     still ranked by its target's plain speed, says so, and its download leaves the draft out."""
-    b = Budget("cpu", (), 23 * GiB, None, "test")
+    b = Budget(ram_bytes=23 * GiB, source="test")
     # 20: the 30B-class mixtures of experts, run alone, fill the first 11 places
     r = recommend(catalog, b, ctx=4096, device=SLOW_CPU, speed_floor=5, limit=20)
     alone = [c for c in r.recommended if not c.uses_draft]

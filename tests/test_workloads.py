@@ -140,3 +140,15 @@ def test_boundaries_are_accepted():
     assert len(parse_workload(valid(MIN_PROMPTS)).prompts) == MIN_PROMPTS == 1
     assert len(parse_workload(valid(7)).prompts) == 7  # a user's own file of any size (issue 14)
     assert len(parse_workload(valid(60)).prompts) == 60
+
+
+def test_a_code_model_is_tried_on_code_and_others_on_explanations():
+    """What a pair from the Models page gets when the Lab has no workload (issue 30 #3)."""
+    from engine.core.workloads import shipped_names, suggested_workload
+
+    hub = "~/.cache/huggingface/hub/models--Qwen--Qwen2.5-Coder-1.5B-Instruct-GGUF/snapshots/x/q4_k_m.gguf"
+    assert suggested_workload(hub) == "code-editing"
+    assert suggested_workload("codellama-7b.Q4_K_M.gguf") == "code-editing"
+    assert suggested_workload("Codestral-22B") == "code-editing"
+    assert suggested_workload("gemma-3-270m-it-Q8_0.gguf") == "explanation"
+    assert {suggested_workload("coder"), suggested_workload("llama")} <= set(shipped_names())

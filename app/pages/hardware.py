@@ -20,23 +20,18 @@ from types import ModuleType
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+from app.background import BackgroundJob
 from app.jobs import MeasuringJobs
-from app.pages.models.background import BackgroundJob
 from app.widgets import style
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
+from engine.core.units import format_gib
 from engine.llama.backends import BackendReport
 from engine.measure.device_probe import probe_cpu_speed
-from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_speed
+from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_flops
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
 
 PROBE_JOB = "cpu-probe"
-
-GIB = 2**30
-
-
-def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / GIB:.1f} GiB"
 
 
 class GpuBox(QGroupBox):
@@ -57,7 +52,8 @@ class GpuBox(QGroupBox):
             used = g.memory_used_bytes or 0
             self.bar.setValue(int(1000 * used / g.memory_total_bytes))
             self.bar.setFormat(
-                f"VRAM used {_gib(used)} of {_gib(g.memory_total_bytes)}, free {_gib(g.memory_free_bytes)}"
+                f"VRAM used {format_gib(used)} of {format_gib(g.memory_total_bytes)},"
+                f" free {format_gib(g.memory_free_bytes)}"
             )
         else:
             self.bar.setValue(0)
@@ -70,9 +66,8 @@ class GpuBox(QGroupBox):
             )
         if g.compute_capability:
             parts.append(f"compute capability {g.compute_capability}")
-        speed = gpu_speed(g)
-        if speed is not None:
-            parts.append(f"~{speed.flops_per_s / 1e12:.0f} TFLOPs FP16 ({speed.source.split(', ')[-1]})")
+        tflops, flops_source = gpu_flops(g)
+        parts.append(f"~{tflops:.0f} TFLOPs FP16 ({flops_source})")
         if g.pcie_generation:
             parts.append(
                 f"PCIe gen {g.pcie_generation} x{g.pcie_width} (max gen {g.pcie_max_generation} x{g.pcie_max_width})"
@@ -193,8 +188,8 @@ class HardwarePage(QWidget):
                 self.gpu_col.addWidget(box)
         c = r.cpu
         self.cpu.setText(
-            f"{c.logical_cores} logical cores · RAM {_gib(c.ram_total_bytes)}, available "
-            f"{_gib(c.ram_available_bytes)} · {', '.join(c.features) or 'no AVX2/AVX-512/AMX'}"
+            f"{c.logical_cores} logical cores · RAM {format_gib(c.ram_total_bytes)}, available "
+            f"{format_gib(c.ram_available_bytes)} · {', '.join(c.features) or 'no AVX2/AVX-512/AMX'}"
         )
 
     # -- the CPU speed probe ----------------------------------------------------------
@@ -285,5 +280,7 @@ class HardwarePage(QWidget):
     def vram_summary(self) -> str:
         r = self.report
         if r.status == "ok" and r.gpus:
-            return "  ".join(f"GPU{g.index} {_gib(g.memory_used_bytes)}/{_gib(g.memory_total_bytes)}" for g in r.gpus)
-        return f"CPU only · RAM free {_gib(r.cpu.ram_available_bytes)}"
+            return "  ".join(
+                f"GPU{g.index} {format_gib(g.memory_used_bytes)}/{format_gib(g.memory_total_bytes)}" for g in r.gpus
+            )
+        return f"CPU only · RAM free {format_gib(r.cpu.ram_available_bytes)}"

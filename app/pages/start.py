@@ -10,9 +10,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from engine.models.downloads import format_bytes
+from engine.core.units import GIB, format_bytes
+from engine.planning.recommend import start_choices
 
-GIB = 2**30
 SHOWN_PAIRS = 3  # the best few; the Models page's Recommended tab holds the rest and the reasons
 
 
@@ -136,33 +136,26 @@ class StartPage(QWidget):
 
     # -- the ranking, from the Models page ----------------------------------------------------------
     def set_ranking(self, view) -> None:
-        """view: app.pages.models.page.CatalogView (the Models page's ranking pass)."""
+        """view: engine.planning.recommend.CatalogView (the Models page's ranking pass)."""
         self._clear_pairs()
         rec = view.recommendation
         if rec is None:
             self.pairs_status.setText(f"No recommendations: {view.error or 'the budget could not be measured'}")
             return
         self._show_device(rec.device)
-        self.candidates = list(rec.recommended[:SHOWN_PAIRS])
-        head = f"For {rec.budget.describe(short=True)}:"
-        if not self.candidates:
-            slow = [c for c in rec.near_misses if c.too_slow]
-            if not slow:
-                self.pairs_status.setText("Nothing in the catalog fits this machine's free memory with headroom.")
-                return
-            # a slow machine: the fastest pairs that fit, said plainly, rather than nothing
-            self.candidates = slow[:SHOWN_PAIRS]
-            head = (
-                f"Nothing in the catalog is predicted to reach {rec.speed_floor:g} tokens/s on this machine. "
-                "The fastest that fit:"
-            )
+        start = start_choices(rec, SHOWN_PAIRS)
+        self.candidates = list(start.choices)
+        head = start.headline
         self.pairs_status.setText(head)
         for r, c in enumerate(self.candidates):
             speed = f"needs {format_bytes(c.needed_bytes)} · {c.speed_text()}"
-            name = QLabel(f"<b>{c.label}</b>")
-            name.setToolTip(f"{c.target.repo}/{c.target.filename}\n{c.draft.repo}/{c.draft.filename}")
+            name = QLabel(f"<b>{c.setting_label}</b>")
+            files = [c.target, c.draft] if c.uses_draft else [c.target]
+            name.setToolTip("\n".join(f"{f.repo}/{f.filename}" for f in files))
             button = QPushButton("Download")
-            button.setToolTip("download both files, with progress on the Models page")
+            button.setToolTip(
+                f"download {'both files' if c.uses_draft else 'the model'}, with progress on the Models page"
+            )
             button.clicked.connect(lambda checked=False, c=c: self.downloadRequested.emit(c))
             self.pairs_grid.addWidget(name, r, 0)
             self.pairs_grid.addWidget(QLabel(speed), r, 1)

@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QFrame, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.widgets import style
+from app.widgets.chart_legend import title_row_legend
 from app.widgets.chart_ranges import StickyCeiling, time_window
 from app.widgets.style import BLUE, GREEN, GREY, ORANGE, PURPLE, RED
 from engine.measure.live import Marker, Snapshot
@@ -104,10 +105,12 @@ class LiveCharts(QWidget):
         # the two bar charts share the width alike, whatever their titles ask for
         self.view.ci.layout.setColumnStretchFactor(0, 1)
         self.view.ci.layout.setColumnStretchFactor(1, 1)
-        for p in (self.p_tps, self.p_acc, self.p_time):
-            # no downsampling or clipping by pyqtgraph: every point is in view and refresh() thins them
-            # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
-            p.addLegend(offset=(5, 5))
+        # legends in the title rows, beside the titles, where they hide no data (app.widgets.chart_legend)
+        # no downsampling or clipping by pyqtgraph: every point is in view and refresh() thins them
+        # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
+        title_row_legend(self.p_tps, "tokens/s", 3)
+        title_row_legend(self.p_acc, "acceptance", 3)
+        title_row_legend(self.p_time, "time per cycle (ms)", 3)
         # the three share one time axis: its unit once, under the lowest, leaves the others room for data
         self.p_time.setLabel("bottom", "seconds since the run started")
         for p in (self.p_tps, self.p_acc, self.p_time, self.p_pos, self.p_hist):

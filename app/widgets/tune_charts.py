@@ -12,6 +12,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from app.widgets.chart_legend import title_row_legend
 from app.widgets.style import AMBER, BLUE, GREEN, GREY, NOTE_GREY, ORANGE, PURPLE
 from engine.measure.tuner import TuneResult
 
@@ -33,11 +34,11 @@ class TuneCharts(QWidget):
         self.p_k = self.view.addPlot(row=0, col=0, title="draft-simple: tokens/s by K")
         self.p_k.setLabel("bottom", "K (draft tokens per step)")
         self.p_k.setLabel("left", "tokens/s")
-        self.p_k.addLegend(offset=(5, 5))
+        title_row_legend(self.p_k, "draft-simple: tokens/s by K", 2, below_title=True)
         self.p_cost = self.view.addPlot(row=0, col=1, title="forward time by batch size")
         self.p_cost.setLabel("bottom", "tokens in the batch")
         self.p_cost.setLabel("left", "ms")
-        self.p_cost.addLegend(offset=(5, 5))
+        title_row_legend(self.p_cost, "forward time by batch size", 2, below_title=True)
         self.c_pred = self.p_k.plot(pen=PEN_PRED, symbol="o", symbolSize=5, symbolBrush=BLUE, name="predicted")
         self.c_meas = self.p_k.plot(pen=None, symbol="s", symbolSize=9, symbolBrush=BRUSH_MEASURED, name="measured")
         self.c_best = self.p_k.plot(pen=None, symbol="star", symbolSize=16, symbolBrush=BRUSH_BEST, name="best")

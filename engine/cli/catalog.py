@@ -22,33 +22,25 @@ import sys
 from types import ModuleType
 
 from engine.cli.errors import guarded
-from engine.measure.device_probe import probe_cpu_speed
+from engine.measure.device_probe import measured_device
 from engine.models.catalog import CatalogError, load_catalog
+from engine.planning.budget import Budget, BudgetError, budget_from_hardware, budget_from_size
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX, DEFAULT_SPEED_FLOOR
 from engine.planning.device_speed import (
     GPU_OVERHEAD_MS,
     TFLOPS_BY_COMPUTE_MAJOR,
     DeviceSpeed,
-    assumed_cpu_speed,
     gpu_device,
-    latest_cpu_speed,
+    local_device,
 )
 from engine.planning.hardware import HardwareReport, probe
 from engine.planning.memory_plan import PlanError
-from engine.planning.recommend import (
-    Budget,
-    RecommendError,
-    budget_from_hardware,
-    budget_from_size,
-    format_presets,
-    format_recommendation,
-    preset_fits,
-    recommend,
-)
+from engine.planning.presets import format_presets, preset_fits
+from engine.planning.recommend import RecommendError, format_recommendation, recommend
 from engine.planning.speed_model import ACCEPTANCE_PRIORS
 from engine.runtime.client import EngineError
 
-_guarded = guarded(CatalogError, RecommendError, PlanError, EngineError)
+_guarded = guarded(CatalogError, BudgetError, RecommendError, PlanError, EngineError)
 
 
 def _auto(a: argparse.Namespace) -> bool:
@@ -86,10 +78,11 @@ def _device(a: argparse.Namespace, budget: Budget, report: HardwareReport | None
         if gpu is not None and a.bandwidth:
             gpu = dataclasses.replace(gpu, bandwidth_bytes_per_s=a.bandwidth * 1e9, source="--bandwidth; " + gpu.source)
         return gpu
-    known = latest_cpu_speed()
-    if known is not None or a.no_probe:
-        return known or assumed_cpu_speed(report.cpu.logical_cores)
-    return probe_cpu_speed(progress=lambda m: print(f"spectune: measuring this CPU: {m}", file=sys.stderr))
+    if a.no_probe:
+        return local_device(report, cpu_only=True)
+    return measured_device(
+        report, cpu_only=True, progress=lambda m: print(f"spectune: measuring this CPU: {m}", file=sys.stderr)
+    )
 
 
 def cmd_recommend(a: argparse.Namespace) -> int:

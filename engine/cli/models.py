@@ -24,7 +24,7 @@ from engine.llama.backends import load_backends
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.models.gguf_inspect import format_report as format_model
-from engine.planning.fit import MemoryBudget
+from engine.planning.budget import Budget
 from engine.planning.hardware import cpu_features, probe, ram
 from engine.planning.hardware import format_report as format_hardware
 from engine.planning.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size
@@ -83,7 +83,7 @@ def _ram(a: argparse.Namespace) -> int | None:
     return None if a.vram is not None else ram()[1]
 
 
-def _placed(a: argparse.Namespace, budget: MemoryBudget):
+def _placed(a: argparse.Namespace, budget: Budget):
     """The first arrangement of the pair that fits the budget's GPUs and RAM (engine.planning.placement), with
     its plan."""
     from engine.planning.placement import placement_for
@@ -98,7 +98,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
     # the verdict the GUI shows before loading: VRAM per GPU (and the RAM for their host part), or RAM where no
     # GPU is planned
     ram_bytes = _ram(a)
-    budget = MemoryBudget(gpus, ram_bytes, tuple(cpu_features()))
+    budget = Budget(tuple(gpus), ram_bytes, tuple(cpu_features()))
     check = preflight(
         a.target,
         a.draft,

@@ -18,10 +18,9 @@ from types import ModuleType
 
 from engine.cli.errors import guarded
 from engine.measure.calibration import measured_pair
-from engine.measure.device_probe import probe_cpu_speed
+from engine.measure.device_probe import measured_device
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.constants import ACCEPTANCE_PRIOR, PREDICT_N_PAST
-from engine.planning.device_speed import gpu_device
 from engine.planning.hardware import probe
 from engine.planning.model_cost import model_cost, mtp_cost
 from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior_text, predict
@@ -40,9 +39,9 @@ def cmd_predict(a: argparse.Namespace) -> int:
     measured = None if a.prior else measured_pair(a.target, a.draft)
     device = None
     if measured is None:
-        device = None if a.cpu else gpu_device(probe(a.nvml))
-        if device is None:
-            device = probe_cpu_speed(progress=lambda m: print(f"spectune: {m}", file=sys.stderr))
+        device = measured_device(
+            probe(a.nvml), cpu_only=a.cpu, progress=lambda m: print(f"spectune: {m}", file=sys.stderr)
+        )
     result = predict(
         target, draft, device, n_past=a.n_past, acceptance=a.acceptance, measured=measured, workload=a.workload
     )

@@ -218,9 +218,9 @@ def cmd_tune(a: argparse.Namespace) -> int:
         err = f"{100 * row['error']:+.1f}%" if row["error"] is not None else "-"
         print(f"{row['setting']:<40} {pred:>10} {meas:>10} {err:>7} {row['prompts']:>7}")
     print(
-        f"baseline {out['baseline_tps']:.1f} tok/s; best: {out['best']['setting']} at "
-        f"{out['best']['measured_tps']:.1f} tok/s, {out['speedup']:.3f}x, found in {out['elapsed_s']:.0f} s "
-        f"({out['runs']} runs)"
+        f"baseline {out['baseline_tps']:.1f} tok/s; the search picked {out['best']['setting']} "
+        f"({out['best']['measured_tps']:.1f} tok/s there) in {out['elapsed_s']:.0f} s ({out['runs']} runs); "
+        "checked against no speculation:"
     )
     print(out["verdict_text"])
     if not out["beats_baseline"]:

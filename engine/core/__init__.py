@@ -5,5 +5,6 @@ stats      RunStats, the one counter of what a run did
 workloads  the workload prompt sets a run or a sweep goes through
 chat       conversations: prompts in the OpenAI chat format
 paired     paired comparisons: the median of paired ratios with an interval, ABBA orders
+units      bytes as SpecTune writes them: GiB and MiB at the precision each figure needs
 paths      where SpecTune's own files are: the source tree, its resources, the user's data and cache
 """

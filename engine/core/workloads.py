@@ -34,6 +34,17 @@ KEYS = {"name", "description", "prompts"}
 PROMPT_KEYS = ({"id", "text"}, {"id", "messages"})
 
 
+# a model whose name says it writes code ("Qwen2.5-Coder", "codellama", "starcoder2", "Codestral")
+_CODE_MODEL = re.compile(r"cod(e|er|estral)", re.IGNORECASE)
+
+
+def suggested_workload(model: str) -> str:
+    """The shipped set a model is tried on when nobody chose one: code-editing (chat requests about code) for a
+    model whose name or path says it writes code, explanation otherwise. ``model``: its file's path (a hub
+    cache's folder names the repository) or its name."""
+    return "code-editing" if _CODE_MODEL.search(model) else "explanation"
+
+
 class WorkloadError(ValueError):
     """An unknown set name, or a file that is not a valid workload."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.core.settings import DRAFT_MODEL_TYPES, RANDOM_SEED, LoadSettings, SamplingSettings, SpecSettings
+from engine.core.units import format_plan_bytes
 from engine.llama.dialect import (
     CURRENT,
     CURRENT_NGRAM_PREFIX,
@@ -24,9 +25,9 @@ from engine.llama.dialect import (
     read_help,
     resolve_server,
 )
-from engine.planning.fit import MemoryBudget
+from engine.planning.budget import Budget
 from engine.planning.hardware import cpu_features, probe, ram
-from engine.planning.memory_plan import GpuBudget, format_bytes
+from engine.planning.memory_plan import GpuBudget
 from engine.planning.preflight import FILE, NO_PLAN, Preflight, preflight
 
 _SPEC_DEFAULTS = SpecSettings()  # the pinned llama.cpp's defaults
@@ -327,14 +328,12 @@ def export_warnings(
     return warnings + _preflight_warnings(check, load.ctx)
 
 
-def _budget(gpus: list[GpuBudget] | None, ram_available: int | None) -> MemoryBudget:
+def _budget(gpus: list[GpuBudget] | None, ram_available: int | None) -> Budget:
     """This machine's memory (NVML and the RAM figure), or the GPUs and RAM the caller names."""
     if gpus is None:
-        budget = MemoryBudget.from_report(probe())
-        return budget if ram_available is None else replace(budget, ram_available=ram_available)
-    return MemoryBudget(
-        list(gpus), ram()[1] if ram_available is None and not gpus else ram_available, tuple(cpu_features())
-    )
+        budget = Budget.from_report(probe())
+        return budget if ram_available is None else replace(budget, ram_bytes=ram_available)
+    return Budget(tuple(gpus), ram()[1] if ram_available is None and not gpus else ram_available, tuple(cpu_features()))
 
 
 def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:
@@ -352,7 +351,7 @@ def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:
     totals = fit.plan.device_totals()
     if fit.where == "VRAM":
         short = [
-            f"{g.name} needs {format_bytes(totals.get(g.name, 0))} of {format_bytes(g.free_bytes)} free"
+            f"{g.name} needs {format_plan_bytes(totals.get(g.name, 0))} of {format_plan_bytes(g.free_bytes)} free"
             for g in fit.plan.gpus
             if g.name in fit.short_devices
         ]
@@ -364,11 +363,11 @@ def _preflight_warnings(check: Preflight, ctx: int) -> list[str]:
     if fit.host_part:
         return warnings + [
             f"the GPUs hold their part of the memory plan for -c {ctx}, but it keeps "
-            f"{format_bytes(fit.needed_bytes)} in host memory (what it places on the CPU), "
-            f"{format_bytes(fit.available_bytes or 0)} available: free some RAM, keep fewer experts (-ncmoe) "
+            f"{format_plan_bytes(fit.needed_bytes)} in host memory (what it places on the CPU), "
+            f"{format_plan_bytes(fit.available_bytes or 0)} available: free some RAM, keep fewer experts (-ncmoe) "
             "or the draft on the CPU where the GPUs have room, or take a smaller quantization"
         ]
     return warnings + [
-        f"the memory plan for -c {ctx} needs {format_bytes(fit.needed_bytes)} of host memory, "
-        f"{format_bytes(fit.available_bytes or 0)} available; lower -c"
+        f"the memory plan for -c {ctx} needs {format_plan_bytes(fit.needed_bytes)} of host memory, "
+        f"{format_plan_bytes(fit.available_bytes or 0)} available; lower -c"
     ]

@@ -41,9 +41,11 @@ from engine.planning.device_speed import (
     ProbeTimes,
     cached_cpu_speed,
     cpu_key,
+    local_device,
     save_cpu_speed,
     solve_cpu_speed,
 )
+from engine.planning.hardware import HardwareReport
 from engine.planning.model_cost import ModelCost, model_cost
 from engine.runtime.client import EngineClient
 
@@ -121,6 +123,15 @@ def probe_cpu_speed(
     speed = solve_cpu_speed(timed, beyond, thin)
     save_cpu_speed(key, speed, cache)
     return speed
+
+
+def measured_device(
+    report: HardwareReport, cpu_only: bool = False, progress: Callable[[str], None] = lambda _: None
+) -> DeviceSpeed:
+    """device_speed.local_device, with this CPU probed now (about a minute, once) where that would assume it
+    from its core count: what the command line predicts for."""
+    device = local_device(report, cpu_only=cpu_only)
+    return probe_cpu_speed(progress=progress) if device.assumed else device
 
 
 def _time_pair(target: Path, draft: Path, reps: int, long: bool = False) -> tuple[ModelCost, ModelCost, ProbeTimes]:

@@ -5,19 +5,22 @@ setting measured here rather than assumed: a draft that pays on a GPU can lose o
 verifying K+1 tokens costs several times one token. A few settings and no speculation each run the same
 prompt, in rounds whose order reverses every other round (A B C D, D C B A), so drift weighs on all
 alike; each setting's ratio to no speculation comes from the same round, and the median of a setting's
-rounds is its measured speedup. Short by design (seconds, not a tune): it picks the starting point; the
-Tune page finds the best setting.
+rounds is its measured speedup, with the spread of its rounds as the interval (engine.core.paired). A
+setting pays only where that interval lies above x1.00; one whose interval holds x1.00 is "not shown to
+pay". Short by design (seconds, not a tune): it picks the starting point; a tune finds the best setting.
 
-This module holds the schedule and the verdict; the runs go through whatever drives the engine (the Lab
-page, asynchronously, or a blocking EngineClient).
+This module holds the schedule, the verdict and its sentence; the runs go through whatever drives the
+engine (the Lab page, asynchronously, or a blocking EngineClient), which says what happens next.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from engine.core.paired import abba
+from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import SpecSettings
 
 BASELINE = SpecSettings("none")
@@ -29,7 +32,9 @@ CANDIDATES = (
     SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
     SpecSettings("ngram-mod,draft-simple", draft_n_max=2, ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
 )
-ROUNDS = 2
+# three rounds: the interval of two ratios is their spread with a coverage of one half; three give three
+# quarters at a few seconds more (each run is MAX_TOKENS tokens)
+ROUNDS = 3
 MAX_TOKENS = 64
 
 
@@ -38,6 +43,18 @@ class Outcome:
     spec: SpecSettings
     speedup: float  # median over rounds of tokens/s against no speculation in the same round
     by_round: tuple[float, ...]
+
+    @property
+    def ratio(self) -> PairedRatio:
+        """The median of the rounds with its interval (the rounds' spread, with few of them)."""
+        return median_interval(self.by_round)
+
+    @property
+    def pays(self) -> bool | None:
+        """True where the whole interval lies above x1.00, False where it lies below, None where it holds
+        x1.00 (not shown to pay, nor to lose)."""
+        r = self.ratio
+        return True if r.above_one else False if r.below_one else None
 
     def label(self) -> str:
         k = f" K={self.spec.draft_n_max}" if "draft-simple" in self.spec.types else ""
@@ -48,6 +65,42 @@ def schedule(candidates: tuple[SpecSettings, ...] = CANDIDATES, rounds: int = RO
     """(round, setting) in the order to run them; no speculation is one of the arms of every round."""
     arms = [BASELINE, *candidates]
     return [(r, spec) for r in range(rounds) for spec in abba(arms, r)]
+
+
+def candidates_for(unavailable: Mapping[str, str]) -> tuple[SpecSettings, ...]:
+    """The candidates a pair can run, given the methods it cannot (engine.models.draft_heads.unavailable): no
+    draft model, or a draft head, leaves the n-gram ones."""
+    return tuple(s for s in CANDIDATES if not any(t in unavailable for t in s.types))
+
+
+@dataclass
+class QuickCheckRun:
+    """One quick check under way, for whatever drives the engine one run at a time: its schedule, the
+    tokens/s measured so far, and what the caller asked to happen once it is done."""
+
+    plan: list[tuple[int, SpecSettings]]
+    prompt: Any  # what each run generates from (an engine.core.chat.Prompt)
+    sampling: dict
+    then_start: bool = False
+    done: list[tuple[int, SpecSettings, float]] = field(default_factory=list)
+
+    @classmethod
+    def for_pair(cls, unavailable: Mapping[str, str], prompt: Any, sampling: dict, then_start: bool) -> QuickCheckRun:
+        return cls(schedule(candidates_for(unavailable)), prompt, sampling, then_start)
+
+    @property
+    def next_run(self) -> tuple[int, SpecSettings]:
+        """(round, setting) of the run to start now."""
+        return self.plan[len(self.done)]
+
+    def record(self, tokens_per_s: float) -> bool:
+        """The run just started measured this; True while runs remain."""
+        r, spec = self.next_run
+        self.done.append((r, spec, tokens_per_s))
+        return len(self.done) < len(self.plan)
+
+    def outcomes(self) -> list[Outcome]:
+        return verdict(self.done)
 
 
 def verdict(results: list[tuple[int, SpecSettings, float]]) -> list[Outcome]:
@@ -63,18 +116,20 @@ def verdict(results: list[tuple[int, SpecSettings, float]]) -> list[Outcome]:
 
 
 def summary(outcomes: list[Outcome]) -> str:
-    """One sentence for the Lab: what starts, and what the others measured."""
+    """What was measured, in a sentence or two, best first: whether it pays here, with its interval. The
+    caller says what happens next (a live run starting with the best, or how to start one)."""
     if not outcomes:
-        return "the quick check measured nothing"
+        return "The quick check measured nothing."
     best, others = outcomes[0], outcomes[1:]
-    rest = ", ".join(f"{o.label()} x{o.speedup:.2f}" for o in others)
-    if best.speedup <= 1.0:
+    rest = "; others: " + ", ".join(f"{o.label()} x{o.speedup:.2f}" for o in others) if others else ""
+    r = best.ratio
+    spread = f"x{r.low:.2f} to x{r.high:.2f}, {r.confidence:.0%} interval over {r.n} rounds"
+    measured = f"x{r.median:.2f} against no speculation ({spread}{rest})"
+    if best.pays:
+        return f"On this machine {best.label()} pays best: {measured}, measured just now."
+    if best.speedup > 1.0:
         return (
-            f"No setting beat no speculation on this machine just now (best: {best.label()} x{best.speedup:.2f}; "
-            f"{rest}). The live run starts with {best.label()} so you can watch why; the Lab's line above the "
-            "charts says where the time goes."
+            f"{best.label()} measured best, {measured}: not shown to pay on this machine, since its rounds "
+            "reach x1.00. A tune measures long enough to tell."
         )
-    return (
-        f"On this machine {best.label()} pays best: x{best.speedup:.2f} against no speculation, measured just now "
-        f"(median of {len(best.by_round)} rounds; {rest}). The live run starts with it."
-    )
+    return f"No setting beat no speculation on this machine just now: best {best.label()}, {measured}."

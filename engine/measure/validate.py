@@ -47,11 +47,11 @@ from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.core.stats import combine_summaries
 from engine.core.workloads import load_workload
-from engine.deploy.export import export_llama_server
+from engine.deploy.export import ServerExport, export_llama_server
 from engine.llama.install import server_path
 from engine.llama.server import LlamaServer, ServerError, server_summary
 from engine.measure.generate import generate
-from engine.planning.fit import held_bytes
+from engine.planning.budget import held_bytes
 from engine.planning.hardware import ram
 from engine.runtime.client import EngineClient, EngineError
 from engine.runtime.protocol import has_gpu_device
@@ -471,60 +471,123 @@ def _validate(
         raise ValidateError(f"--max-tokens must be 1 or more, got {max_tokens}")
     if passes < 1:
         raise ValidateError(f"--passes must be 1 or more, got {passes}")
-    notices: list[str] = []
-    exported = export_llama_server(load, spec, sampling, server_path())
+    served = _Served(load, export_llama_server(load, spec, sampling, server_path()), [])
     steps = _Steps(2 * passes * len(prompts), progress, stop)
     done = None
     if not sequential:
-        steps.say("starting the lab's engine")
-        with EngineClient() as client:
-            steps.hold(client=client)
-            hello = client.start()
-            steps.check()  # a stop while the engine started must not load the pair
-            if not _offloads(hello, load):
-                steps.say("loading the pair in the lab")
-                loaded = client.load(load)
-                if loaded.get("repack") is False and load.repack:
-                    # the lab's engine died of SIGILL with repacking on (AMX the system does not enable):
-                    # the server's copy would too, so the command validated is the one with -nr
-                    notices.append(loaded["notice"] + "; the validated command has -nr")
-                    load = dataclasses.replace(load, repack=False)
-                    exported = export_llama_server(load, spec, sampling, server_path())
-                if _fits_beside(loaded):
-                    done = _side_by_side(
-                        _with_metrics(exported.argv),
-                        client,
-                        spec,
-                        sampling,
-                        prompts,
-                        max_tokens,
-                        passes,
-                        startup_timeout,
-                        steps,
-                    )
-                    mode = "side by side"
-            steps.hold()
+        done = _try_side_by_side(served, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
+    mode = "side by side"
     if done is None:
-        try:
-            done = _one_after_the_other(
-                _with_metrics(exported.argv), load, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps
-            )
-        except ServerError as exc:
-            if exc.exit_code == -signal.SIGILL and load.repack:
-                raise ValidateError(
-                    f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "
-                    "instructions (AMX) the system does not enable for CPU weight repacking. "
-                    "Validate again with weight repacking off (the load's repack setting: --no-repack "
-                    "on the command line, llama-server's -nr)."
-                ) from exc
-            raise
+        done = _served_then_lab(served, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
         mode = "one after the other"
-    first = done["passes"][0]
-    lab_runs, server_runs = first["lab_runs"], first["server_runs"]
-    metrics = done["metrics"]
+    lab, server, ratio, by_pass = _speeds(done, passes)
+    per_prompt = _per_prompt(prompts, done["passes"][0])
+    agree, metrics_agree = _agreement(done, sampling)
+    steps.finished()
+    return {
+        "lab": lab,
+        "server": server,
+        "agree": agree,
+        "ratio": ratio,
+        "mode": mode,
+        "repack": served.load.repack,
+        "metrics_agree": metrics_agree,
+        "per_prompt": per_prompt,
+        "argv": served.exported.argv,
+        "dialect": served.exported.dialect,
+        "warnings": served.notices + served.exported.warnings,
+        "temperature": sampling.temp,
+        "max_tokens": max_tokens,
+        "passes": by_pass,
+    }
 
-    lab = _lab_totals(lab_runs)
-    server = _server_totals(server_runs)
+
+@dataclasses.dataclass
+class _Served:
+    """The command validated: the load it exports (repacking turned off when the lab's engine could not
+    repack), its export, and the notices that say what was changed."""
+
+    load: LoadSettings
+    exported: ServerExport
+    notices: list[str]
+
+
+def _try_side_by_side(
+    served: _Served,
+    spec: SpecSettings,
+    sampling: SamplingSettings,
+    prompts: list[Prompt],
+    max_tokens: int,
+    passes: int,
+    startup_timeout: float,
+    steps: _Steps,
+) -> dict | None:
+    """The runs with both sides loaded at once (_side_by_side), or None when the lab's pair goes to the GPU
+    or does not fit twice in RAM: then the lab's engine is stopped again before llama-server starts."""
+    done = None
+    steps.say("starting the lab's engine")
+    with EngineClient() as client:
+        steps.hold(client=client)
+        hello = client.start()
+        steps.check()  # a stop while the engine started must not load the pair
+        if not _offloads(hello, served.load):
+            steps.say("loading the pair in the lab")
+            loaded = client.load(served.load)
+            if loaded.get("repack") is False and served.load.repack:
+                # the lab's engine died of SIGILL with repacking on (AMX the system does not enable):
+                # the server's copy would too, so the command validated is the one with -nr
+                served.notices.append(loaded["notice"] + "; the validated command has -nr")
+                served.load = dataclasses.replace(served.load, repack=False)
+                served.exported = export_llama_server(served.load, spec, sampling, server_path())
+            if _fits_beside(loaded):
+                argv = _with_metrics(served.exported.argv)
+                done = _side_by_side(argv, client, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
+        steps.hold()
+    return done
+
+
+def _served_then_lab(
+    served: _Served,
+    spec: SpecSettings,
+    sampling: SamplingSettings,
+    prompts: list[Prompt],
+    max_tokens: int,
+    passes: int,
+    startup_timeout: float,
+    steps: _Steps,
+) -> dict:
+    """The runs one after the other (_one_after_the_other), with the advice a llama-server that died of
+    SIGILL while repacking needs."""
+    load = served.load
+    try:
+        return _one_after_the_other(
+            _with_metrics(served.exported.argv),
+            load,
+            spec,
+            sampling,
+            prompts,
+            max_tokens,
+            passes,
+            startup_timeout,
+            steps,
+        )
+    except ServerError as exc:
+        if exc.exit_code == -signal.SIGILL and load.repack:
+            raise ValidateError(
+                f"{exc}\nllama-server died of SIGILL while loading: this CPU announces "
+                "instructions (AMX) the system does not enable for CPU weight repacking. "
+                "Validate again with weight repacking off (the load's repack setting: --no-repack "
+                "on the command line, llama-server's -nr)."
+            ) from exc
+        raise
+
+
+def _speeds(done: dict, passes: int) -> tuple[dict, dict, float | None, list[dict]]:
+    """The lab's and the server's totals over the first pass's runs, the speed ratio server / lab, and each
+    pass's speeds; with several passes the speeds and the ratio are the medians over the passes."""
+    first = done["passes"][0]
+    lab = _lab_totals(first["lab_runs"])
+    server = _server_totals(first["server_runs"])
     by_pass = []
     for d in done["passes"]:
         lab_tps, server_tps = (
@@ -541,8 +604,13 @@ def _validate(
         ratios = [p["ratio"] for p in by_pass if p["ratio"] is not None]
         ratio = round(statistics.median(ratios), 4) if ratios else None
     server["build_info"] = done["build_info"]
-    server["metrics"] = metrics
-    per_prompt = [
+    server["metrics"] = done["metrics"]
+    return lab, server, ratio, by_pass
+
+
+def _per_prompt(prompts: list[Prompt], first: dict) -> list[dict]:
+    """The first pass's runs, prompt by prompt: each side's counts and speed, and whether the texts match."""
+    return [
         {
             "prompt": prompt_label(prompt),
             "chat": isinstance(prompt, Conversation),
@@ -550,8 +618,14 @@ def _validate(
             "server": {k: s[k] for k in ("tokens_generated", "tokens_per_s", "drafted", "accepted")},
             "same_text": r["text"] == s["text"],
         }
-        for prompt, r, s in zip(prompts, lab_runs, server_runs)
+        for prompt, r, s in zip(prompts, first["lab_runs"], first["server_runs"])
     ]
+
+
+def _agreement(done: dict, sampling: SamplingSettings) -> tuple[bool | None, bool | None]:
+    """Whether the lab and the server drafted and accepted the same counts in every run (None where the
+    sampling is not repeatable), and whether the server's /metrics counters match its own runs' (None
+    without them)."""
     # greedy sampling or a fixed seed makes the two runs the same computation, in every pass; a pass
     # may differ from the one before (an n-gram pool that outlives a request learns from it on both sides)
     agree = (
@@ -559,6 +633,7 @@ def _validate(
         if sampling.repeatable
         else None
     )
+    metrics = done["metrics"]
     metrics_agree = None
     if metrics and "spec_decode_num_draft_tokens_total" in metrics:
         counted = _server_totals(done["metrics_runs"])  # every request this server answered
@@ -566,23 +641,7 @@ def _validate(
             metrics["spec_decode_num_draft_tokens_total"] == counted["drafted"]
             and metrics.get("spec_decode_num_accepted_tokens_total") == counted["accepted"]
         )
-    steps.finished()
-    return {
-        "lab": lab,
-        "server": server,
-        "agree": agree,
-        "ratio": ratio,
-        "mode": mode,
-        "repack": load.repack,
-        "metrics_agree": metrics_agree,
-        "per_prompt": per_prompt,
-        "argv": exported.argv,
-        "dialect": exported.dialect,
-        "warnings": notices + exported.warnings,
-        "temperature": sampling.temp,
-        "max_tokens": max_tokens,
-        "passes": by_pass,
-    }
+    return agree, metrics_agree
 
 
 def record_validation(report: dict, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings) -> int:

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.measure.live import Snapshot
-from engine.planning.cost_model import accepted_exactly, expected_tokens
+from engine.planning.constants import K_MAX
+from engine.planning.cost_model import accepted_exactly, conditional_acceptance, expected_tokens
 from engine.planning.prediction_band import MEASURED
 
-K_WHAT_IF = range(1, 17)
 MIN_STEPS = 8  # fewer speculative steps than this say too little to explain anything
 COMPUTE_BOUND_RATIO = 1.5  # verifying K + 1 tokens at more than this times one: compute-bound
 
@@ -110,7 +110,7 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Wh
     line = _verify_line(drafted[single] + 1, verify_ms[single], plain_ms - rest_ms)
     verify_k = float(np.polyval(line, k + 1))
     explained = tokens_per_step / (step_ms / plain_ms)
-    cond = _conditional(snapshot.current_accepted_by_position, snapshot.current_drafted_by_position)
+    cond = conditional_acceptance(snapshot.current_accepted_by_position, snapshot.current_drafted_by_position)
     hybrid = bool(replayed.any())
 
     def step_cost_and_tokens(kk: int) -> tuple[float, float]:
@@ -124,7 +124,7 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Wh
         return ms, tokens
 
     what_if = {}
-    for kk in K_WHAT_IF:
+    for kk in range(1, K_MAX + 1):
         ms, tokens = step_cost_and_tokens(kk)
         what_if[kk] = plain_ms * tokens / ms
     best = max(what_if, key=lambda kk: what_if[kk])
@@ -155,16 +155,3 @@ def _verify_line(batch: np.ndarray, verify_ms: np.ndarray, one_token_ms: float) 
     if len(sizes) == 1 and sizes[0] == 1:
         return np.array([0.0, float(np.average(ys, weights=weights))])
     return np.polyfit(xs, ys, 1, w=np.sqrt(weights))
-
-
-def _conditional(accepted: np.ndarray, drafted: np.ndarray) -> list[float]:
-    """The chance position i is kept given i - 1 was, from the per-position counts: each position's
-    rate among the steps that drafted it, over the rate of the position before."""
-    out, before = [], 1.0
-    for a, d in zip(accepted, drafted):
-        if d <= 0:
-            break
-        rate = float(a) / float(d)
-        out.append(min(1.0, rate / before) if before > 0 else 0.0)
-        before = rate
-    return out

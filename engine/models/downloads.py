@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from engine.core.units import format_bytes
+
 CHUNK_BYTES = 1 << 20
 RETRIES = 5  # attempts after a dropped connection, counted from the last byte received
 RETRY_WAIT_S = 1.0
@@ -167,14 +169,6 @@ class PullResult:
         if self.compat is not None:
             d["compat"] = self.compat
         return d
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 # -- what to fetch ---------------------------------------------------------------------------
@@ -464,72 +458,29 @@ def _transfer(
     resumes it.
     """
     import httpx2
-    from huggingface_hub import constants
-    from huggingface_hub.errors import HfHubHTTPError
-    from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
     assert plan.remote is not None
     name, total = plan.request.filename, plan.total
     plan.partial.parent.mkdir(parents=True, exist_ok=True)
-    received = 0
+    stream = _Stream()
     attempts_left = retries
     while True:
-        have = _size(plan.partial)
-        if total is not None and have > total:
+        stream.have = _size(plan.partial)
+        if total is not None and stream.have > total:
             plan.partial.unlink()  # longer than the file: not a prefix of it
-            have = 0
-        if total is not None and have == total:
-            return received
-        headers = dict(plan.headers)
-        if have:
-            headers["Range"] = f"bytes={have}-"
-        got_bytes = False
+            stream.have = 0
+        if total is not None and stream.have == total:
+            return stream.received
+        stream.got_bytes = False
         try:
-            with http_stream_backoff(
-                "GET",
-                plan.remote.location,
-                headers=headers,
-                follow_redirects=True,
-                timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
-                retry_on_exceptions=(),
-                retry_on_status_codes=(429, 500, 502, 503, 504),
-            ) as response:
-                if response.status_code == 416 and have:
-                    plan.partial.unlink()  # the server cannot continue this partial: start again
-                    continue
-                try:
-                    hf_raise_for_status(response)
-                except HfHubHTTPError:
-                    # e.g. an expired signed CDN address; the next pull asks the hub for a fresh one
-                    raise DownloadError(
-                        f"the download server answered HTTP {response.status_code} for {name}; "
-                        f"{have} bytes kept in {plan.partial}, pull again to resume"
-                    ) from None
-                mode = "ab"
-                if have and response.status_code != 206:
-                    mode, have = "wb", 0  # the server ignored the Range header and sends the whole file
-                elif have and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
-                    raise DownloadError(
-                        f"the server answered {name}'s range request from byte {have} with "
-                        f"{response.headers.get('Content-Range')!r}"
-                    )
-                meter.update(have, force=True)
-                with open(plan.partial, mode) as fh:
-                    for chunk in response.iter_bytes(chunk_bytes):
-                        fh.write(chunk)
-                        have += len(chunk)
-                        received += len(chunk)
-                        got_bytes = True
-                        meter.update(have)
-                        if cancel is not None and cancel.is_set():
-                            fh.flush()
-                            raise DownloadCancelled(name, plan.partial, have, total)
-            if total is None or have == total:
-                return received
-            error: Exception = DownloadError(f"the connection ended after {have} of {total} bytes")
+            if not _stream_rest(plan, meter, cancel, chunk_bytes, stream):
+                continue  # the partial was removed: start again
+            if total is None or stream.have == total:
+                return stream.received
+            error: Exception = DownloadError(f"the connection ended after {stream.have} of {total} bytes")
         except httpx2.TransportError as exc:
             error = exc
-        if got_bytes:
+        if stream.got_bytes:
             attempts_left = retries  # progress was made: the count of failures starts again
         if attempts_left <= 0:
             of = f" of {total}" if total is not None else ""
@@ -542,6 +493,80 @@ def _transfer(
             raise DownloadCancelled(name, plan.partial, _size(plan.partial), total)
         if cancel is None:
             time.sleep(retry_wait_s)
+
+
+@dataclass
+class _Stream:
+    """A transfer's progress over its attempts."""
+
+    received: int = 0  # bytes received, all attempts together
+    have: int = 0  # bytes of the file in the partial
+    got_bytes: bool = False  # the attempt under way received some
+
+
+def _stream_rest(plan: _Plan, meter: _Meter, cancel: threading.Event | None, chunk_bytes: int, stream: _Stream) -> bool:
+    """One GET of the file from byte stream.have on, appended to the partial as it arrives. False when the
+    server cannot continue the partial, which is then removed."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import http_stream_backoff
+
+    assert plan.remote is not None
+    name, total = plan.request.filename, plan.total
+    headers = dict(plan.headers)
+    if stream.have:
+        headers["Range"] = f"bytes={stream.have}-"
+    with http_stream_backoff(
+        "GET",
+        plan.remote.location,
+        headers=headers,
+        follow_redirects=True,
+        timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
+        retry_on_exceptions=(),
+        retry_on_status_codes=(429, 500, 502, 503, 504),
+    ) as response:
+        if response.status_code == 416 and stream.have:
+            plan.partial.unlink()  # the server cannot continue this partial: start again
+            return False
+        mode = _append_mode(plan, response, stream.have)
+        if mode == "wb":
+            stream.have = 0  # the server ignored the Range header and sends the whole file
+        meter.update(stream.have, force=True)
+        with open(plan.partial, mode) as fh:
+            for chunk in response.iter_bytes(chunk_bytes):
+                fh.write(chunk)
+                stream.have += len(chunk)
+                stream.received += len(chunk)
+                stream.got_bytes = True
+                meter.update(stream.have)
+                if cancel is not None and cancel.is_set():
+                    fh.flush()
+                    raise DownloadCancelled(name, plan.partial, stream.have, total)
+    return True
+
+
+def _append_mode(plan: _Plan, response: Any, have: int) -> str:
+    """How the answer to a GET from byte ``have`` goes into the partial: "ab" where it continues it, "wb" where
+    the server sends the whole file; a DownloadError for an error status or a range that does not fit."""
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import hf_raise_for_status
+
+    name = plan.request.filename
+    try:
+        hf_raise_for_status(response)
+    except HfHubHTTPError:
+        # e.g. an expired signed CDN address; the next pull asks the hub for a fresh one
+        raise DownloadError(
+            f"the download server answered HTTP {response.status_code} for {name}; "
+            f"{have} bytes kept in {plan.partial}, pull again to resume"
+        ) from None
+    if have and response.status_code != 206:
+        return "wb"
+    if have and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
+        raise DownloadError(
+            f"the server answered {name}'s range request from byte {have} with "
+            f"{response.headers.get('Content-Range')!r}"
+        )
+    return "ab"
 
 
 def _link_into_snapshot(plan: _Plan) -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from engine.core.units import format_plan_bytes
+
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -143,6 +145,17 @@ class VocabInfo:
         return text or f"[EMPTY_{token_id}]".encode()
 
 
+class _ArchInt:
+    """A hyperparameter of ModelInfo read from its <architecture>.<key> metadata (None where the file does not
+    say; a per-layer array gives its largest entry)."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __get__(self, info: ModelInfo, owner: type | None = None) -> int | None:
+        return info._arch_int(self.key)
+
+
 @dataclass
 class ModelInfo:
     path: str
@@ -169,17 +182,18 @@ class ModelInfo:
             value = max((v for v in value if isinstance(v, (int, float))), default=None)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    @property
-    def block_count(self) -> int | None:
-        return self._arch_int("block_count")
+    def _head_dim(self, suffix: str) -> int | None:
+        """The key or value head size: the file's key, else n_embd / n_head, as llama.cpp defaults it."""
+        n = self._arch_int(suffix)
+        if n is not None:
+            return n
+        return self.n_embd // self.n_head if self.n_embd and self.n_head else None
 
-    @property
-    def n_embd(self) -> int | None:
-        return self._arch_int("embedding_length")
-
-    @property
-    def n_head(self) -> int | None:
-        return self._arch_int("attention.head_count")
+    block_count = _ArchInt("block_count")
+    n_embd = _ArchInt("embedding_length")
+    n_head = _ArchInt("attention.head_count")
+    n_ff = _ArchInt("feed_forward_length")
+    n_ctx_train = _ArchInt("context_length")
 
     @property
     def n_head_kv(self) -> int | None:
@@ -189,25 +203,11 @@ class ModelInfo:
 
     @property
     def head_dim_k(self) -> int | None:
-        k = self._arch_int("attention.key_length")
-        if k is not None:
-            return k
-        return self.n_embd // self.n_head if self.n_embd and self.n_head else None
+        return self._head_dim("attention.key_length")
 
     @property
     def head_dim_v(self) -> int | None:
-        v = self._arch_int("attention.value_length")
-        if v is not None:
-            return v
-        return self.n_embd // self.n_head if self.n_embd and self.n_head else None
-
-    @property
-    def n_ff(self) -> int | None:
-        return self._arch_int("feed_forward_length")
-
-    @property
-    def n_ctx_train(self) -> int | None:
-        return self._arch_int("context_length")
+        return self._head_dim("attention.value_length")
 
     @property
     def file_type(self) -> int | None:
@@ -707,13 +707,10 @@ def format_report(info: ModelInfo) -> str:
     d = info.to_dict()
     v = d["vocab"]
 
-    def size(n: int) -> str:
-        return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
     lines = [
         f"{Path(info.path).name}: {d['architecture'] or 'unknown architecture'}"
         + (f" ({d['name']})" if d["name"] else ""),
-        f"  parameters  {d['parameter_count']:,} in {d['tensor_count']} tensors, {size(d['tensor_bytes'])}"
+        f"  parameters  {d['parameter_count']:,} in {d['tensor_count']} tensors, {format_plan_bytes(d['tensor_bytes'])}"
         f" ({d['file_type_name'] or 'file type not stated'})",
         f"  shape       {d['block_count']} layers, n_embd {d['n_embd']}, heads {d['n_head']} "
         f"(KV {d['n_head_kv']}), head dims {d['head_dim_k']}/{d['head_dim_v']}, n_ff {d['n_ff']}, "
@@ -730,7 +727,7 @@ def format_report(info: ModelInfo) -> str:
     if d["quantization_mix"]:
         lines.append("  quantization mix:")
         for type_name, entry in d["quantization_mix"].items():
-            lines.append(f"    {type_name:<8} {entry['tensors']:5d} tensors  {size(entry['bytes']):>12}")
+            lines.append(f"    {type_name:<8} {entry['tensors']:5d} tensors  {format_plan_bytes(entry['bytes']):>12}")
     return "\n".join(lines)
 
 

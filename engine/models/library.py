@@ -627,7 +627,7 @@ def _pair_all(found: _Found, judge: _VocabJudge) -> list[dict]:
 
 
 def format_library(lib: Library) -> str:
-    from engine.models.downloads import format_bytes
+    from engine.core.units import format_bytes
 
     lines = ["sources:"]
     for s in lib.sources:

@@ -382,9 +382,22 @@ def _write(
     import gguf
 
     vocab, scores, types = build_vocab(vocab_variant, spec.n_vocab, chat=spec.chat_template is not None)
-    shape = spec.shape
-    w = gguf.GGUFWriter(str(path), shape.arch)
+    w = gguf.GGUFWriter(str(path), spec.shape.arch)
     mtp = spec.mtp and role == "target"
+    _write_model_keys(w, spec, n_layer, role, mtp, len(vocab))
+    _write_tokenizer(w, spec, vocab, scores, types)
+    _write_tensors(w, spec, n_layer, embd, output, blocks, mtp)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _write_model_keys(w: Any, spec: PairSpec, n_layer: int, role: str, mtp: bool, n_vocab: int) -> None:
+    """The general and architecture keys, up to the vocabulary size and the file type; the tokenizer's follow."""
+    import gguf
+
+    shape = spec.shape
     w.add_name(f"{spec.name}-{role}")
     w.add_context_length(shape.n_ctx_train)
     w.add_embedding_length(shape.n_embd)
@@ -404,27 +417,35 @@ def _write(
     if shape.sliding_window and not shape.gemma4:
         w.add_sliding_window(shape.sliding_window)
     if shape.hybrid:
-        # a quarter of each head rotates, in llama.cpp's multi-section layout (sections sum to n_rot / 2)
-        n_rot = shape.n_embd // shape.n_head // 4
-        w.add_rope_dimension_count(n_rot)
-        w.add_rope_dimension_sections([n_rot // 2 - 2 * (n_rot // 6), n_rot // 6, n_rot // 6, 0])
-        w.add_full_attention_interval(FULL_ATTENTION_INTERVAL)
-        w.add_ssm_conv_kernel(SSM_CONV_KERNEL)
-        w.add_ssm_inner_size(SSM_STATE * SSM_V_HEADS)
-        w.add_ssm_state_size(SSM_STATE)
-        w.add_ssm_time_step_rank(SSM_V_HEADS)
-        w.add_ssm_group_count(SSM_GROUPS)
+        _write_qwen35_keys(w, shape)
     if shape.is_moe:
         w.add_expert_count(shape.n_expert)
         w.add_expert_used_count(shape.n_expert_used)
         w.add_expert_feed_forward_length(shape.expert_ff)
-    w.add_vocab_size(len(vocab))
+    w.add_vocab_size(n_vocab)
     ftype = {
         "f32": gguf.LlamaFileType.ALL_F32,
         "f16": gguf.LlamaFileType.MOSTLY_F16,
         "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
     }[spec.dtype]
     w.add_file_type(int(ftype))
+
+
+def _write_qwen35_keys(w: Any, shape: ModelShape) -> None:
+    """Qwen3.5's rotary sections and delta-net sizes."""
+    # a quarter of each head rotates, in llama.cpp's multi-section layout (sections sum to n_rot / 2)
+    n_rot = shape.n_embd // shape.n_head // 4
+    w.add_rope_dimension_count(n_rot)
+    w.add_rope_dimension_sections([n_rot // 2 - 2 * (n_rot // 6), n_rot // 6, n_rot // 6, 0])
+    w.add_full_attention_interval(FULL_ATTENTION_INTERVAL)
+    w.add_ssm_conv_kernel(SSM_CONV_KERNEL)
+    w.add_ssm_inner_size(SSM_STATE * SSM_V_HEADS)
+    w.add_ssm_state_size(SSM_STATE)
+    w.add_ssm_time_step_rank(SSM_V_HEADS)
+    w.add_ssm_group_count(SSM_GROUPS)
+
+
+def _write_tokenizer(w: Any, spec: PairSpec, vocab: list[str], scores: list[float], types: list[int]) -> None:
     w.add_tokenizer_model("llama")
     w.add_token_list(vocab)
     w.add_token_scores(scores)
@@ -437,34 +458,47 @@ def _write(
     if spec.chat_template is not None:
         w.add_chat_template(spec.chat_template)
 
-    def put(name: str, arr: np.ndarray) -> None:
-        if name.endswith("ssm_conv1d.weight"):
-            w.add_tensor(name, arr.astype(np.float32))  # llama.cpp's conv kernel reads F32 only, as converters keep it
-        elif arr.ndim >= 2 and spec.dtype == "f16":
-            w.add_tensor(name, arr.astype(np.float16))
-        elif arr.ndim >= 2 and spec.dtype == "q8_0" and arr.shape[-1] % 32 == 0:
-            q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        else:
-            w.add_tensor(name, arr.astype(np.float32))
 
-    put("token_embd.weight", embd)
-    put("output_norm.weight", np.ones(shape.n_embd, dtype=np.float32))
-    put("output.weight", output)
+def _write_tensors(
+    w: Any,
+    spec: PairSpec,
+    n_layer: int,
+    embd: np.ndarray,
+    output: np.ndarray,
+    blocks: list[dict[str, np.ndarray]],
+    mtp: bool,
+) -> None:
+    """The model's tensors: the embeddings and output head, the first n_layer blocks, the MTP block."""
+    shape = spec.shape
+    _put(w, spec.dtype, "token_embd.weight", embd)
+    _put(w, spec.dtype, "output_norm.weight", np.ones(shape.n_embd, dtype=np.float32))
+    _put(w, spec.dtype, "output.weight", output)
     if shape.gemma4 and not all(gemma4_is_sliding(il) for il in range(n_layer)):
         # one tensor of frequency factors for every global layer (llama.cpp duplicates it per buffer type);
         # ones rotate as plain RoPE does
-        put("rope_freqs.weight", np.ones(shape.gemma4_attention(GEMMA4_PERIOD - 1)[0] // 2, dtype=np.float32))
+        freqs = np.ones(shape.gemma4_attention(GEMMA4_PERIOD - 1)[0] // 2, dtype=np.float32)
+        _put(w, spec.dtype, "rope_freqs.weight", freqs)
     for i, block in enumerate(blocks[:n_layer]):
         for key, arr in block.items():
-            put(f"blk.{i}.{key}", arr)
+            _put(w, spec.dtype, f"blk.{i}.{key}", arr)
     if mtp:
         for key, arr in _qwen35_mtp_block(shape).items():
-            put(f"blk.{n_layer}.{key}", arr)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+            _put(w, spec.dtype, f"blk.{n_layer}.{key}", arr)
+
+
+def _put(w: Any, dtype: str, name: str, arr: np.ndarray) -> None:
+    """One tensor in the pair's dtype (f32 | f16 | q8_0); vectors, and rows q8_0's blocks do not divide, in F32."""
+    import gguf
+
+    if name.endswith("ssm_conv1d.weight"):
+        w.add_tensor(name, arr.astype(np.float32))  # llama.cpp's conv kernel reads F32 only, as converters keep it
+    elif arr.ndim >= 2 and dtype == "f16":
+        w.add_tensor(name, arr.astype(np.float16))
+    elif arr.ndim >= 2 and dtype == "q8_0" and arr.shape[-1] % 32 == 0:
+        q = gguf.quants.quantize(arr, gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    else:
+        w.add_tensor(name, arr.astype(np.float32))
 
 
 def _check_gemma4(spec: PairSpec) -> None:
@@ -526,6 +560,21 @@ def write_pair(out_dir: str | Path, spec: PairSpec = PairSpec(), draft_vocab_var
 
 
 def main(argv: list[str] | None = None) -> int:
+    p = _parser()
+    a = p.parse_args(argv)
+    shape, draft_layers = _shape(p, a)
+    template = _chat_template(p, a)
+    spec = PairSpec(shape, draft_layers, a.divergence, a.seed, a.dtype, chat_template=template, mtp=a.mtp)
+    try:
+        target, draft = write_pair(a.out_dir, spec)
+    except ValueError as exc:
+        p.error(str(exc))
+    json.dump({"target": str(target), "draft": str(draft), "spec": dataclasses.asdict(spec)}, sys.stdout)
+    print()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.models.synthetic", description=__doc__.splitlines()[0])
     p.add_argument("out_dir")
     p.add_argument("--n-embd", type=int, default=ModelShape.n_embd)
@@ -580,7 +629,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="chatml|FILE",
         help="write a chat template into both models: 'chatml', or a jinja file's text",
     )
-    a = p.parse_args(argv)
+    return p
+
+
+def _shape(p: argparse.ArgumentParser, a: argparse.Namespace) -> tuple[ModelShape, int]:
+    """The target's shape and the draft's layers the options ask for (the error, through p, when they clash)."""
     moe = {"n_expert": a.n_expert, "n_expert_used": a.n_expert_used, "n_ff_exp": a.n_ff_exp} if a.n_expert else {}
     if a.sliding_window and a.n_expert:
         p.error("--sliding-window writes a dense gemma3; it does not combine with --n-expert")
@@ -613,6 +666,11 @@ def main(argv: list[str] | None = None) -> int:
         hybrid=a.hybrid,
         **(gemma4 if a.gemma4 else {}),
     )
+    return shape, draft_layers
+
+
+def _chat_template(p: argparse.ArgumentParser, a: argparse.Namespace) -> str | None:
+    """--chat-template's jinja text: ChatML's, or a file's (the error, through p, when it cannot be read)."""
     template = None
     if a.chat_template == "chatml":
         template = CHATML_TEMPLATE
@@ -621,14 +679,7 @@ def main(argv: list[str] | None = None) -> int:
             template = Path(a.chat_template).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             p.error(f"--chat-template: cannot read {a.chat_template}: {exc}")
-    spec = PairSpec(shape, draft_layers, a.divergence, a.seed, a.dtype, chat_template=template, mtp=a.mtp)
-    try:
-        target, draft = write_pair(a.out_dir, spec)
-    except ValueError as exc:
-        p.error(str(exc))
-    json.dump({"target": str(target), "draft": str(draft), "spec": dataclasses.asdict(spec)}, sys.stdout)
-    print()
-    return 0
+    return template
 
 
 if __name__ == "__main__":

@@ -302,10 +302,36 @@ def _read_target(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def write_gemma4_assistant(path: str | Path, target_path: str | Path, seed: int = 17) -> Path:
     """A gemma4-assistant draft file for the gemma4 GGUF at ``target_path`` (F32); return the path."""
-    import gguf
-
     path, target_path = Path(path), Path(target_path)
     meta, tgt = _read_target(target_path)
+    shape = _assistant_shape(meta, tgt)
+    w = _assistant_writer(path, meta, shape)
+    _finish(w, _assistant_tensors(np.random.default_rng(seed), tgt, shape))
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class _AssistantShape:
+    """A gemma4 assistant's numbers, from its target's: two layers, one sliding reading the target's layer
+    n_layer - 2 and one global reading n_layer - 1, with those layers' head sizes and KV heads."""
+
+    d_tgt: int  # the target's width, which the assistant's projections map from and to
+    d: int  # the assistant's own width; llama.cpp requires it to differ from the target's
+    n_head: int
+    kv_heads: list[int]  # the sliding layer's, the global layer's
+    dim_global: int
+    dim_swa: int
+    ff: int
+    n_vocab: int
+    pattern: tuple[bool, ...] = (True, False)  # sliding, then global
+
+    @property
+    def dims(self) -> list[int]:
+        return [self.dim_swa, self.dim_global]
+
+
+def _assistant_shape(meta: dict[str, Any], tgt: dict[str, np.ndarray]) -> _AssistantShape:
+    """The assistant's numbers from its target's metadata; a ValueError for a target it cannot draft for."""
     a = "gemma4."
     n_layer_tgt = int(meta[a + "block_count"])
     swa_pattern = list(meta[a + "attention.sliding_window_pattern"])
@@ -314,38 +340,42 @@ def write_gemma4_assistant(path: str | Path, target_path: str | Path, seed: int 
     kv_heads = meta[a + "attention.head_count_kv"]
     kv_heads = list(kv_heads) if isinstance(kv_heads, list) else [int(kv_heads)] * n_layer_tgt
     d_tgt = int(meta[a + "embedding_length"])
-    d = 2 * d_tgt  # the assistant's own width; llama.cpp requires it to differ from the target's
+    d = 2 * d_tgt
     n_head = int(meta[a + "attention.head_count"])
     dim_global, dim_swa = int(meta[a + "attention.key_length"]), int(meta[a + "attention.key_length_swa"])
-    ff = 2 * d
-    # one sliding layer reading the target's layer n_layer - 2, one global reading n_layer - 1
-    pattern = [True, False]
-    dims = [dim_swa, dim_global]
-    n_vocab = tgt["token_embd.weight"].shape[0]
+    kv = [kv_heads[n_layer_tgt - 2], kv_heads[n_layer_tgt - 1]]
+    return _AssistantShape(d_tgt, d, n_head, kv, dim_global, dim_swa, 2 * d, tgt["token_embd.weight"].shape[0])
 
+
+def _assistant_writer(path: Path, meta: dict[str, Any], s: _AssistantShape) -> Any:
+    """A GGUFWriter with the assistant's keys and its target's vocabulary."""
+    import gguf
+
+    a = "gemma4."
+    pattern = list(s.pattern)
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path), ASSISTANT_ARCH)
     w.add_name("spectune-synthetic-gemma4-assistant")
     w.add_context_length(int(meta[a + "context_length"]))
-    w.add_embedding_length(d)
-    w.add_embedding_length_out(d_tgt)
+    w.add_embedding_length(s.d)
+    w.add_embedding_length_out(s.d_tgt)
     w.add_block_count(len(pattern))
     w.add_nextn_predict_layers(len(pattern))  # every layer is a draft layer: there is no trunk
-    w.add_feed_forward_length(ff)
-    w.add_head_count(n_head)
-    w.add_head_count_kv([kv_heads[n_layer_tgt - 2], kv_heads[n_layer_tgt - 1]])
-    w.add_key_length(dim_global)
-    w.add_value_length(dim_global)
-    w.add_key_length_swa(dim_swa)
-    w.add_value_length_swa(dim_swa)
-    w.add_rope_dimension_count(int(meta.get(a + "rope.dimension_count", dim_global)))
-    w.add_rope_dimension_count_swa(int(meta.get(a + "rope.dimension_count_swa", dim_swa)))
+    w.add_feed_forward_length(s.ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.kv_heads)
+    w.add_key_length(s.dim_global)
+    w.add_value_length(s.dim_global)
+    w.add_key_length_swa(s.dim_swa)
+    w.add_value_length_swa(s.dim_swa)
+    w.add_rope_dimension_count(int(meta.get(a + "rope.dimension_count", s.dim_global)))
+    w.add_rope_dimension_count_swa(int(meta.get(a + "rope.dimension_count_swa", s.dim_swa)))
     w.add_rope_freq_base(float(meta.get(a + "rope.freq_base", 10_000.0)))
     w.add_rope_freq_base_swa(float(meta.get(a + "rope.freq_base_swa", 10_000.0)))
     w.add_sliding_window(int(meta[a + "attention.sliding_window"]))
     w.add_sliding_window_pattern(pattern)
     w.add_layer_norm_rms_eps(float(meta[a + "attention.layer_norm_rms_epsilon"]))
-    w.add_vocab_size(n_vocab)
+    w.add_vocab_size(s.n_vocab)
     w.add_file_type(int(gguf.LlamaFileType.ALL_F32))
     # the target's vocabulary, as it is
     w.add_tokenizer_model(meta["tokenizer.ggml.model"])
@@ -362,11 +392,18 @@ def write_gemma4_assistant(path: str | Path, target_path: str | Path, seed: int 
     ):
         if key in meta:
             add(meta[key])
+    return w
 
-    rng = np.random.default_rng(seed)
+
+def _assistant_tensors(
+    rng: np.random.Generator, tgt: dict[str, np.ndarray], s: _AssistantShape
+) -> dict[str, np.ndarray]:
+    """The assistant's tensors: they pass the target's embedding of the token through to the target's output
+    matrix, and its blocks run but add nothing."""
+    d, d_tgt = s.d, s.d_tgt
     # the token embedding doubles as the output matrix: its first d_tgt columns are the target's output,
     # the rest never meet a nonzero activation
-    embd = np.concatenate([tgt["output.weight"], _w(rng, n_vocab, d - d_tgt)], axis=1)
+    embd = np.concatenate([tgt["output.weight"], _w(rng, s.n_vocab, d - d_tgt)], axis=1)
     pre = np.zeros((d, 2 * d_tgt), np.float32)  # [scaled target embedding ; target hidden state] -> [x ; 0]
     pre[:d_tgt, :d_tgt] = np.eye(d_tgt, dtype=np.float32)
     post = np.zeros((d_tgt, d), np.float32)
@@ -376,28 +413,27 @@ def write_gemma4_assistant(path: str | Path, target_path: str | Path, seed: int 
         "output_norm.weight": _ones(d),
         "nextn.pre_projection.weight": pre,
         "nextn.post_projection.weight": post,
-        "rope_freqs.weight": _ones(dim_global // 2),
+        "rope_freqs.weight": _ones(s.dim_global // 2),
     }
     zeros = np.zeros(d, np.float32)
-    for i, hd in enumerate(dims):
+    for i, hd in enumerate(s.dims):
         # attention and FFN run, and their zero post-norms keep them out of the residual stream
         blk = {
             "attn_norm.weight": _ones(d),
-            "attn_q.weight": _w(rng, n_head * hd, d),
-            "attn_output.weight": _w(rng, d, n_head * hd),
+            "attn_q.weight": _w(rng, s.n_head * hd, d),
+            "attn_output.weight": _w(rng, d, s.n_head * hd),
             "attn_q_norm.weight": _ones(hd),
             "post_attention_norm.weight": zeros,
             "layer_output_scale.weight": _ones(1),
             "ffn_norm.weight": _ones(d),
-            "ffn_gate.weight": _w(rng, ff, d),
-            "ffn_up.weight": _w(rng, ff, d),
-            "ffn_down.weight": _w(rng, d, ff),
+            "ffn_gate.weight": _w(rng, s.ff, d),
+            "ffn_up.weight": _w(rng, s.ff, d),
+            "ffn_down.weight": _w(rng, d, s.ff),
             "post_ffw_norm.weight": zeros,
         }
         for key, arr in blk.items():
             tensors[f"blk.{i}.{key}"] = arr
-    _finish(w, tensors)
-    return path
+    return tensors
 
 
 def main(argv: list[str] | None = None) -> int:

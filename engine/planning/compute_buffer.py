@@ -55,51 +55,11 @@ def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: 
     as ggml-alloc's holes fall; the fit counts 1.4). Held out, the real Gemma 3 270M Q4_K_M: -0.03% with 2 outputs at
     contexts 512-8192 (and against llama-server -np 1 -c 8192), +0.2% .. +0.5% with 65.
 
-    A sliding-window model (engine.planning.sliding_window) has two masks, one over the full cache for
-    its global layers and one over the window cache (SlidingWindow.cells) for its sliding ones, and both
-    are live through the layers: mask = 2*T*(n_kv + window cells), either term dropped when no layer is
-    of that kind. On generated gemma3 models (E 128-256, F/E 1-8, V 580 and 32000, 1-12 layers, windows
-    64 and 512, contexts 512 and 2048: 28 cases) the llama phases with these masks are within -9.2% ..
-    +10.7% of llama.cpp, exact in 2 (they were -24% .. +62% with one full-context mask, the +62% on a
-    model with no global layer); gemma3's own layer (norms after attention and FFN) reserves what
-    llama's does (the large-vocabulary cases above, where its layers decide to the byte).
+    A sliding-window model's two masks are _mask_cells'; a mixture-of-experts model's FFN phase is
+    _moe_ffn_phase, a hybrid model's (Qwen3.5) _delta_net_phase and a hybrid MoE's _hybrid_moe_phase,
+    each with the models it was fitted on and the error measured.
 
     Gemma 4 (gemma4_compute_buffer_bytes) and its assistant draft file have their own fits.
-
-    A mixture-of-experts model (n_expert X, K used, expert FFN rows G) replaces the FFN
-    phase with its routed FFN, which holds K expert rows per token at once:
-
-      MoE FFN    4*T*max(4E + K*E, 3*K*G + 3E + (E if K*G > E else 0)) + mask + 24*T + 288
-
-    fitted on generated qwen3moe models (E 128-512, X 4-64, K 1-8, G 32-768, contexts
-    512 and 2048): exact to the byte in 133 of 140 cases; the 7 others are one packing
-    coincidence of ggml-alloc (K = 8 with K*G = 2E, where llama.cpp reserves 4*T*18E and
-    the plan is low by up to 32 %).
-
-    A hybrid model (engine.planning.recurrent: Qwen3.5) has its own FFN phase and a delta-net
-    phase, C = conv channels of a delta-net layer (2 x ssm_state x ssm_groups + ssm_inner):
-
-      hybrid FFN  4*T*(3F + 3E + 3) + mask + 24*T + 320
-      delta-net   4*T*(3C + 3E + 15) + mask + 24*T + 288
-
-    fitted on generated qwen35 models (E 128-512, F 256-2048, C 128-1536, contexts 512 and
-    2048): within -0.11% .. +0.64% of llama.cpp in all 28 cases, exact in 16, with or without
-    rollback snapshots (n_rs_seq 3 and 6 reserve the same). The attention and output phases are
-    the llama fit's: on two generated hybrids with 32000 and 60000 vocabulary rows, where the
-    output phase decides, 2.2% to 5.0% low.
-
-    A hybrid MoE (qwen35moe) runs its routed experts and then a shared expert of S rows
-    (expert_shared_feed_forward_length, default n_ff) beside them; its FFN phase is
-
-      hybrid MoE  4*T*(3*max(K*G, S) + R) + mask + 320, with
-                  R = (K + 4)*E + 9 when K*G <= 2E and K >= 4, 4E + 25 when K*G <= 2E and K < 4,
-                  6E + 9 when K*G > 2E and K >= 4, 6E + 25 when K*G > 2E and K < 4
-
-    fitted on generated qwen35moe models (E 128-512, S = n_ff E-4E, X 8, K 1-8, G E/8-2E, contexts 512
-    and 2048): on the 8-layer targets exact in 61 of 72 cases and otherwise 0.2% to 11% high (the term
-    R follows ggml-alloc's packing, not a clean phase: at K = 8 with K*G = 4E it is 4E, not 6E); on
-    4-layer models, whose one attention layer is their last, 0% to 35% high. Before this fit (the MoE
-    and delta-net phases alone) the same 144 cases were 0.2% to 43% low.
     """
     if info.architecture == "gemma4":
         return gemma4_compute_buffer_bytes(info, n_ctx, n_ubatch, n_outputs)
@@ -121,25 +81,9 @@ def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: 
     phases = [attention, 4 * O * V + 4 * T * E + 12 * O * E + 2064, last_layer_ffn]
     layout = recurrent_layout(info)
     if (info.block_count or 0) >= 2:
-        n_expert, used, expert_ff = moe_numbers(info)
-        if n_expert and layout:
-            phases.append(4 * T * (3 * max(used * expert_ff, _shared_expert_rows(info)) + _hybrid_moe_rest(info)))
-            phases[-1] += mask + 320
-        elif n_expert:
-            routed = 3 * used * expert_ff + 3 * E + (E if used * expert_ff > E else 0)
-            phases.append(4 * T * max(4 * E + used * E, routed) + mask + small)
-        elif layout:
-            phases.append(4 * T * (3 * F + 3 * E + 3) + mask + small + 32)
-        else:
-            # the attention's output (q a token) and wo's (E) leave one hole that an F-row tensor reuses
-            # only when F fits in it
-            q_hole = q or E
-            phases.append(4 * T * (2 * F + 3 * E + q_hole + (F if F > E + q_hole else 0)) + mask + small)
+        phases.append(_ffn_phase(info, T, q, mask, layout is not None))
     if layout and layout.n_recurrent:
-        # the delta-net layer: its qkv projection, convolution and gated output, conv_dim channels a token
-        d_state, d_inner = info._arch_int("ssm.state_size") or 0, info._arch_int("ssm.inner_size") or 0
-        conv_dim = 2 * d_state * (info._arch_int("ssm.group_count") or 0) + d_inner
-        phases.append(4 * T * (3 * conv_dim + 3 * E + 15) + mask + small)
+        phases.append(_delta_net_phase(info, T, mask))
     return max(phases)
 
 
@@ -160,8 +104,8 @@ def gemma4_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_ou
     plus, for a model with per-layer embeddings (Gemma 4 E2B / E4B: embedding_length_per_layer_input P),
     their projected inputs, 4*T*n_layer*P, live through the whole graph (from the graph, not measured:
     the generator writes none). A Gemma 4 with MoE layers (26B-A4B) also takes compute_buffer_bytes' MoE
-    phase with this mask (not measured either). Final-logit softcapping runs in place (measured: it adds
-    nothing).
+    phase (_moe_ffn_phase) with this mask (not measured either). Final-logit softcapping runs in place
+    (measured: it adds nothing).
 
     Fitted on generated gemma4 models (engine.synthetic --gemma4: E 128-512, F/E 1-16, q_g/E 1-8,
     V 580-64000, windows 64 and 512, 12 and 18 layers with 0 and 6 shared-KV layers, contexts 256-4096):
@@ -181,10 +125,8 @@ def gemma4_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_ou
         4 * T * (2 * F + 5 * E + 10 + (F if F > 2 * E else 0)) + mask + 288,
         4 * O * V + 4 * T * (5 * E + 1),
     ]
-    n_expert, used, expert_ff = moe_numbers(info)
-    if n_expert:
-        routed = 3 * used * expert_ff + 3 * E + (E if used * expert_ff > E else 0)
-        phases.append(4 * T * max(4 * E + used * E, routed) + mask + 24 * T + 288)
+    if moe_numbers(info)[0]:
+        phases.append(_moe_ffn_phase(info, T, mask))
     return max(phases) + per_layer
 
 
@@ -241,6 +183,81 @@ def mtp_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outpu
     return max(phases) + 2 * n_ctx * T + 24 * T + 288
 
 
+def _ffn_phase(info: ModelInfo, T: int, q: int, mask: int, hybrid: bool) -> int:
+    """compute_buffer_bytes' FFN phase (of a model of 2 or more layers), by the kind of FFN: llama's dense one,
+    a routed MoE's, a hybrid's or a hybrid MoE's."""
+    E, F = info.n_embd or 0, info.n_ff or 0
+    if moe_numbers(info)[0]:
+        return _hybrid_moe_phase(info, T, mask) if hybrid else _moe_ffn_phase(info, T, mask)
+    if hybrid:  # fitted with the delta-net phase (see there)
+        return 4 * T * (3 * F + 3 * E + 3) + mask + 24 * T + 320
+    # the attention's output (q a token) and wo's (E) leave one hole that an F-row tensor reuses
+    # only when F fits in it
+    q_hole = q or E
+    return 4 * T * (2 * F + 3 * E + q_hole + (F if F > E + q_hole else 0)) + mask + 24 * T + 288
+
+
+def _moe_ffn_phase(info: ModelInfo, T: int, mask: int) -> int:
+    """The FFN phase of a mixture-of-experts model, for compute_buffer_bytes and gemma4_compute_buffer_bytes.
+
+    A mixture-of-experts model (n_expert X, K used, expert FFN rows G) replaces the FFN
+    phase with its routed FFN, which holds K expert rows per token at once:
+
+      MoE FFN    4*T*max(4E + K*E, 3*K*G + 3E + (E if K*G > E else 0)) + mask + 24*T + 288
+
+    fitted on generated qwen3moe models (E 128-512, X 4-64, K 1-8, G 32-768, contexts
+    512 and 2048): exact to the byte in 133 of 140 cases; the 7 others are one packing
+    coincidence of ggml-alloc (K = 8 with K*G = 2E, where llama.cpp reserves 4*T*18E and
+    the plan is low by up to 32 %).
+    """
+    E = info.n_embd or 0
+    _, used, expert_ff = moe_numbers(info)
+    routed = 3 * used * expert_ff + 3 * E + (E if used * expert_ff > E else 0)
+    return 4 * T * max(4 * E + used * E, routed) + mask + 24 * T + 288
+
+
+def _hybrid_moe_phase(info: ModelInfo, T: int, mask: int) -> int:
+    """The FFN phase of a hybrid MoE, for compute_buffer_bytes.
+
+    A hybrid MoE (qwen35moe) runs its routed experts and then a shared expert of S rows
+    (expert_shared_feed_forward_length, default n_ff) beside them; its FFN phase is
+
+      hybrid MoE  4*T*(3*max(K*G, S) + R) + mask + 320, with
+                  R = (K + 4)*E + 9 when K*G <= 2E and K >= 4, 4E + 25 when K*G <= 2E and K < 4,
+                  6E + 9 when K*G > 2E and K >= 4, 6E + 25 when K*G > 2E and K < 4
+
+    fitted on generated qwen35moe models (E 128-512, S = n_ff E-4E, X 8, K 1-8, G E/8-2E, contexts 512
+    and 2048): on the 8-layer targets exact in 61 of 72 cases and otherwise 0.2% to 11% high (the term
+    R follows ggml-alloc's packing, not a clean phase: at K = 8 with K*G = 4E it is 4E, not 6E); on
+    4-layer models, whose one attention layer is their last, 0% to 35% high. Before this fit (the MoE
+    and delta-net phases alone) the same 144 cases were 0.2% to 43% low.
+    """
+    _, used, expert_ff = moe_numbers(info)
+    return 4 * T * (3 * max(used * expert_ff, _shared_expert_rows(info)) + _hybrid_moe_rest(info)) + mask + 320
+
+
+def _delta_net_phase(info: ModelInfo, T: int, mask: int) -> int:
+    """The delta-net phase of a hybrid model with recurrent layers, for compute_buffer_bytes.
+
+    A hybrid model (engine.planning.recurrent: Qwen3.5) has its own FFN phase and a delta-net
+    phase, C = conv channels of a delta-net layer (2 x ssm_state x ssm_groups + ssm_inner):
+
+      hybrid FFN  4*T*(3F + 3E + 3) + mask + 24*T + 320
+      delta-net   4*T*(3C + 3E + 15) + mask + 24*T + 288
+
+    fitted on generated qwen35 models (E 128-512, F 256-2048, C 128-1536, contexts 512 and
+    2048): within -0.11% .. +0.64% of llama.cpp in all 28 cases, exact in 16, with or without
+    rollback snapshots (n_rs_seq 3 and 6 reserve the same). The attention and output phases are
+    the llama fit's: on two generated hybrids with 32000 and 60000 vocabulary rows, where the
+    output phase decides, 2.2% to 5.0% low.
+    """
+    E = info.n_embd or 0
+    # the delta-net layer: its qkv projection, convolution and gated output, conv_dim channels a token
+    d_state, d_inner = info._arch_int("ssm.state_size") or 0, info._arch_int("ssm.inner_size") or 0
+    conv_dim = 2 * d_state * (info._arch_int("ssm.group_count") or 0) + d_inner
+    return 4 * T * (3 * conv_dim + 3 * E + 15) + mask + 24 * T + 288
+
+
 def moe_numbers(info: ModelInfo) -> tuple[int, int, int]:
     """(experts per layer, experts used per token, rows of an expert's FFN); (0, 0, 0) for a dense model.
     An expert's rows default to n_ff / n_expert_used, as llama.cpp's qwen3moe loader has it."""
@@ -255,7 +272,17 @@ def moe_numbers(info: ModelInfo) -> tuple[int, int, int]:
 def _mask_cells(info: ModelInfo, n_ctx: int, n_ubatch: int) -> int:
     """The KV cells the attention masks cover together: the full cache's for a model without sliding
     layers; otherwise the window cache's for its sliding layers plus the full cache's if any layer is
-    global (llama.cpp's iswa input builds one mask per kind, and only those the graph uses)."""
+    global (llama.cpp's iswa input builds one mask per kind, and only those the graph uses).
+
+    A sliding-window model (engine.planning.sliding_window) has two masks, one over the full cache for
+    its global layers and one over the window cache (SlidingWindow.cells) for its sliding ones, and both
+    are live through the layers: mask = 2*T*(n_kv + window cells), either term dropped when no layer is
+    of that kind. On generated gemma3 models (E 128-256, F/E 1-8, V 580 and 32000, 1-12 layers, windows
+    64 and 512, contexts 512 and 2048: 28 cases) the llama phases with these masks are within -9.2% ..
+    +10.7% of llama.cpp, exact in 2 (they were -24% .. +62% with one full-context mask, the +62% on a
+    model with no global layer); gemma3's own layer (norms after attention and FFN) reserves what
+    llama's does (compute_buffer_bytes' large-vocabulary cases, where its layers decide to the byte).
+    """
     window = sliding_window(info)
     if window is None:
         return n_ctx
@@ -270,7 +297,7 @@ def _shared_expert_rows(info: ModelInfo) -> int:
 
 
 def _hybrid_moe_rest(info: ModelInfo) -> int:
-    """R of compute_buffer_bytes' hybrid MoE phase: what is live beside the expert rows, in floats a token."""
+    """R of the hybrid MoE phase (_hybrid_moe_phase): what is live beside the expert rows, in floats a token."""
     E = info.n_embd or 0
     _, used, expert_ff = moe_numbers(info)
     # the few floats a token beyond E's multiples: 9 with 4 or more experts a token, 25 with fewer

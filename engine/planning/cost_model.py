@@ -27,9 +27,12 @@ a second pass of a + 2 tokens (fed to the draft model too) that keeps one more t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from engine.planning.constants import K_MAX
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,20 @@ class CostCurve:
         return cls((1,), (ms,))
 
 
-def conditional_acceptance(accepted_by_position: list[int], steps: int) -> list[float]:
-    """a_i from by-position counts of drafts that were K long (prefix acceptance)."""
-    out, reached = [], steps
-    for accepted in accepted_by_position:
-        out.append(accepted / reached if reached else 0.0)
-        reached = accepted
+def conditional_acceptance(accepted_by_position: Iterable[float], drafted: Iterable[float] | int) -> list[float]:
+    """a_i, the chance position i is kept given position i - 1 was, from per-position counts: each position's
+    rate among the steps that drafted it, over the rate of the position before. ``drafted`` is the steps that
+    drafted each position, or one count for drafts that were all K long (the tuner's probes, a bench's runs).
+    Stops at the first position nothing drafted."""
+    accepted = list(accepted_by_position)
+    per_position = [drafted] * len(accepted) if isinstance(drafted, int) else list(drafted)
+    out, before = [], 1.0
+    for a, d in zip(accepted, per_position):
+        if d <= 0:
+            break
+        rate = float(a) / float(d)
+        out.append(min(1.0, rate / before) if before > 0 else 0.0)
+        before = rate
     return out
 
 
@@ -114,7 +125,7 @@ class PairCosts:
                 tokens += p
         return 1000.0 * tokens / ms
 
-    def best_k(self, cond: list[float], k_max: int = 16) -> tuple[int, float]:
+    def best_k(self, cond: list[float], k_max: int = K_MAX) -> tuple[int, float]:
         scores = [(self.predict_tps(cond, k), k) for k in range(1, k_max + 1)]
         tps, k = max(scores)
         return k, tps

@@ -249,25 +249,32 @@ class DeviceSpeed:
         }
 
 
-def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
-    """None when NVML gave no bandwidth for this GPU."""
-    if not gpu.peak_memory_bandwidth_bytes_per_s:
-        return None
+def gpu_flops(gpu: GpuInfo) -> tuple[float, str]:
+    """(FP16 TFLOPs, where the figure comes from): SpecTune's table for a GPU it names, else a guess from the
+    compute capability."""
     name = gpu.name or gpu.llama_name
     # the longest matching entry: "RTX 4070 Ti" before "RTX 4070"
     known = max((k for k in GPU_TFLOPS if k in name), key=len, default=None)
     if known is not None:
-        tflops, source = GPU_TFLOPS[known], "NVML bandwidth, FLOPs from SpecTune's table"
-    else:
-        major = int((gpu.compute_capability or "8").split(".")[0])
-        tflops = TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0)
-        source = f"NVML bandwidth, FLOPs guessed from compute capability {gpu.compute_capability or '?'}"
+        return GPU_TFLOPS[known], "FLOPs from SpecTune's table"
+    major = int((gpu.compute_capability or "8").split(".")[0])
+    return TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0), (
+        f"FLOPs guessed from compute capability {gpu.compute_capability or '?'}"
+    )
+
+
+def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
+    """None when NVML gave no bandwidth for this GPU."""
+    if not gpu.peak_memory_bandwidth_bytes_per_s:
+        return None
+    tflops, flops_source = gpu_flops(gpu)
     return DeviceSpeed(
-        f"{gpu.llama_name} ({name})",
+        f"{gpu.llama_name} ({gpu.name or gpu.llama_name})",
         GPU_BANDWIDTH_EFFICIENCY * gpu.peak_memory_bandwidth_bytes_per_s,
         tflops * 1e12,
         GPU_OVERHEAD_MS,
-        source + f"; {GPU_BANDWIDTH_EFFICIENCY:.0%} of the peak bandwidth, as llama.cpp reaches in decoding",
+        f"NVML bandwidth, {flops_source}; {GPU_BANDWIDTH_EFFICIENCY:.0%} of the peak bandwidth, as llama.cpp"
+        " reaches in decoding",
     )
 
 
@@ -325,10 +332,17 @@ def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
     )
 
 
-def local_device(report: HardwareReport, folder: Path | None = None) -> DeviceSpeed:
-    """The device the planner predicts for: the first GPU NVML sizes, else this CPU as last measured,
-    else as assumed from its cores."""
-    return gpu_device(report) or latest_cpu_speed(folder) or assumed_cpu_speed(report.cpu.logical_cores)
+def cpu_device(cores: int | None, folder: Path | None = None) -> DeviceSpeed:
+    """This CPU as last probed (by any llama.cpp build), else as assumed from its cores."""
+    return latest_cpu_speed(folder) or assumed_cpu_speed(cores)
+
+
+def local_device(report: HardwareReport, folder: Path | None = None, cpu_only: bool = False) -> DeviceSpeed:
+    """The one choice of the device a prediction is for, measuring nothing: the first GPU NVML sizes (unless
+    cpu_only), else cpu_device. engine.measure.device_probe.measured_device probes the CPU where this
+    would assume it (the CLI); the pages show the assumption and offer the probe."""
+    gpu = None if cpu_only else gpu_device(report)
+    return gpu or cpu_device(report.cpu.logical_cores, folder)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
+from engine.core.units import format_gib
+
 
 @dataclass
 class GpuInfo:
@@ -364,9 +366,6 @@ def cpu_info() -> CpuInfo:
 
 
 def format_report(report: HardwareReport) -> str:
-    def gib(n: int | None) -> str:
-        return "?" if n is None else f"{n / 2**30:.1f} GiB"
-
     lines = [report.message]
     for g in report.gpus:
         bw = (
@@ -380,7 +379,8 @@ def format_report(report: HardwareReport) -> str:
             else "PCIe link unknown"
         )
         lines.append(
-            f"  {g.llama_name}  {g.name or '?'}  {gib(g.memory_free_bytes)} free of {gib(g.memory_total_bytes)}"
+            f"  {g.llama_name}  {g.name or '?'}  {format_gib(g.memory_free_bytes)} free"
+            f" of {format_gib(g.memory_total_bytes)}"
             f"  compute {g.compute_capability or '?'}  {bw}  {pcie}"
             f"  busy {g.utilization_gpu_percent if g.utilization_gpu_percent is not None else '?'}%"
         )
@@ -388,8 +388,8 @@ def format_report(report: HardwareReport) -> str:
             lines.append(f"      {query}: {error}")
     c = report.cpu
     lines.append(
-        f"  CPU  {c.logical_cores or '?'} logical cores  RAM {gib(c.ram_available_bytes)} available of "
-        f"{gib(c.ram_total_bytes)}  features {', '.join(c.features) or 'none detected'}"
+        f"  CPU  {c.logical_cores or '?'} logical cores  RAM {format_gib(c.ram_available_bytes)} available of "
+        f"{format_gib(c.ram_total_bytes)}  features {', '.join(c.features) or 'none detected'}"
     )
     return "\n".join(lines)
 

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.units import format_plan_bytes
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, ggml_row_bytes
 from engine.planning.compute_buffer import compute_buffer_bytes, moe_numbers, mtp_compute_buffer_bytes
 from engine.planning.kv_layers import kv_row_widths
@@ -456,7 +457,7 @@ def plan_memory(
     cache_type_v: str = "f16",
     cache_type_k_draft: str = "f16",
     cache_type_v_draft: str = "f16",
-    gpus: list[GpuBudget] | None = None,
+    gpus: Sequence[GpuBudget] | None = None,
     cpu_features: Iterable[str] = (),
     n_batch: int = DEFAULT_N_BATCH,
     n_ubatch: int = DEFAULT_N_UBATCH,
@@ -497,7 +498,45 @@ def plan_memory(
         _check_model(draft, "draft")
     ctk, ctv = _check_cache_type(cache_type_k, "K"), _check_cache_type(cache_type_v, "V")
     ctkd, ctvd = _check_cache_type(cache_type_k_draft, "draft K"), _check_cache_type(cache_type_v_draft, "draft V")
-    quantized_v = [t for t in (ctv, ctvd) if GGML_TYPES[GGML_TYPE_IDS[t.upper()]][1] > 1]
+    _check_settings(target, draft, (ctv, ctvd), flash_attn, n_ctx, n_batch, n_ubatch, n_outputs, n_rs_seq, mtp)
+    requested_ctx = n_ctx or target.n_ctx_train or 0
+    if requested_ctx <= 0:
+        raise PlanError(f"no context size given and {target.path} does not state its trained context")
+    kv_size = align(requested_ctx, KV_PAD)
+    if n_cpu_moe < -1 or n_cpu_moe_draft < -1:
+        raise PlanError("n_cpu_moe must be -1 (every layer), 0 (none) or a layer count")
+    outputs_draft = n_outputs if n_outputs_draft is None else n_outputs_draft
+    shared = _Shared(
+        gpus, cpu_features, kv_size, n_batch, n_ubatch, flash_attn, use_mmap, n_rs_seq, mtp, (ctkd, ctvd), outputs_draft
+    )
+    target_gpus, draft_gpus = _restricted(gpus, target_devices, "target"), _restricted(gpus, draft_devices, "draft")
+    loads = [_Load("target", target, requested_ctx, n_gpu_layers, (ctk, ctv), n_outputs, n_cpu_moe, target_gpus)]
+    if draft is not None:
+        # the draft context is asked for the target's allocated context (common/speculative.cpp:
+        # cparams.n_ctx = llama_n_ctx(ctx_tgt)), so its batch cap differs from the target's
+        loads.append(
+            _Load("draft", draft, kv_size, n_gpu_layers_draft, (ctkd, ctvd), outputs_draft, n_cpu_moe_draft, draft_gpus)
+        )
+    plan = MemoryPlan([], kv_size, {}, {}, gpus, [])
+    for load in loads:
+        _plan_model(plan, load, shared)
+    return plan
+
+
+def _check_settings(
+    target: ModelInfo,
+    draft: ModelInfo | None,
+    v_caches: tuple[str, str],
+    flash_attn: bool,
+    n_ctx: int,
+    n_batch: int,
+    n_ubatch: int,
+    n_outputs: int,
+    n_rs_seq: int,
+    mtp: bool,
+) -> None:
+    """The PlanError for plan_memory's settings that llama.cpp would refuse or that contradict each other."""
+    quantized_v = [t for t in v_caches if GGML_TYPES[GGML_TYPE_IDS[t.upper()]][1] > 1]
     if quantized_v and not flash_attn:
         raise PlanError(f"a quantized V cache ({quantized_v[0]}) needs flash attention, which is off")
     if n_ctx < 0 or n_batch < 1 or n_ubatch < 1 or n_outputs < 1:
@@ -508,125 +547,150 @@ def plan_memory(
         raise PlanError("an MTP context is made only without a draft model")
     if mtp and not trunk_layers(target) < (target.block_count or 0):
         raise PlanError(f"the target {target.path} has no MTP (next-n) layers to draft with")
-    requested_ctx = n_ctx or target.n_ctx_train or 0
-    if requested_ctx <= 0:
-        raise PlanError(f"no context size given and {target.path} does not state its trained context")
-    kv_size = align(requested_ctx, KV_PAD)
 
-    items: list[PlanItem] = []
-    layers: dict[str, dict] = {}
-    ubatches: dict[str, int] = {}
-    notes: list[str] = []
-    # the draft context is asked for the target's allocated context (common/speculative.cpp:
-    # cparams.n_ctx = llama_n_ctx(ctx_tgt)), so its batch cap differs from the target's
-    if n_cpu_moe < -1 or n_cpu_moe_draft < -1:
-        raise PlanError("n_cpu_moe must be -1 (every layer), 0 (none) or a layer count")
-    cpu_experts = {"target": n_cpu_moe, "draft": n_cpu_moe_draft}
-    models = [("target", target, requested_ctx, n_gpu_layers, ctk, ctv, n_outputs)]
-    if draft is not None:
-        models.append(
-            (
-                "draft",
-                draft,
-                kv_size,
-                n_gpu_layers_draft,
-                ctkd,
-                ctvd,
-                n_outputs if n_outputs_draft is None else n_outputs_draft,
-            )
+
+@dataclass(frozen=True)
+class _Shared:
+    """The settings both models of a plan load with (plan_memory's, checked)."""
+
+    gpus: list[GpuBudget]
+    cpu_features: tuple[str, ...]
+    kv_size: int  # the context llama.cpp allocates (padded), the target's and the draft's
+    n_batch: int
+    n_ubatch: int
+    flash_attn: bool
+    use_mmap: bool
+    n_rs_seq: int
+    mtp: bool
+    # the draft's cache types (K, V) and output rows, which the MTP context takes too
+    draft_cache_types: tuple[str, str]
+    n_outputs_draft: int
+
+
+@dataclass(frozen=True)
+class _Load:
+    """One model of the plan and what it is loaded with."""
+
+    role: str  # "target" | "draft"
+    info: ModelInfo
+    ctx_asked: int  # the context its llama_context is asked for (unpadded for the target)
+    n_gpu_layers: int
+    cache_types: tuple[str, str]  # K, V
+    n_outputs: int
+    cpu_expert_layers: int  # n_cpu_moe
+    gpus: list[GpuBudget]  # the GPUs its layers may use
+
+
+def _plan_model(plan: MemoryPlan, load: _Load, shared: _Shared) -> None:
+    """One model's micro-batch, layer placement, items and notes, added to the plan (with the MTP context's)."""
+    role, info, gpus = load.role, load.info, shared.gpus
+    # llama_context: n_batch is capped by the requested (unpadded) context, n_ubatch by n_batch
+    batch = min(load.ctx_asked, shared.n_batch)
+    ubatch = plan.n_ubatch[role] = min(batch, shared.n_ubatch)
+    devices = layer_devices(info.block_count or 0, load.n_gpu_layers, _gpus_left(plan, load))
+    counts: dict[str, int] = {}
+    for device in devices[:-1]:
+        counts[device] = counts.get(device, 0) + 1
+    plan.layers[role] = {"by_device": counts, "output_device": devices[-1]}
+    host_buffer = _host_buffer(gpus) if gpus else None
+    is_target = role == "target"
+    plan.items += weight_items(
+        info, role, devices, shared.cpu_features, shared.use_mmap, host_buffer, load.cpu_expert_layers, shared.mtp
+    )
+    if not _reads_target_cache(info):
+        type_k, type_v = load.cache_types
+        n_rs_seq = shared.n_rs_seq if is_target else 0
+        plan.items += kv_cache_items(info, role, devices, shared.kv_size, type_k, type_v, ubatch, n_rs_seq)
+    plan.items += _compute_items(info, role, devices, gpus, shared.kv_size, ubatch, load.n_outputs, shared.flash_attn)
+    if is_target and shared.mtp:
+        _plan_mtp_context(plan, info, devices, shared)
+    plan.items.append(_output_item(role, info, devices, gpus, min(load.n_outputs, batch)))
+    plan.notes += _model_notes(role, info, gpus, load.cpu_expert_layers)
+
+
+def _gpus_left(plan: MemoryPlan, load: _Load) -> list[GpuBudget]:
+    """The GPUs a model's layers are split over, by their free memory when it loads: the draft, loaded after
+    the target, splits by what the target left free."""
+    if load.role != "draft" or len(load.gpus) <= 1:
+        return load.gpus
+    held: dict[str, int] = {}
+    for i in plan.items:
+        held[i.device] = held.get(i.device, 0) + i.bytes
+    return [GpuBudget(g.name, max(g.free_bytes - held.get(g.name, 0), 0)) for g in load.gpus]
+
+
+def _reads_target_cache(info: ModelInfo) -> bool:
+    # a Gemma 4 assistant's layers read the target's KV cache (src/llama-model.cpp, LLM_ARCH_GEMMA4_ASSISTANT
+    # shares the target's last two layers' caches): it keeps none of its own
+    return info.speculative_role == "gemma4-assistant"
+
+
+def _plan_mtp_context(plan: MemoryPlan, info: ModelInfo, devices: list[str], shared: _Shared) -> None:
+    """The MTP context llama.cpp makes for a target loaded for draft-mtp, planned as the "draft": asked for
+    the target's allocated context, with the draft's cache types and output count."""
+    gpus, kv_size, mtp_outputs = shared.gpus, shared.kv_size, shared.n_outputs_draft
+    ctkd, ctvd = shared.draft_cache_types
+    mtp_ubatch = plan.n_ubatch["draft"] = min(kv_size, shared.n_batch, shared.n_ubatch)
+    plan.items += kv_cache_items(info, "draft", devices, kv_size, ctkd, ctvd, mtp_ubatch, mtp_context=True)
+    plan.items += _compute_items(
+        info, "draft", devices, gpus, kv_size, mtp_ubatch, mtp_outputs, shared.flash_attn, True
+    )
+    plan.items.append(_output_item("draft", info, devices, gpus, min(mtp_outputs, mtp_ubatch)))
+    plan.notes.append(
+        "draft: the MTP context runs on the target's weights (llama.cpp's breakdown lists them again "
+        "for it); its compute buffer is a fit measured on generated qwen35 models only"
+    )
+
+
+def _output_item(role: str, info: ModelInfo, devices: list[str], gpus: list[GpuBudget], n_outputs: int) -> PlanItem:
+    """The logits buffer of n_outputs rows, in the host memory of the output layer's device."""
+    host = CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus)
+    return PlanItem(
+        role,
+        "output",
+        host,
+        CPU,
+        info.vocab.n_tokens * n_outputs * 4,
+        f"logits of {n_outputs} outputs (host memory, not in llama.cpp's breakdown)",
+    )
+
+
+def _model_notes(role: str, info: ModelInfo, gpus: list[GpuBudget], cpu_expert_layers: int) -> list[str]:
+    """What the plan of this model leaves unmodelled or takes from a fit, for the reader of the plan."""
+    notes = []
+    if _reads_target_cache(info):
+        notes.append(
+            f"{role}: a Gemma 4 assistant keeps no KV cache (it reads the target's); its compute buffer is a fit "
+            "on generated assistants (exact on those 512 wide or more, up to 30 % high on smaller ones)"
         )
-    allowed = {
-        "target": _restricted(gpus, target_devices, "target"),
-        "draft": _restricted(gpus, draft_devices, "draft"),
-    }
-    for role, info, ctx_asked, ngl, type_k, type_v, outputs in models:
-        # llama_context: n_batch is capped by the requested (unpadded) context, n_ubatch by n_batch
-        batch = min(ctx_asked, n_batch)
-        ubatch = ubatches[role] = min(batch, n_ubatch)
-        own_gpus = allowed[role]
-        if role == "draft" and len(own_gpus) > 1:
-            held: dict[str, int] = {}
-            for i in items:
-                held[i.device] = held.get(i.device, 0) + i.bytes
-            own_gpus = [GpuBudget(g.name, max(g.free_bytes - held.get(g.name, 0), 0)) for g in own_gpus]
-        devices = layer_devices(info.block_count or 0, ngl, own_gpus)
-        counts: dict[str, int] = {}
-        for device in devices[:-1]:
-            counts[device] = counts.get(device, 0) + 1
-        layers[role] = {"by_device": counts, "output_device": devices[-1]}
-        host_buffer = _host_buffer(gpus) if gpus else None
-        is_target = role == "target"
-        # a Gemma 4 assistant's layers read the target's KV cache (src/llama-model.cpp, LLM_ARCH_GEMMA4_ASSISTANT
-        # shares the target's last two layers' caches): it keeps none of its own
-        assistant = info.speculative_role == "gemma4-assistant"
-        items += weight_items(info, role, devices, cpu_features, use_mmap, host_buffer, cpu_experts[role], mtp)
-        if not assistant:
-            items += kv_cache_items(info, role, devices, kv_size, type_k, type_v, ubatch, n_rs_seq if is_target else 0)
-        items += _compute_items(info, role, devices, gpus, kv_size, ubatch, outputs, flash_attn)
-        if is_target and mtp:
-            # the MTP context: asked for the target's allocated context, with the draft's cache types
-            mtp_outputs = n_outputs if n_outputs_draft is None else n_outputs_draft
-            mtp_ubatch = ubatches["draft"] = min(kv_size, n_batch, n_ubatch)
-            items += kv_cache_items(info, "draft", devices, kv_size, ctkd, ctvd, mtp_ubatch, mtp_context=True)
-            items += _compute_items(info, "draft", devices, gpus, kv_size, mtp_ubatch, mtp_outputs, flash_attn, True)
-            items.append(
-                PlanItem(
-                    "draft",
-                    "output",
-                    CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus),
-                    CPU,
-                    info.vocab.n_tokens * min(mtp_outputs, mtp_ubatch) * 4,
-                    f"logits of {min(mtp_outputs, mtp_ubatch)} outputs (host memory, not in llama.cpp's breakdown)",
-                )
-            )
-            notes.append(
-                "draft: the MTP context runs on the target's weights (llama.cpp's breakdown lists them again "
-                "for it); its compute buffer is a fit measured on generated qwen35 models only"
-            )
-        host = CPU if not gpus or devices[-1] == CPU else _host_buffer(gpus)
-        items.append(
-            PlanItem(
-                role,
-                "output",
-                host,
-                CPU,
-                info.vocab.n_tokens * min(outputs, batch) * 4,
-                f"logits of {min(outputs, batch)} outputs (host memory, not in llama.cpp's breakdown)",
-            )
+    elif info.arch_value("attention.sliding_window") and not modelled_window(info):
+        notes.append(
+            f"{role}: {info.architecture}.attention.sliding_window is set, and which layers slide is not "
+            "known here for this architecture: the plan counts full-context caches for all of them"
         )
-        if assistant:
-            notes.append(
-                f"{role}: a Gemma 4 assistant keeps no KV cache (it reads the target's); its compute buffer is a fit "
-                "on generated assistants (exact on those 512 wide or more, up to 30 % high on smaller ones)"
-            )
-        elif info.arch_value("attention.sliding_window") and not modelled_window(info):
-            notes.append(
-                f"{role}: {info.architecture}.attention.sliding_window is set, and which layers slide is not "
-                "known here for this architecture: the plan counts full-context caches for all of them"
-            )
-        if info.architecture == "gemma4":
-            notes.append(
-                f"{role}: the compute buffer of a Gemma 4 is a fit on generated gemma4 models (exact where a layer "
-                "decides it, within 11 % where the logits do); per-layer embeddings and MoE layers are added from "
-                "llama.cpp's graph, not measured"
-            )
-        elif sliding_window(info):
-            notes.append(
-                f"{role}: the compute buffer of a sliding-window model comes from the fit for full attention with "
-                "its two masks (on generated gemma3 it was 9 % low to 11 % high); its KV caches are llama.cpp's own "
-                "sizes"
-            )
-        if info.arch_value("ssm.state_size") and recurrent_layout(info) is None:
-            notes.append(
-                f"{role}: {info.architecture}.ssm.state_size is set; recurrent state is not modelled, so the plan "
-                "may be off for this model"
-            )
-        if gpus and moe_numbers(info)[0] and cpu_experts[role]:
-            notes.append(
-                f"{role}: experts held on the CPU run there; the CPU compute buffer that llama.cpp adds for "
-                "them is not modelled (measured on the CPU backend only)"
-            )
-    return MemoryPlan(items, kv_size, ubatches, layers, gpus, notes)
+    if info.architecture == "gemma4":
+        notes.append(
+            f"{role}: the compute buffer of a Gemma 4 is a fit on generated gemma4 models (exact where a layer "
+            "decides it, within 11 % where the logits do); per-layer embeddings and MoE layers are added from "
+            "llama.cpp's graph, not measured"
+        )
+    elif sliding_window(info):
+        notes.append(
+            f"{role}: the compute buffer of a sliding-window model comes from the fit for full attention with "
+            "its two masks (on generated gemma3 it was 9 % low to 11 % high); its KV caches are llama.cpp's own "
+            "sizes"
+        )
+    if info.arch_value("ssm.state_size") and recurrent_layout(info) is None:
+        notes.append(
+            f"{role}: {info.architecture}.ssm.state_size is set; recurrent state is not modelled, so the plan "
+            "may be off for this model"
+        )
+    if gpus and moe_numbers(info)[0] and cpu_expert_layers:
+        notes.append(
+            f"{role}: experts held on the CPU run there; the CPU compute buffer that llama.cpp adds for "
+            "them is not modelled (measured on the CPU backend only)"
+        )
+    return notes
 
 
 def load_options(
@@ -723,10 +787,6 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * scale)
 
 
-def format_bytes(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
 def format_plan(plan: MemoryPlan) -> str:
     d = plan.to_dict()
     lines = [
@@ -739,15 +799,15 @@ def format_plan(plan: MemoryPlan) -> str:
     lines.append(f"{'model':<7} {'item':<9} {'buffer':<11} {'device':<7} {'size':>12}")
     for i in plan.items:
         lines.append(
-            f"{i.model:<7} {i.kind:<9} {i.buffer_type:<11} {i.device:<7} {format_bytes(i.bytes):>12}  {i.detail}"
+            f"{i.model:<7} {i.kind:<9} {i.buffer_type:<11} {i.device:<7} {format_plan_bytes(i.bytes):>12}  {i.detail}"
         )
     for device, total in d["totals"]["by_device"].items():
-        lines.append(f"total on {device}: {format_bytes(total)}")
+        lines.append(f"total on {device}: {format_plan_bytes(total)}")
     for g in d["gpus"]:
         verdict = "fits" if g["headroom_bytes"] >= 0 else "does NOT fit"
         lines.append(
-            f"{g['name']}: {format_bytes(g['planned_bytes'])} of {format_bytes(g['free_bytes'])} free: "
-            f"{verdict} ({format_bytes(g['headroom_bytes'])} headroom)"
+            f"{g['name']}: {format_plan_bytes(g['planned_bytes'])} of {format_plan_bytes(g['free_bytes'])} free: "
+            f"{verdict} ({format_plan_bytes(g['headroom_bytes'])} headroom)"
         )
     lines += [f"note: {n}" for n in plan.notes]
     return "\n".join(lines)

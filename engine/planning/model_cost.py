@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo
+from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo
 from engine.planning.kv_layers import head_dims, layer_heads
-from engine.planning.recurrent import is_recurrent, recurrent_layout, trunk_layers
-from engine.planning.sliding_window import sliding_window
+from engine.planning.recurrent import RecurrentLayout, is_recurrent, recurrent_layout, trunk_layers
+from engine.planning.sliding_window import SlidingWindow, sliding_window
 
 KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
 
@@ -165,19 +165,77 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
     mtp: the cost of a pass of the model's MTP (next-n) block instead, as draft-mtp runs it (mtp_cost)."""
     n_expert = info._arch_int("expert_count") or 0
     n_expert_used = info._arch_int("expert_used_count") or n_expert
+    w = _count_weights(info, only, mtp, n_expert, n_expert_used)
+    layout = None if mtp else recurrent_layout(info)
+    state = layout.state_bytes() if layout and only is None else 0
+    window = sliding_window(info)
+    kv, att = _attention_per_position(info, layout, window, mtp) if only is None else ([0, 0], [0, 0])
+    return ModelCost(
+        weight_bytes=w.weight_bytes,
+        weight_macs=w.weight_macs,
+        kv_bytes_per_position=kv[0],
+        attention_macs_per_position=att[0],
+        swa_kv_bytes_per_position=kv[1],
+        swa_attention_macs_per_position=att[1],
+        swa_window=window.window if window else 0,
+        replays=layout is not None and layout.n_recurrent > 0,
+        reads_target_cache=info.architecture == "gemma4-assistant",  # its speculative_role, without a scan
+        mtp=mtp,
+        by_class=tuple((c, b, m) for c, (b, m) in sorted(w.classes.items())),
+        expert_share=n_expert_used / n_expert if n_expert and w.experts else 0.0,
+        expert_bytes_by_class=tuple(sorted(w.experts.items())),
+        state_bytes_per_pass=2 * state,
+        recurrent_macs=3 * layout.n_recurrent * layout.n_embd_s if layout and only is None else 0,
+        borrowed=tuple(
+            (t, round(n / max(sum(b for b, _ in w.classes.values()), 1), 4)) for t, n in sorted(w.borrowed.items())
+        ),
+        output_bytes=0 if mtp else w.output_bytes,
+        n_layers=len(w.layers_run),
+        charged_extra_bytes=w.charged_extra,
+    )
+
+
+@dataclass
+class _Weights:
+    """model_cost's tally of the tensors a pass reads, one token's share of each (the routed experts')."""
+
+    weight_bytes: int = 0
+    weight_macs: int = 0
+    classes: dict[str, list[int]] = field(default_factory=dict)  # weight class -> [bytes charged, multiply-adds]
+    borrowed: dict[str, int] = field(default_factory=dict)  # a type the probe does not time -> its bytes
+    experts: dict[str, int] = field(default_factory=dict)  # weight class -> all the experts' bytes
+    output_bytes: int = 0
+    charged_extra: int = 0
+    layers_run: set[int] = field(default_factory=set)
+
+    def add_matrix(self, t: TensorInfo, share: float) -> None:
+        """A matrix product's multiply-adds and the bytes its weight class is charged for."""
+        self.weight_macs += int(t.n_elements * share)
+        cls = weight_class(t.type_name)
+        c = self.classes.setdefault(cls, [0, 0])
+        held = charged = int(t.n_bytes * share)
+        if is_borrowed(t.type_name):
+            self.borrowed[t.type_name.upper()] = self.borrowed.get(t.type_name.upper(), 0) + held
+            # a stand-in's time per weight, not per byte: the unpacking, not the reading, sets a quantized
+            # kernel's pace on a CPU (bench/borrowed_classes.py: Q3_K and IQ4_XS charged per byte at Q6_K's
+            # rate were predicted 40-49 % too fast)
+            charged = int(t.n_elements * share * bytes_per_weight(cls))
+            self.charged_extra += charged - held
+        c[0] += charged
+        c[1] += int(t.n_elements * share)
+
+
+def _count_weights(
+    info: ModelInfo, only: Callable[[str], bool] | None, mtp: bool, n_expert: int, n_expert_used: int
+) -> _Weights:
+    """The weights a pass reads (model_cost's only and mtp choose the pass)."""
     tied = not any(t.name == "output.weight" for t in info.tensors)
     n_trunk = trunk_layers(info)
     # the logits of an MTP pass come from the model's output head unless its block has its own
     head = None if any(".nextn.shared_head_head" in t.name for t in info.tensors) else "output.weight"
     if head and tied:
         head = "token_embd.weight"
-    weight_bytes = weight_macs = 0
-    classes: dict[str, list[int]] = {}
-    borrowed: dict[str, int] = {}
-    experts: dict[str, int] = {}
-    output_bytes = 0
-    charged_extra = 0
-    layers_run: set[int] = set()
+    w = _Weights()
     for t in info.tensors:
         if only is not None and not only(t.name):
             continue
@@ -188,39 +246,32 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         if mtp != in_block and layer is not None:
             continue  # the MTP block is run by draft-mtp's own context, not by a pass of the model
         if layer is not None:
-            layers_run.add(int(layer.group(1)))
+            w.layers_run.add(int(layer.group(1)))
         share = 1.0
         if "_exps" in t.name and n_expert:
             share = n_expert_used / n_expert  # only the routed experts are read and multiplied
             cls = weight_class(t.type_name)
-            experts[cls] = experts.get(cls, 0) + t.n_bytes
+            w.experts[cls] = w.experts.get(cls, 0) + t.n_bytes
         if (t.name == "token_embd.weight" and not tied) or t.name in LOOKUP_TABLES:
             continue  # a lookup of one row per token, not a matrix product
         if t.name == ("token_embd.weight" if tied else "output.weight"):
-            output_bytes += t.n_bytes
-        weight_bytes += int(t.n_bytes * share)
+            w.output_bytes += t.n_bytes
+        w.weight_bytes += int(t.n_bytes * share)
         if len(t.shape) >= 2:
-            weight_macs += int(t.n_elements * share)
-            cls = weight_class(t.type_name)
-            c = classes.setdefault(cls, [0, 0])
-            held = charged = int(t.n_bytes * share)
-            if is_borrowed(t.type_name):
-                borrowed[t.type_name.upper()] = borrowed.get(t.type_name.upper(), 0) + held
-                # a stand-in's time per weight, not per byte: the unpacking, not the reading, sets a quantized
-                # kernel's pace on a CPU (bench/borrowed_classes.py: Q3_K and IQ4_XS charged per byte at Q6_K's
-                # rate were predicted 40-49 % too fast)
-                charged = int(t.n_elements * share * bytes_per_weight(cls))
-                charged_extra += charged - held
-            c[0] += charged
-            c[1] += int(t.n_elements * share)
-    layout = None if mtp else recurrent_layout(info)
-    state = layout.state_bytes() if layout and only is None else 0
-    window = sliding_window(info)
+            w.add_matrix(t, share)
+    return w
+
+
+def _attention_per_position(
+    info: ModelInfo, layout: RecurrentLayout | None, window: SlidingWindow | None, mtp: bool
+) -> tuple[list[int], list[int]]:
+    """(KV bytes, attention multiply-adds) of one context position, each as [full attention, sliding window],
+    over the layers a pass attends with (the MTP block's alone for mtp)."""
     # per attention layer: its heads and head sizes (Gemma 4's global layers differ from its sliding ones);
     # a layer that reuses an earlier layer's cache still reads it
+    n_trunk = trunk_layers(info)
     kv, att = [0, 0], [0, 0]  # [full attention, sliding window]
-    layers = range(n_trunk, info.block_count or 0) if mtp else range(n_trunk)
-    for il in layers if only is None else ():
+    for il in range(n_trunk, info.block_count or 0) if mtp else range(n_trunk):
         if is_recurrent(layout, il):
             continue
         n_head, n_head_kv = layer_heads(info, il)
@@ -228,29 +279,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         slides = int(window is not None and il < len(window.layers) and window.layers[il])
         kv[slides] += n_head_kv * (dim_k + dim_v) * KV_BYTES
         att[slides] += n_head * (dim_k + dim_v)
-    return ModelCost(
-        weight_bytes=weight_bytes,
-        weight_macs=weight_macs,
-        kv_bytes_per_position=kv[0],
-        attention_macs_per_position=att[0],
-        swa_kv_bytes_per_position=kv[1],
-        swa_attention_macs_per_position=att[1],
-        swa_window=window.window if window else 0,
-        replays=layout is not None and layout.n_recurrent > 0,
-        reads_target_cache=info.architecture == "gemma4-assistant",  # its speculative_role, without a scan
-        mtp=mtp,
-        by_class=tuple((c, b, m) for c, (b, m) in sorted(classes.items())),
-        expert_share=n_expert_used / n_expert if n_expert and experts else 0.0,
-        expert_bytes_by_class=tuple(sorted(experts.items())),
-        state_bytes_per_pass=2 * state,
-        recurrent_macs=3 * layout.n_recurrent * layout.n_embd_s if layout and only is None else 0,
-        borrowed=tuple(
-            (t, round(n / max(sum(b for b, _ in classes.values()), 1), 4)) for t, n in sorted(borrowed.items())
-        ),
-        output_bytes=0 if mtp else output_bytes,
-        n_layers=len(layers_run),
-        charged_extra_bytes=charged_extra,
-    )
+    return kv, att
 
 
 def bytes_per_weight(type_name: str) -> float:

@@ -5,6 +5,10 @@ model of any shape in memory."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
 from engine.planning.memory_plan import CPU_ALIGNMENT, PlanError, align
 from engine.planning.recurrent import DEFAULT_FULL_ATTENTION_INTERVAL, HYBRID_ARCHITECTURES
@@ -90,32 +94,104 @@ def model_info_from_numbers(
     double_wide_ffn; its tensors are those src/models/gemma4.cpp creates, its keys those the converter writes
     and engine.planning.kv_layers reads (per-layer KV heads, key_length / key_length_swa, the window pattern).
     """
-    if n_expert and not (1 <= n_expert_used <= n_expert and n_ff_exp > 0):
-        raise PlanError("an MoE model needs 1 <= n_expert_used <= n_expert and n_ff_exp > 0")
-    numbers = dict(
-        n_layer=n_layer,
-        n_embd=n_embd,
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim=head_dim,
-        n_ff=n_ff,
-        n_vocab=n_vocab,
-        n_ctx_train=n_ctx_train,
+    numbers = _checked(_Numbers(**locals()))  # locals() here are the parameters and nothing else
+    file = _TensorFile(numbers.weight_type, numbers.bits_per_weight)
+    _add_tensors(file, numbers)
+    return ModelInfo(
+        path=f"<{name or architecture} from numbers>",
+        file_size=file.offset,
+        version=3,
+        alignment=CPU_ALIGNMENT,
+        data_offset=0,
+        metadata=_metadata(numbers),
+        tensors=file.tensors,
+        vocab=VocabInfo(None, None, "BPE", n_vocab, -1, -1, False, False, None, None),
     )
-    bad = [k for k, v in numbers.items() if not isinstance(v, int) or v <= 0]
+
+
+@dataclass(frozen=True)
+class _Numbers:
+    """model_info_from_numbers's parameters as one value, for the steps that build the tensors and the keys."""
+
+    architecture: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_vocab: int
+    n_ctx_train: int
+    tied_embeddings: bool
+    weight_type: str
+    bits_per_weight: float | None
+    name: str
+    n_expert: int
+    n_expert_used: int
+    n_ff_exp: int
+    sliding_window: int | None
+    n_ff_shared: int
+    full_attention_interval: int
+    ssm_conv_kernel: int
+    ssm_state_size: int
+    ssm_group_count: int
+    ssm_time_step_rank: int
+    ssm_inner_size: int
+    nextn_layers: int
+    global_every: int
+    head_dim_global: int
+    n_head_kv_global: int
+    shared_kv_layers: int
+    n_embd_per_layer: int
+    k_eq_v: bool
+    double_wide_ffn: bool
+
+    @property
+    def hybrid(self) -> bool:
+        return self.architecture in HYBRID_ARCHITECTURES
+
+    @property
+    def gemma4(self) -> bool:
+        # without global_every a gemma4 is planned llama-style, one shape for all layers (tests edit its keys)
+        return self.architecture == "gemma4" and self.global_every > 0
+
+    @property
+    def interval(self) -> int:
+        return self.full_attention_interval or DEFAULT_FULL_ATTENTION_INTERVAL
+
+
+def _checked(n: _Numbers) -> _Numbers:
+    """The numbers with weight_type upper-cased, or the PlanError that says which of them cannot make a model."""
+    if n.n_expert and not (1 <= n.n_expert_used <= n.n_expert and n.n_ff_exp > 0):
+        raise PlanError("an MoE model needs 1 <= n_expert_used <= n_expert and n_ff_exp > 0")
+    required = ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train")
+    bad = [k for k in required if not isinstance(getattr(n, k), int) or getattr(n, k) <= 0]
     if bad:
         raise PlanError(f"model numbers must be positive integers: {', '.join(bad)}")
-    weight_type = weight_type.upper()
-    if weight_type not in GGML_TYPE_IDS:
-        raise PlanError(f"unknown ggml type {weight_type!r}")
-    if bits_per_weight is not None and not 0 < bits_per_weight <= 32:
-        raise PlanError(f"bits per weight must be in (0, 32], got {bits_per_weight}")
-    tensors: list[TensorInfo] = []
-    offset = 0
+    n = replace(n, weight_type=n.weight_type.upper())
+    if n.weight_type not in GGML_TYPE_IDS:
+        raise PlanError(f"unknown ggml type {n.weight_type!r}")
+    if n.bits_per_weight is not None and not 0 < n.bits_per_weight <= 32:
+        raise PlanError(f"bits per weight must be in (0, 32], got {n.bits_per_weight}")
+    ssm = (n.ssm_conv_kernel, n.ssm_state_size, n.ssm_group_count, n.ssm_time_step_rank, n.ssm_inner_size)
+    if n.hybrid and not all(v > 0 for v in ssm):
+        raise PlanError(f"a {n.architecture} model needs its ssm sizes (conv kernel, state, groups, rank, inner)")
+    if n.gemma4 and not (n.head_dim_global > 0 and n.n_head_kv_global > 0 and n.sliding_window):
+        raise PlanError("a gemma4 model needs head_dim_global, n_head_kv_global and sliding_window")
+    return n
 
-    def add(tensor_name: str, shape: tuple[int, ...], matrix: bool = True) -> None:
-        nonlocal offset
-        type_name = weight_type if matrix else "F32"
+
+class _TensorFile:
+    """The tensors written so far and where the next one starts, each laid out as a GGUF file aligns them."""
+
+    def __init__(self, weight_type: str, bits_per_weight: float | None) -> None:
+        self.weight_type = weight_type
+        self.bits_per_weight = bits_per_weight
+        self.tensors: list[TensorInfo] = []
+        self.offset = 0
+
+    def add(self, tensor_name: str, shape: tuple[int, ...], matrix: bool = True) -> None:
+        type_name = self.weight_type if matrix else "F32"
         fallback = matrix and shape[0] % _block(type_name) != 0
         if fallback:
             type_name = _QUANT_FALLBACK.get(type_name, type_name)
@@ -124,178 +200,174 @@ def model_info_from_numbers(
         n_elements = 1
         for d in shape:
             n_elements *= d
-        if matrix and bits_per_weight is not None and not fallback:
-            n_bytes = int(-(-n_elements * bits_per_weight // 8))
+        if matrix and self.bits_per_weight is not None and not fallback:
+            n_bytes = int(-(-n_elements * self.bits_per_weight // 8))
         else:
             n_bytes = ggml_row_bytes(type_name, shape[0]) * (n_elements // shape[0])
-        tensors.append(TensorInfo(tensor_name, shape, type_name, GGML_TYPE_IDS[type_name], offset, n_elements, n_bytes))
-        offset += align(n_bytes, CPU_ALIGNMENT)
-
-    hybrid = architecture in HYBRID_ARCHITECTURES
-    if hybrid and not all(
-        v > 0 for v in (ssm_conv_kernel, ssm_state_size, ssm_group_count, ssm_time_step_rank, ssm_inner_size)
-    ):
-        raise PlanError(f"a {architecture} model needs its ssm sizes (conv kernel, state, groups, rank, inner)")
-    interval = full_attention_interval or DEFAULT_FULL_ATTENTION_INTERVAL
-    q, kv = n_head * head_dim, n_head_kv * head_dim
-    # without global_every a gemma4 is planned llama-style, one shape for all layers (tests edit its keys)
-    gemma4 = architecture == "gemma4" and global_every > 0
-    if gemma4 and not (head_dim_global > 0 and n_head_kv_global > 0 and sliding_window):
-        raise PlanError("a gemma4 model needs head_dim_global, n_head_kv_global and sliding_window")
-    add("token_embd.weight", (n_embd, n_vocab))
-    if gemma4:
-        layout = dict(
-            global_every=global_every,
-            head_dim_global=head_dim_global,
-            n_head_kv_global=n_head_kv_global,
-            shared_kv_layers=shared_kv_layers,
-            n_embd_per_layer=n_embd_per_layer,
-            k_eq_v=k_eq_v,
-            double_wide_ffn=double_wide_ffn,
-            n_expert=n_expert,
-            n_ff_exp=n_ff_exp,
+        self.tensors.append(
+            TensorInfo(tensor_name, shape, type_name, GGML_TYPE_IDS[type_name], self.offset, n_elements, n_bytes)
         )
-        _gemma4_tensors(add, n_layer, n_embd, n_head, head_dim, n_head_kv, n_ff, n_vocab, layout)
-    for il in range(0 if gemma4 else n_layer + nextn_layers):
-        trunk = il < n_layer
-        add(f"blk.{il}.attn_norm.weight", (n_embd,), matrix=False)
-        if hybrid and trunk and (il + 1) % interval != 0:  # a gated delta-net layer
-            key_dim, value_dim = ssm_state_size * ssm_group_count, ssm_state_size * ssm_time_step_rank
-            add(f"blk.{il}.attn_qkv.weight", (n_embd, 2 * key_dim + value_dim))
-            add(f"blk.{il}.attn_gate.weight", (n_embd, value_dim))
-            add(f"blk.{il}.ssm_conv1d.weight", (ssm_conv_kernel, 2 * key_dim + value_dim), matrix=False)
-            add(f"blk.{il}.ssm_dt.bias", (ssm_time_step_rank,), matrix=False)
-            add(f"blk.{il}.ssm_a", (ssm_time_step_rank,), matrix=False)
-            add(f"blk.{il}.ssm_beta.weight", (n_embd, ssm_time_step_rank))
-            add(f"blk.{il}.ssm_alpha.weight", (n_embd, ssm_time_step_rank))
-            add(f"blk.{il}.ssm_norm.weight", (ssm_state_size,), matrix=False)
-            add(f"blk.{il}.ssm_out.weight", (value_dim, n_embd))
-        else:
-            add(f"blk.{il}.attn_q.weight", (n_embd, 2 * q if hybrid else q))
-            add(f"blk.{il}.attn_k.weight", (n_embd, kv))
-            add(f"blk.{il}.attn_v.weight", (n_embd, kv))
-            add(f"blk.{il}.attn_output.weight", (q, n_embd))
-            if hybrid:
-                add(f"blk.{il}.attn_q_norm.weight", (head_dim,), matrix=False)
-                add(f"blk.{il}.attn_k_norm.weight", (head_dim,), matrix=False)
-        add(f"blk.{il}.{'post_attention_norm' if hybrid else 'ffn_norm'}.weight", (n_embd,), matrix=False)
-        if not trunk:  # the MTP block's own tensors (src/models/qwen35.cpp, load_block_mtp)
-            add(f"blk.{il}.nextn.eh_proj.weight", (2 * n_embd, n_embd))
-            for norm in ("enorm", "hnorm", "shared_head_norm"):
-                add(f"blk.{il}.nextn.{norm}.weight", (n_embd,), matrix=False)
-        if n_expert:  # a routed FFN, qwen3moe's layout: the router and three stacked expert tensors
-            add(f"blk.{il}.ffn_gate_inp.weight", (n_embd, n_expert), matrix=False)
-            add(f"blk.{il}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert))
-            add(f"blk.{il}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert))
-            add(f"blk.{il}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert))
-            if n_ff_shared:  # the shared expert and its gate (qwen35moe, qwen2moe)
-                add(f"blk.{il}.ffn_gate_inp_shexp.weight", (n_embd,), matrix=False)
-                add(f"blk.{il}.ffn_gate_shexp.weight", (n_embd, n_ff_shared))
-                add(f"blk.{il}.ffn_up_shexp.weight", (n_embd, n_ff_shared))
-                add(f"blk.{il}.ffn_down_shexp.weight", (n_ff_shared, n_embd))
-            continue
-        add(f"blk.{il}.ffn_gate.weight", (n_embd, n_ff))
-        add(f"blk.{il}.ffn_up.weight", (n_embd, n_ff))
-        add(f"blk.{il}.ffn_down.weight", (n_ff, n_embd))
-    add("output_norm.weight", (n_embd,), matrix=False)
-    if not tied_embeddings:
-        add("output.weight", (n_embd, n_vocab))
-    metadata = {
-        "general.architecture": architecture,
-        "general.name": name,
-        f"{architecture}.block_count": n_layer + nextn_layers,
-        f"{architecture}.embedding_length": n_embd,
-        f"{architecture}.attention.head_count": n_head,
-        f"{architecture}.attention.head_count_kv": n_head_kv,
-        f"{architecture}.attention.key_length": head_dim,
-        f"{architecture}.attention.value_length": head_dim,
-        f"{architecture}.feed_forward_length": n_ff,
-        f"{architecture}.context_length": n_ctx_train,
+        self.offset += align(n_bytes, CPU_ALIGNMENT)
+
+
+def _add_tensors(file: _TensorFile, n: _Numbers) -> None:
+    """Every tensor of the model, in the converter's order: token_embd, the layers, output_norm, output."""
+    file.add("token_embd.weight", (n.n_embd, n.n_vocab))
+    if n.gemma4:
+        _gemma4_tensors(file.add, n)
+    else:
+        for il in range(n.n_layer + n.nextn_layers):
+            _layer_tensors(file.add, n, il)
+    file.add("output_norm.weight", (n.n_embd,), matrix=False)
+    if not n.tied_embeddings:
+        file.add("output.weight", (n.n_embd, n.n_vocab))
+
+
+def _layer_tensors(add: Callable[..., None], n: _Numbers, il: int) -> None:
+    """Layer il of a llama-style (or hybrid) model: a trunk layer, or past n_layer an MTP block."""
+    trunk = il < n.n_layer
+    hybrid = n.hybrid
+    add(f"blk.{il}.attn_norm.weight", (n.n_embd,), matrix=False)
+    if hybrid and trunk and (il + 1) % n.interval != 0:  # a gated delta-net layer
+        _delta_net_tensors(add, n, il)
+    else:
+        q, kv = n.n_head * n.head_dim, n.n_head_kv * n.head_dim
+        add(f"blk.{il}.attn_q.weight", (n.n_embd, 2 * q if hybrid else q))
+        add(f"blk.{il}.attn_k.weight", (n.n_embd, kv))
+        add(f"blk.{il}.attn_v.weight", (n.n_embd, kv))
+        add(f"blk.{il}.attn_output.weight", (q, n.n_embd))
+        if hybrid:
+            add(f"blk.{il}.attn_q_norm.weight", (n.head_dim,), matrix=False)
+            add(f"blk.{il}.attn_k_norm.weight", (n.head_dim,), matrix=False)
+    add(f"blk.{il}.{'post_attention_norm' if hybrid else 'ffn_norm'}.weight", (n.n_embd,), matrix=False)
+    if not trunk:  # the MTP block's own tensors (src/models/qwen35.cpp, load_block_mtp)
+        add(f"blk.{il}.nextn.eh_proj.weight", (2 * n.n_embd, n.n_embd))
+        for norm in ("enorm", "hnorm", "shared_head_norm"):
+            add(f"blk.{il}.nextn.{norm}.weight", (n.n_embd,), matrix=False)
+    if n.n_expert:  # a routed FFN, qwen3moe's layout: the router and three stacked expert tensors
+        add(f"blk.{il}.ffn_gate_inp.weight", (n.n_embd, n.n_expert), matrix=False)
+        add(f"blk.{il}.ffn_gate_exps.weight", (n.n_embd, n.n_ff_exp, n.n_expert))
+        add(f"blk.{il}.ffn_up_exps.weight", (n.n_embd, n.n_ff_exp, n.n_expert))
+        add(f"blk.{il}.ffn_down_exps.weight", (n.n_ff_exp, n.n_embd, n.n_expert))
+        if n.n_ff_shared:  # the shared expert and its gate (qwen35moe, qwen2moe)
+            add(f"blk.{il}.ffn_gate_inp_shexp.weight", (n.n_embd,), matrix=False)
+            add(f"blk.{il}.ffn_gate_shexp.weight", (n.n_embd, n.n_ff_shared))
+            add(f"blk.{il}.ffn_up_shexp.weight", (n.n_embd, n.n_ff_shared))
+            add(f"blk.{il}.ffn_down_shexp.weight", (n.n_ff_shared, n.n_embd))
+    else:
+        add(f"blk.{il}.ffn_gate.weight", (n.n_embd, n.n_ff))
+        add(f"blk.{il}.ffn_up.weight", (n.n_embd, n.n_ff))
+        add(f"blk.{il}.ffn_down.weight", (n.n_ff, n.n_embd))
+
+
+def _delta_net_tensors(add: Callable[..., None], n: _Numbers, il: int) -> None:
+    """A hybrid model's recurrent layer il in place of attention: Qwen3.5's gated delta-net tensors."""
+    key_dim, value_dim = n.ssm_state_size * n.ssm_group_count, n.ssm_state_size * n.ssm_time_step_rank
+    add(f"blk.{il}.attn_qkv.weight", (n.n_embd, 2 * key_dim + value_dim))
+    add(f"blk.{il}.attn_gate.weight", (n.n_embd, value_dim))
+    add(f"blk.{il}.ssm_conv1d.weight", (n.ssm_conv_kernel, 2 * key_dim + value_dim), matrix=False)
+    add(f"blk.{il}.ssm_dt.bias", (n.ssm_time_step_rank,), matrix=False)
+    add(f"blk.{il}.ssm_a", (n.ssm_time_step_rank,), matrix=False)
+    add(f"blk.{il}.ssm_beta.weight", (n.n_embd, n.ssm_time_step_rank))
+    add(f"blk.{il}.ssm_alpha.weight", (n.n_embd, n.ssm_time_step_rank))
+    add(f"blk.{il}.ssm_norm.weight", (n.ssm_state_size,), matrix=False)
+    add(f"blk.{il}.ssm_out.weight", (value_dim, n.n_embd))
+
+
+def _metadata(n: _Numbers) -> dict[str, Any]:
+    """The GGUF keys the converter writes for these numbers, and that llama.cpp's loader reads back."""
+    arch = n.architecture
+    metadata: dict[str, Any] = {
+        "general.architecture": arch,
+        "general.name": n.name,
+        f"{arch}.block_count": n.n_layer + n.nextn_layers,
+        f"{arch}.embedding_length": n.n_embd,
+        f"{arch}.attention.head_count": n.n_head,
+        f"{arch}.attention.head_count_kv": n.n_head_kv,
+        f"{arch}.attention.key_length": n.head_dim,
+        f"{arch}.attention.value_length": n.head_dim,
+        f"{arch}.feed_forward_length": n.n_ff,
+        f"{arch}.context_length": n.n_ctx_train,
     }
-    if sliding_window:
-        metadata[f"{architecture}.attention.sliding_window"] = sliding_window
-    if nextn_layers:
-        metadata[f"{architecture}.nextn_predict_layers"] = nextn_layers
-    if hybrid:
-        metadata[f"{architecture}.full_attention_interval"] = interval
-        metadata[f"{architecture}.ssm.conv_kernel"] = ssm_conv_kernel
-        metadata[f"{architecture}.ssm.state_size"] = ssm_state_size
-        metadata[f"{architecture}.ssm.group_count"] = ssm_group_count
-        metadata[f"{architecture}.ssm.time_step_rank"] = ssm_time_step_rank
-        metadata[f"{architecture}.ssm.inner_size"] = ssm_inner_size
-    if n_ff_shared:
-        metadata[f"{architecture}.expert_shared_feed_forward_length"] = n_ff_shared
-    if n_expert:
-        metadata[f"{architecture}.expert_count"] = n_expert
-        metadata[f"{architecture}.expert_used_count"] = n_expert_used
-        metadata[f"{architecture}.expert_feed_forward_length"] = n_ff_exp
-    if gemma4:
-        pattern = [il % global_every != global_every - 1 for il in range(n_layer)]
-        first_shared = n_layer - shared_kv_layers
-        metadata.update(
-            {
-                f"{architecture}.attention.head_count_kv": [n_head_kv if s else n_head_kv_global for s in pattern],
-                f"{architecture}.attention.key_length": head_dim_global,
-                f"{architecture}.attention.value_length": head_dim_global,
-                f"{architecture}.attention.key_length_swa": head_dim,
-                f"{architecture}.attention.value_length_swa": head_dim,
-                f"{architecture}.attention.sliding_window_pattern": pattern,
-                f"{architecture}.attention.shared_kv_layers": shared_kv_layers,
-                f"{architecture}.embedding_length_per_layer_input": n_embd_per_layer,
-            }
-        )
-        if double_wide_ffn:  # llama.cpp reads feed_forward_length as a scalar or one entry per layer
-            metadata[f"{architecture}.feed_forward_length"] = [
-                n_ff * (2 if il >= first_shared else 1) for il in range(n_layer)
-            ]
-    vocab = VocabInfo(None, None, "BPE", n_vocab, -1, -1, False, False, None, None)
-    return ModelInfo(
-        path=f"<{name or architecture} from numbers>",
-        file_size=offset,
-        version=3,
-        alignment=CPU_ALIGNMENT,
-        data_offset=0,
-        metadata=metadata,
-        tensors=tensors,
-        vocab=vocab,
+    if n.sliding_window:
+        metadata[f"{arch}.attention.sliding_window"] = n.sliding_window
+    if n.nextn_layers:
+        metadata[f"{arch}.nextn_predict_layers"] = n.nextn_layers
+    if n.hybrid:
+        metadata[f"{arch}.full_attention_interval"] = n.interval
+        metadata[f"{arch}.ssm.conv_kernel"] = n.ssm_conv_kernel
+        metadata[f"{arch}.ssm.state_size"] = n.ssm_state_size
+        metadata[f"{arch}.ssm.group_count"] = n.ssm_group_count
+        metadata[f"{arch}.ssm.time_step_rank"] = n.ssm_time_step_rank
+        metadata[f"{arch}.ssm.inner_size"] = n.ssm_inner_size
+    if n.n_ff_shared:
+        metadata[f"{arch}.expert_shared_feed_forward_length"] = n.n_ff_shared
+    if n.n_expert:
+        metadata[f"{arch}.expert_count"] = n.n_expert
+        metadata[f"{arch}.expert_used_count"] = n.n_expert_used
+        metadata[f"{arch}.expert_feed_forward_length"] = n.n_ff_exp
+    if n.gemma4:
+        _add_gemma4_metadata(metadata, n)
+    return metadata
+
+
+def _add_gemma4_metadata(metadata: dict[str, Any], n: _Numbers) -> None:
+    """A gemma4's per-layer keys over the llama-style ones: KV heads and the window pattern a layer each."""
+    arch, n_layer, every = n.architecture, n.n_layer, n.global_every
+    pattern = [il % every != every - 1 for il in range(n_layer)]
+    first_shared = n_layer - n.shared_kv_layers
+    metadata.update(
+        {
+            f"{arch}.attention.head_count_kv": [n.n_head_kv if s else n.n_head_kv_global for s in pattern],
+            f"{arch}.attention.key_length": n.head_dim_global,
+            f"{arch}.attention.value_length": n.head_dim_global,
+            f"{arch}.attention.key_length_swa": n.head_dim,
+            f"{arch}.attention.value_length_swa": n.head_dim,
+            f"{arch}.attention.sliding_window_pattern": pattern,
+            f"{arch}.attention.shared_kv_layers": n.shared_kv_layers,
+            f"{arch}.embedding_length_per_layer_input": n.n_embd_per_layer,
+        }
     )
+    if n.double_wide_ffn:  # llama.cpp reads feed_forward_length as a scalar or one entry per layer
+        metadata[f"{arch}.feed_forward_length"] = [n.n_ff * (2 if il >= first_shared else 1) for il in range(n_layer)]
 
 
-def _gemma4_tensors(add, n_layer, n_embd, n_head, head_dim, n_head_kv, n_ff, n_vocab, kw) -> None:
+def _gemma4_tensors(add: Callable[..., None], n: _Numbers) -> None:
     """The tensors of a gemma4 model between token_embd and output_norm, as src/models/gemma4.cpp creates them
     (load_arch_tensors): the per-layer embeddings, one rope_freqs for the global layers (llama.cpp duplicates
     it, the file holds it once), and per layer q / k / v / o at that layer's head size with q and k norms, the
     norms after attention and the FFN, the dense FFN, an MoE's router, experts and their norms beside it,
     and the per-layer input gate and projection. layer_output_scale (one number a layer) is left out."""
-    ple, every = kw["n_embd_per_layer"], kw["global_every"]
+    n_layer, n_embd, n_head, n_ff = n.n_layer, n.n_embd, n.n_head, n.n_ff
+    ple, every = n.n_embd_per_layer, n.global_every
     if ple:
-        add("per_layer_token_embd.weight", (ple * n_layer, n_vocab))
+        add("per_layer_token_embd.weight", (ple * n_layer, n.n_vocab))
         add("per_layer_model_proj.weight", (n_embd, ple * n_layer))
         add("per_layer_proj_norm.weight", (ple,), matrix=False)
-    add("rope_freqs.weight", (kw["head_dim_global"] // 2,), matrix=False)
-    first_shared = n_layer - kw["shared_kv_layers"]
+    add("rope_freqs.weight", (n.head_dim_global // 2,), matrix=False)
+    first_shared = n_layer - n.shared_kv_layers
     for il in range(n_layer):
         glob = il % every == every - 1
-        hd, kv_heads = (kw["head_dim_global"], kw["n_head_kv_global"]) if glob else (head_dim, n_head_kv)
+        hd, kv_heads = (n.head_dim_global, n.n_head_kv_global) if glob else (n.head_dim, n.n_head_kv)
         blk = f"blk.{il}."
         add(blk + "attn_norm.weight", (n_embd,), matrix=False)
         add(blk + "attn_q.weight", (n_embd, n_head * hd))
         if il < first_shared:  # a shared layer reads an earlier layer's K and V
             add(blk + "attn_k.weight", (n_embd, kv_heads * hd))
-            if not (glob and kw["k_eq_v"]):
+            if not (glob and n.k_eq_v):
                 add(blk + "attn_v.weight", (n_embd, kv_heads * hd))
             add(blk + "attn_k_norm.weight", (hd,), matrix=False)
         add(blk + "attn_output.weight", (n_head * hd, n_embd))
         add(blk + "attn_q_norm.weight", (hd,), matrix=False)
         add(blk + "post_attention_norm.weight", (n_embd,), matrix=False)
-        ff = n_ff * (2 if kw["double_wide_ffn"] and il >= first_shared else 1)
+        ff = n_ff * (2 if n.double_wide_ffn and il >= first_shared else 1)
         add(blk + "ffn_norm.weight", (n_embd,), matrix=False)
         add(blk + "ffn_gate.weight", (n_embd, ff))
         add(blk + "ffn_up.weight", (n_embd, ff))
         add(blk + "ffn_down.weight", (ff, n_embd))
         add(blk + "post_ffw_norm.weight", (n_embd,), matrix=False)
-        if kw["n_expert"]:  # the routed experts beside the dense FFN, each with its own norms
-            n_expert, ff_exp = kw["n_expert"], kw["n_ff_exp"]
+        if n.n_expert:  # the routed experts beside the dense FFN, each with its own norms
+            n_expert, ff_exp = n.n_expert, n.n_ff_exp
             add(blk + "ffn_gate_inp.weight", (n_embd, n_expert), matrix=False)
             for norm in (
                 "ffn_gate_inp.scale",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import ModelInfo, inspect_gguf
-from engine.planning.fit import MemoryBudget
+from engine.planning.budget import Budget
 from engine.planning.memory_plan import CPU, GpuBudget, MemoryPlan, load_options, moe_numbers, plan_memory
 
 Headroom = Callable[[int], int]  # free bytes of a GPU -> bytes to keep free on it
@@ -197,7 +197,7 @@ def place(
 
 
 def placement_for(
-    target: Path, draft: Path | None, ctx: int, budget: MemoryBudget, **opts
+    target: Path, draft: Path | None, ctx: int, budget: Budget, **opts
 ) -> tuple[Placement, MemoryPlan] | None:
     """Where a pair of files fits the budget's GPUs and RAM (place, without headroom): what the Lab offers
     and `spectune plan` prints when the pair does not fit as asked. None without a GPU in the budget or when
@@ -205,4 +205,4 @@ def placement_for(
     if not budget.gpus:
         return None
     draft_info = inspect_gguf(draft) if draft is not None else None
-    return place(inspect_gguf(target), draft_info, ctx, list(budget.gpus), no_headroom, budget.ram_available, **opts)
+    return place(inspect_gguf(target), draft_info, ctx, list(budget.gpus), no_headroom, budget.ram_bytes, **opts)

@@ -24,7 +24,8 @@ from engine.models.compat import check_pair
 from engine.models.draft_heads import MethodVerdict, method_verdicts, target_refusal
 from engine.models.gguf_check import GGUFError, check_gguf
 from engine.models.gguf_inspect import GGUFInspectError, ModelInfo, inspect_gguf
-from engine.planning.fit import FitVerdict, MemoryBudget, plan_fit
+from engine.planning.budget import Budget
+from engine.planning.fit import FitVerdict, plan_fit
 from engine.planning.memory_plan import PlanError
 
 FILE, VOCAB, MEMORY, NO_PLAN = "file", "vocab", "memory", "no-plan"
@@ -79,7 +80,7 @@ def preflight(
     target: Path,
     draft: Path | None,
     ctx: int,
-    budget: MemoryBudget | None,
+    budget: Budget | None,
     *,
     ngl: int = -1,
     ngl_draft: int | None = None,
@@ -128,7 +129,7 @@ def preflight(
 
 
 def _check_memory(
-    result: Preflight, ctx: int, budget: MemoryBudget, ngl: int, ngl_draft: int | None, plan_options: dict[str, Any]
+    result: Preflight, ctx: int, budget: Budget, ngl: int, ngl_draft: int | None, plan_options: dict[str, Any]
 ) -> None:
     assert result.target is not None
     try:

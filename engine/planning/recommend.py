@@ -1,11 +1,11 @@
 """What should I run: ranked target/draft/quantization choices that fit a memory budget.
 
-budget   free VRAM of the GPUs (NVML, engine.planning.hardware) or a size the user gives;
+budget   engine.planning.budget: free VRAM of the GPUs (NVML) or a size the user gives;
          without a GPU, available RAM for a CPU-only run. Headroom is kept back
          on every device: max(512 MiB, 5%) for the driver, other programs and the
          plan's own error.
 plan     engine.planning.memory_plan on models built from the catalog's numbers
-         (model_info_from_numbers): weights, both KV caches at the target's
+         (engine.planning.catalog_models): weights, both KV caches at the target's
          context, compute and output buffers.
 pairs    drafts share the target's tokenizer, have at most MAX_DRAFT_SHARE of its
          (active) parameters and come from its own family when it has any; each target
@@ -30,7 +30,8 @@ rank     score = size + quant + speed, in points (each part reported):
                   a bandwidth-bound decoder (engine.planning.cost_model.leviathan_speedup)
                   with c = draft bytes / target bytes read per token.
          The acceptance is the speed model's prior (by kind of text with a workload set, lowered
-         for a coarse draft quant) until the lab measures the real one; K is the best of 1..8.
+         for a coarse draft quant) until the lab measures the real one; K is the best of 1..K_MAX
+         (engine.planning.constants).
 left out near-misses (within 25% of the budget, under the speed floor, or fitting but
          not worth a draft) come with the reason; models without a same-tokenizer draft in
          the catalog, or whose trained context is shorter than asked, are named.
@@ -40,39 +41,28 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 
-from engine.models.catalog import BUNDLED, Catalog, Model, ModelFile
+from engine.core.units import format_plan_bytes
+from engine.models.catalog import BUNDLED, Catalog, CatalogError, Model, ModelFile, load_catalog
 from engine.models.draft_heads import MTP_ARCHITECTURES
-from engine.models.gguf_inspect import ModelInfo
-from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, PREDICT_N_PAST
+from engine.planning.budget import Budget, BudgetError, budget_from_hardware, headroom, needed_and_fits
+from engine.planning.catalog_models import CatalogModels, plan_pair, quant_quality, size_params, where_text
+from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, K_MAX, PREDICT_N_PAST
 from engine.planning.cost_model import leviathan_speedup
-from engine.planning.device_speed import DeviceSpeed
-from engine.planning.hardware import HardwareReport
-from engine.planning.memory_plan import (
-    CPU,
-    KV_PAD,
-    GpuBudget,
-    MemoryPlan,
-    PlanError,
-    expert_on_cpu,
-    format_bytes,
-    parse_size,
-    plan_memory,
-)
-from engine.planning.model_cost import ModelCost, model_cost, mtp_cost, split_cost
-from engine.planning.model_numbers import model_info_from_numbers
+from engine.planning.device_speed import DeviceSpeed, local_device
+from engine.planning.hardware import probe
+from engine.planning.memory_plan import CPU, MemoryPlan, PlanError, expert_on_cpu
+from engine.planning.model_cost import split_cost
 from engine.planning.placement import Placement, place
+from engine.planning.presets import PresetFit, preset_fits
 from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior, predict, tokens_per_s_text
 
-K_RANGE = range(1, 9)
 PACE_CAP = 4.0  # speed counts in the score up to this many times the floor
 MIN_SPEEDUP = 1.05  # below this a draft is not worth its memory
 NEAR_MISS_RATIO = 1.25  # plans up to 25% over the usable memory are reported as near-misses
-HEADROOM_MIN = 512 * 2**20
-HEADROOM_SHARE = 0.05
 DRAFT_QUANTS = ("Q8_0", "Q6_K", "Q4_K_M", "F16")  # the draft quants worth trying, best acceptance first
 # acceptance lost per unit of the draft quant's perplexity increase: small drafts suffer more from
 # quantization than the 8B model the table was measured on, so this is larger than a plain ratio would be
@@ -83,227 +73,6 @@ MAX_DRAFT_SHARE = 0.3
 
 class RecommendError(ValueError):
     """The budget or the request cannot be used; the message says why."""
-
-
-# -- the budget --------------------------------------------------------------------------------
-
-
-def headroom(free_bytes: int) -> int:
-    return max(HEADROOM_MIN, int(free_bytes * HEADROOM_SHARE))
-
-
-@dataclass(frozen=True)
-class Budget:
-    kind: str  # "gpu" | "cpu"
-    gpus: tuple[GpuBudget, ...] = ()  # llama.cpp names and free bytes (gpu)
-    # available RAM: the budget itself (cpu), or what must hold a GPU plan's host part, the experts or the
-    # draft placed on the CPU among it (gpu; None: unknown, not checked)
-    ram_bytes: int | None = None
-    bandwidth_bytes_per_s: float | None = None
-    source: str = ""
-
-    @property
-    def free_bytes(self) -> int:
-        return sum(g.free_bytes for g in self.gpus) if self.kind == "gpu" else (self.ram_bytes or 0)
-
-    @property
-    def headroom_bytes(self) -> int:
-        if self.kind == "gpu":
-            return sum(headroom(g.free_bytes) for g in self.gpus)
-        return headroom(self.ram_bytes or 0)
-
-    @property
-    def usable_bytes(self) -> int:
-        return self.free_bytes - self.headroom_bytes
-
-    @property
-    def ram_usable_bytes(self) -> int | None:
-        """RAM less its headroom (the usable bytes themselves for a CPU budget); None when unknown."""
-        return None if self.ram_bytes is None else self.ram_bytes - headroom(self.ram_bytes)
-
-    def describe(self, short: bool = False) -> str:
-        """short: where and how much, without the source, headroom and bandwidth."""
-        bw = f", peak bandwidth {self.bandwidth_bytes_per_s / 1e9:.0f} GB/s" if self.bandwidth_bytes_per_s else ""
-        where = (
-            ", ".join(f"{g.name} {format_bytes(g.free_bytes)} free" for g in self.gpus)
-            if self.kind == "gpu"
-            else f"CPU only, {format_bytes(self.ram_bytes or 0)} RAM available"
-        )
-        if short:
-            return where
-        ram = f"; RAM {format_bytes(self.ram_bytes)} available" if self.kind == "gpu" and self.ram_bytes else ""
-        return f"{where}{ram} ({self.source}); {format_bytes(self.headroom_bytes)} kept as headroom{bw}"
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "gpus": [{"name": g.name, "free_bytes": g.free_bytes} for g in self.gpus],
-            "ram_bytes": self.ram_bytes,
-            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
-            "free_bytes": self.free_bytes,
-            "headroom_bytes": self.headroom_bytes,
-            "usable_bytes": self.usable_bytes,
-            "source": self.source,
-        }
-
-
-def budget_from_size(text: str, bandwidth_gb_s: float | None = None, ram: str | None = None) -> Budget:
-    """--vram 12GiB: one GPU (CUDA0) with that much free memory; ram (--ram 32GiB): the RAM available beside
-    it, which what a placement puts on the CPU must fit (None: not checked)."""
-    try:
-        size = parse_size(text)
-        ram_bytes = parse_size(ram) if ram is not None else None
-    except PlanError as exc:
-        raise RecommendError(str(exc)) from None
-    if size <= HEADROOM_MIN:
-        raise RecommendError(f"--vram {text} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
-    if ram_bytes is not None and ram_bytes <= HEADROOM_MIN:
-        raise RecommendError(f"--ram {ram} leaves nothing after the {format_bytes(HEADROOM_MIN)} headroom")
-    source = f"--vram {text}" + (f", --ram {ram}" if ram is not None else "")
-    return Budget(
-        "gpu", (GpuBudget("CUDA0", size),), ram_bytes, bandwidth_gb_s * 1e9 if bandwidth_gb_s else None, source
-    )
-
-
-def budget_from_hardware(
-    nvml: ModuleType | None = None, bandwidth_gb_s: float | None = None, report: HardwareReport | None = None
-) -> Budget:
-    """--vram auto: the free VRAM of every GPU NVML reports; without one, available RAM for the CPU.
-    report: a probe already taken (engine.planning.hardware.probe), so that NVML is read once."""
-    from engine.planning.hardware import probe
-
-    report = report if report is not None else probe(nvml)
-    gpus = [g for g in report.gpus if g.memory_free_bytes]
-    if gpus:
-        bandwidths = [g.peak_memory_bandwidth_bytes_per_s for g in gpus if g.peak_memory_bandwidth_bytes_per_s]
-        # layers are split over the GPUs and run one after another: the slowest one sets the pace
-        bandwidth = bandwidth_gb_s * 1e9 if bandwidth_gb_s else (min(bandwidths) if bandwidths else None)
-        names = ", ".join(g.name or g.llama_name for g in gpus)
-        return Budget(
-            "gpu",
-            tuple(GpuBudget(g.llama_name, g.memory_free_bytes or 0) for g in gpus),
-            report.cpu.ram_available_bytes,
-            bandwidth,
-            f"NVML: {names}" + (f"; RAM from {report.cpu.source}" if report.cpu.ram_available_bytes else ""),
-        )
-    if not report.cpu.ram_available_bytes:
-        raise RecommendError(f"{report.message}, and the available RAM cannot be read either; give --vram SIZE")
-    return Budget(
-        "cpu",
-        (),
-        report.cpu.ram_available_bytes,
-        bandwidth_gb_s * 1e9 if bandwidth_gb_s else None,
-        f"{report.message}; RAM from {report.cpu.source}",
-    )
-
-
-# -- models from the catalog's numbers --------------------------------------------------------
-
-
-class _Models:
-    """ModelInfo per (model, quant), built once: a 70B model has about 720 tensors."""
-
-    def __init__(self, catalog: Catalog):
-        self.catalog = catalog
-        self._cache: dict[tuple[str, str], ModelInfo] = {}
-        self._alone: dict[tuple[str, str, int], dict[str, int]] = {}
-        self._costs: dict[tuple[str, str], ModelCost] = {}
-        self._mtp_costs: dict[tuple[str, str], ModelCost | None] = {}
-
-    def info(self, model: Model, quant: str) -> ModelInfo:
-        key = (model.id, quant)
-        if key not in self._cache:
-            q = self.catalog.quant(quant)
-            a = model.architecture
-            self._cache[key] = model_info_from_numbers(
-                architecture=a.llama_arch,
-                n_layer=a.n_layer,
-                n_embd=a.n_embd,
-                n_head=a.n_head,
-                n_head_kv=a.n_head_kv,
-                head_dim=a.head_dim,
-                n_ff=a.n_ff,
-                n_vocab=a.n_vocab,
-                n_ctx_train=a.n_ctx_train,
-                tied_embeddings=a.tied_embeddings,
-                weight_type=q.weight_type,
-                bits_per_weight=q.bits_per_weight,
-                name=model.id,
-                n_expert=a.n_expert,
-                n_expert_used=a.n_expert_used,
-                n_ff_exp=a.n_ff_exp,
-                sliding_window=a.sliding_window,
-                n_ff_shared=a.n_ff_shared,
-                nextn_layers=a.nextn_layers,
-                **(vars(a.hybrid) if a.hybrid else {}),
-                **(vars(a.gemma4) if a.gemma4 else {}),
-            )
-        return self._cache[key]
-
-    def cost(self, model: Model, quant: str) -> ModelCost:
-        """Bytes and multiply-adds per token, for the speed model."""
-        key = (model.id, quant)
-        if key not in self._costs:
-            self._costs[key] = model_cost(self.info(model, quant))
-        return self._costs[key]
-
-    def mtp_cost(self, model: Model, quant: str) -> ModelCost | None:
-        """What a pass of the model's own MTP block costs (None: it has none), once per model and quant: a
-        target is a candidate with every draft it pairs with."""
-        key = (model.id, quant)
-        if key not in self._mtp_costs:
-            self._mtp_costs[key] = mtp_cost(self.info(model, quant))
-        return self._mtp_costs[key]
-
-    def alone(self, budget: Budget, ctx: int, model: Model, quant: str) -> dict[str, int]:
-        """Device totals of one model planned alone at ctx tokens."""
-        key = (model.id, quant, ctx)
-        if key not in self._alone:
-            self._alone[key] = plan_memory(self.info(model, quant), ctx, gpus=list(budget.gpus)).device_totals()
-        return self._alone[key]
-
-    def pair_totals(self, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str) -> dict[str, int]:
-        """Device totals of target + draft. plan_memory plans the two one after the other and the draft's
-        context is the target's padded one, so the pair is the sum of the two planned alone."""
-        totals = dict(self.alone(budget, ctx, target, tq))
-        kv_size = -(-ctx // KV_PAD) * KV_PAD
-        for device, n in self.alone(budget, kv_size, draft, dq).items():
-            totals[device] = totals.get(device, 0) + n
-        return totals
-
-    def bytes_per_token(self, model: Model, quant: str) -> int:
-        """Weight bytes a decode step reads: all of them but the input embeddings (one row is gathered),
-        unless the output layer reuses them (tied embeddings); of an MoE model's experts, only the used ones."""
-        return self.cost(model, quant).weight_bytes
-
-
-def estimated_file_bytes(catalog: Catalog, model: Model, quant: str) -> int:
-    """The catalog's size when it knows one, else the bytes of the tensors at the quant's bits per weight."""
-    if quant in model.sizes:
-        return model.sizes[quant]
-    return _Models(catalog).info(model, quant).tensor_bytes
-
-
-def quant_quality(catalog: Catalog, name: str) -> tuple[float, bool]:
-    """(perplexity increase on llama.cpp's reference model, whether it is interpolated by bits per weight)."""
-    q = catalog.quant(name)
-    if q.ppl_increase is not None:
-        return q.ppl_increase, False
-    # along the K-quant frontier (legacy Q4_0..Q5_1 are worse at the same size): the importance-matrix
-    # IQ types do at least as well as a K-quant of their size, so this errs on the cautious side
-    known = sorted(
-        (k.bits_per_weight, k.ppl_increase)
-        for k in catalog.quants
-        if k.ppl_increase is not None and ("_K" in k.name or k.name in ("Q8_0", "F16", "BF16"))
-    )
-    if not known:
-        return 0.0, True
-    if q.bits_per_weight <= known[0][0]:
-        return known[0][1], True
-    for (b0, p0), (b1, p1) in zip(known, known[1:]):
-        if b0 <= q.bits_per_weight <= b1:
-            return p0 + (p1 - p0) * (q.bits_per_weight - b0) / (b1 - b0 or 1), True
-    return known[-1][1], True
 
 
 def quantized_draft_acceptance(draft_ppl_increase: float, workload: str | None = None) -> float:
@@ -318,7 +87,7 @@ def expected_speedup(
     """(speedup, best K, acceptance used) for a draft that costs cost_ratio of the target per token, on a
     bandwidth-bound device (no device speed known)."""
     alpha = quantized_draft_acceptance(draft_ppl_increase, workload)
-    speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in K_RANGE)
+    speedup, k = max((leviathan_speedup(alpha, k, cost_ratio), k) for k in range(1, K_MAX + 1))
     return speedup, k, alpha
 
 
@@ -406,6 +175,11 @@ class PairChoice:
     def label(self) -> str:
         return f"{self.target.model} {self.target.quant} + {self.draft.model} {self.draft.quant}"
 
+    @property
+    def setting_label(self) -> str:
+        """What to run: the pair, or the target alone where its draft is predicted not to pay."""
+        return self.label if self.uses_draft else f"{self.target.model} {self.target.quant}, alone"
+
     def placement_flags(self) -> list[str]:
         """llama-server's flags for the placement (the export writes the same from LoadSettings)."""
         return self.placement.flags(with_draft=self.uses_draft) if self.placement else []
@@ -444,10 +218,12 @@ class PairChoice:
             f"{size}: {p['size']:+.1f}",
             quality,
             *speed,
-            f"memory: {format_bytes(self.needed_bytes)} of {format_bytes(self.usable_bytes)} usable",
+            f"memory: {format_plan_bytes(self.needed_bytes)} of {format_plan_bytes(self.usable_bytes)} usable",
         ]
         if self.placement is not None and self.ram_usable_bytes is not None:
-            out.append(f"RAM: {format_bytes(self.host_bytes)} of {format_bytes(self.ram_usable_bytes)} usable")
+            out.append(
+                f"RAM: {format_plan_bytes(self.host_bytes)} of {format_plan_bytes(self.ram_usable_bytes)} usable"
+            )
         if self.placement is not None:
             how = "placed so that it fits" if self.fits_memory else "placed so that the GPUs hold their part"
             out.append(f"{how}: {self.placement.describe()} ({' '.join(self.placement_flags())})")
@@ -536,27 +312,6 @@ class Recommendation:
         }
 
 
-def _needed(plan: MemoryPlan | dict[str, int], budget: Budget) -> tuple[int, bool]:
-    """Bytes on the budget's devices and whether every device keeps its headroom (a GPU budget's RAM too,
-    for the plan's host part, when the RAM is known)."""
-    totals = plan.device_totals() if isinstance(plan, MemoryPlan) else plan
-    if budget.kind == "cpu":
-        total = sum(totals.values())
-        return total, total <= budget.usable_bytes
-    needed = sum(totals.get(g.name, 0) for g in budget.gpus)
-    ram = budget.ram_usable_bytes
-    fits = all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in budget.gpus)
-    return needed, fits and (ram is None or totals.get(CPU, 0) <= ram)
-
-
-def _plan(
-    models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model | None = None, dq: str | None = None
-) -> MemoryPlan:
-    return plan_memory(
-        models.info(target, tq), ctx, draft=models.info(draft, dq) if draft and dq else None, gpus=list(budget.gpus)
-    )
-
-
 def recommend(
     catalog: Catalog,
     budget: Budget,
@@ -577,9 +332,45 @@ def recommend(
     workload: a shipped workload set's name, whose prior acceptance the pairs are predicted at (None: the
     flat prior)."""
     if host is None and device is not None and budget.kind == "gpu":
-        from engine.planning.device_speed import assumed_cpu_speed, latest_cpu_speed
+        from engine.planning.device_speed import cpu_device
 
-        host = latest_cpu_speed() or assumed_cpu_speed(os.cpu_count())
+        host = cpu_device(os.cpu_count())
+    _check_request(catalog, ctx, speed_floor, family, workload)
+    search = _Search(catalog, CatalogModels(catalog), budget, ctx, device, speed_floor, host, workload)
+    candidates: list[PairChoice] = []
+    left_out: list[str] = []
+    targets = [
+        m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED) and not m.is_draft_head
+    ]
+    for target in targets:
+        drafts = candidate_drafts(catalog, target)
+        reason = _left_out_reason(catalog, target, drafts, ctx)
+        if reason:
+            left_out.append(reason)
+            continue
+        for tq in target.quants if drafts else ():
+            best = search.best_pair(target, tq, drafts)
+            if best is not None:
+                candidates.append(best)
+    usable = budget.usable_bytes
+    fits = [c for c in candidates if c.fits_memory and _worth_listing(c)]
+    for c in candidates:
+        c.why_not = search.why_not(c)
+    misses = [c for c in candidates if c.why_not and c.needed_bytes <= usable * NEAR_MISS_RATIO]
+    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the speed, the smaller plan, then the name
+    fits.sort(key=lambda c: (-c.score, -(c.tokens_per_s or 0.0), c.needed_bytes, c.label))
+    # near-misses: the fastest first when the speed is known (those under the floor are not short of memory)
+    misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
+    fits, misses = fits[:limit], misses[:near_miss_limit]
+    for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
+        if c.plan is None:  # (a placed one's plan is the placement's)
+            target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
+            c.plan = plan_pair(search.models, budget, ctx, target, c.target.quant, draft, c.draft.quant)
+    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
+
+
+def _check_request(catalog: Catalog, ctx: int, speed_floor: float, family: str | None, workload: str | None) -> None:
+    """RecommendError (CatalogError for an unknown family) for a request that cannot be answered."""
     if ctx < 1:
         raise RecommendError(f"--ctx must be 1 or more, got {ctx}")
     if speed_floor < 0:
@@ -588,102 +379,108 @@ def recommend(
         catalog.family(family)  # CatalogError names the known families
     if workload is not None and workload not in ACCEPTANCE_PRIORS:
         raise RecommendError(f"no workload set {workload!r}; the shipped ones: {', '.join(sorted(ACCEPTANCE_PRIORS))}")
-    models = _Models(catalog)
-    presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in catalog.presets}
-    pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in catalog.pairings}
-    usable = budget.usable_bytes
-    candidates: list[PairChoice] = []
-    left_out: list[str] = []
 
-    targets = [
-        m for m in catalog.models if (m.family == family if family else m.repo != BUNDLED) and not m.is_draft_head
-    ]
-    for target in targets:
-        drafts = _drafts(catalog, target)
-        if not drafts:
-            # the smallest model of a tokenizer is a draft, not a target; a model alone with its tokenizer is news
-            if not any(m.tokenizer == target.tokenizer and m.id != target.id for m in catalog.models):
-                left_out.append(
-                    f"{target.id}: no other model with its tokenizer ({target.tokenizer}) in the "
-                    "catalog to draft for it; n-gram speculation (ngram-mod) needs no draft"
+
+def _left_out_reason(catalog: Catalog, target: Model, drafts: list[Model], ctx: int) -> str | None:
+    """Why a target gets no candidate at all, where that is news to the user; None when it is considered (or
+    when it has no draft because it is the smallest model of its tokenizer: a draft, not a target)."""
+    if not drafts:
+        if not any(m.tokenizer == target.tokenizer and m.id != target.id for m in catalog.models):
+            return (
+                f"{target.id}: no other model with its tokenizer ({target.tokenizer}) in the "
+                "catalog to draft for it; n-gram speculation (ngram-mod) needs no draft"
+            )
+        return None
+    if ctx > target.architecture.n_ctx_train:
+        return (
+            f"{target.id}: trained for {target.architecture.n_ctx_train} tokens of context, less than the {ctx} asked"
+        )
+    return None
+
+
+@dataclass
+class _Search:
+    """What every candidate of one recommendation is built against, and the steps that build one."""
+
+    catalog: Catalog
+    models: CatalogModels
+    budget: Budget
+    ctx: int
+    device: DeviceSpeed | None
+    speed_floor: float
+    host: DeviceSpeed | None
+    workload: str | None
+    presets: dict = field(init=False)
+    pairing_speedups: dict = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = self.catalog
+        self.presets = {(p.target.model, p.target.quant, p.draft.model, p.draft.quant): p.name for p in c.presets}
+        self.pairing_speedups = {(p.target, p.draft): [vars(s) for s in p.speedups] for p in c.pairings}
+
+    def best_pair(self, target: Model, tq: str, drafts: list[Model]) -> PairChoice | None:
+        """One candidate per target quant: its best (draft, draft quant); None when the target alone is far
+        over the budget (then no pair with it can be a near-miss either)."""
+        budget, ctx, models = self.budget, self.ctx, self.models
+        alone, _ = needed_and_fits(models.alone(budget, ctx, target, tq), budget)
+        if alone > budget.usable_bytes * NEAR_MISS_RATIO:
+            return None
+        best: PairChoice | None = None
+        for draft in drafts:
+            for dq in (q for q in DRAFT_QUANTS if q in draft.files):
+                c = _candidate(
+                    self.catalog,
+                    models,
+                    budget,
+                    ctx,
+                    target,
+                    tq,
+                    draft,
+                    dq,
+                    self.presets,
+                    self.pairing_speedups,
+                    self.workload,
                 )
-            continue
-        if ctx > target.architecture.n_ctx_train:
-            left_out.append(
-                f"{target.id}: trained for {target.architecture.n_ctx_train} tokens of context, "
-                f"less than the {ctx} asked"
-            )
-            continue
-        for tq in target.quants:
-            # the target alone first: far over the budget means no pair with it can be a near-miss either
-            alone, _ = _needed(models.alone(budget, ctx, target, tq), budget)
-            if alone > usable * NEAR_MISS_RATIO:
-                continue
-            # one candidate per target quant: its best (draft, draft quant)
-            best: PairChoice | None = None
-            for draft in drafts:
-                for dq in (q for q in DRAFT_QUANTS if q in draft.files):
-                    c = _candidate(
-                        catalog, models, budget, ctx, target, tq, draft, dq, presets, pairing_speedups, workload
-                    )
-                    if not c.fits_memory and budget.kind == "gpu":
-                        _place(c, models, budget, ctx, target, tq, draft, dq)
-                    if device is not None:
-                        _predict(c, models, device, speed_floor, ctx, target, tq, draft, dq, host)
-                    if best is None or _better(c, best):
-                        best = c
-            if best is not None:
-                candidates.append(best)
-    fits = [c for c in candidates if c.fits_memory and _worth_listing(c)]
-    for c in candidates:
+                if not c.fits_memory and budget.kind == "gpu":
+                    _place(c, models, budget, ctx, target, tq, draft, dq)
+                if self.device is not None:
+                    _predict(c, models, self.device, self.speed_floor, ctx, target, tq, draft, dq, self.host)
+                if best is None or _better(c, best):
+                    best = c
+        return best
+
+    def why_not(self, c: PairChoice) -> str:
+        """Why a candidate is not recommended ("" when it is): too slow here, a draft not worth its memory,
+        the RAM short for a placement's host part, or the memory short (with a context that would fit)."""
         if c.too_slow:
-            c.why_not = (
+            return (
                 f"fits, but about {tokens_per_s_text(c.tokens_per_s or 0.0)} tokens/s here, under the floor of "
-                f"{speed_floor:g} tokens/s"
+                f"{self.speed_floor:g} tokens/s"
             )
-        elif c.fits_memory and c.speedup < MIN_SPEEDUP and c.prediction is None:
-            c.why_not = (
+        if c.fits_memory and c.speedup < MIN_SPEEDUP and c.prediction is None:
+            return (
                 f"fits, but the draft costs {100 * c.cost_ratio:.0f}% of the target per token: "
                 f"expected x{c.speedup:.2f}, not worth its memory"
             )
-        elif not c.fits_memory and c.ram_short and c.needed_bytes <= c.usable_bytes:
+        if not c.fits_memory and c.ram_short and c.needed_bytes <= c.usable_bytes:
             how = f" with {c.placement.describe()}" if c.placement else ""
-            c.why_not = (
-                f"the GPUs hold their part{how}, but that keeps {format_bytes(c.host_bytes)} in RAM, more than "
-                f"the {format_bytes(c.ram_usable_bytes or 0)} usable"
+            return (
+                f"the GPUs hold their part{how}, but that keeps {format_plan_bytes(c.host_bytes)} in RAM, more than "
+                f"the {format_plan_bytes(c.ram_usable_bytes or 0)} usable"
             )
-        elif not c.fits_memory:
+        if not c.fits_memory:
             over = c.needed_bytes - c.usable_bytes
-            c.why_not = (
-                f"needs {format_bytes(c.needed_bytes)}, {format_bytes(over)} more than the "
-                f"{format_bytes(c.usable_bytes)} usable"
+            text = (
+                f"needs {format_plan_bytes(c.needed_bytes)}, {format_plan_bytes(over)} more than the "
+                f"{format_plan_bytes(c.usable_bytes)} usable"
             )
-            shorter = _fitting_ctx(catalog, models, budget, ctx, c)
-            if shorter:
-                c.why_not += f"; fits with --ctx {shorter}"
-    misses = [c for c in candidates if c.why_not and c.needed_bytes <= usable * NEAR_MISS_RATIO]
-    # ties (Qwen2.5 and Qwen2.5-Coder share their shapes) break on the speed, the smaller plan, then the name
-    fits.sort(key=lambda c: (-c.score, -(c.tokens_per_s or 0.0), c.needed_bytes, c.label))
-    # near-misses: the fastest first when the speed is known (those under the floor are not short of memory)
-    misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
-    fits, misses = fits[:limit], misses[:near_miss_limit]
-    for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
-        if c.plan is not None:
-            continue  # placed: its plan is the placement's
-        c.plan = _plan(
-            models,
-            budget,
-            ctx,
-            catalog.model(c.target.model),
-            c.target.quant,
-            catalog.model(c.draft.model),
-            c.draft.quant,
-        )
-    return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
+            shorter = _fitting_ctx(self.catalog, self.models, self.budget, self.ctx, c)
+            return text + (f"; fits with --ctx {shorter}" if shorter else "")
+        return c.why_not
 
 
 def _place(
-    c: PairChoice, models: _Models, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
+    c: PairChoice, models: CatalogModels, budget: Budget, ctx: int, target: Model, tq: str, draft: Model, dq: str
 ) -> None:
     """Where the pair fits the GPUs when llama.cpp's default placement does not: the candidate then fits,
     with that placement and its plan, when the RAM holds what the placement keeps on the CPU; otherwise it
@@ -694,7 +491,7 @@ def _place(
     if placed is None or placed[0].is_default:
         return  # none fits the GPUs; or llama.cpp's own does and only the RAM is short, as the candidate says
     c.placement, c.plan = placed
-    c.needed_bytes, c.fits_memory = _needed(c.plan, budget)
+    c.needed_bytes, c.fits_memory = needed_and_fits(c.plan, budget)
     c.host_bytes = c.plan.device_totals().get(CPU, 0)
 
 
@@ -705,7 +502,7 @@ def _worth_listing(c: PairChoice) -> bool:
 
 def _predict(
     c: PairChoice,
-    models: _Models,
+    models: CatalogModels,
     device: DeviceSpeed,
     floor: float,
     ctx: int,
@@ -728,7 +525,7 @@ def _predict(
         device,
         n_past=min(ctx, PREDICT_N_PAST),
         acceptance=c.acceptance_prior,
-        k_max=max(K_RANGE),
+        k_max=K_MAX,
         host=host,
         target_on_host=on_host,
         draft_on_host=placement.draft_on_cpu and host is not None,
@@ -743,33 +540,27 @@ def _predict(
             device,
             n_past=min(ctx, PREDICT_N_PAST),
             acceptance=c.acceptance_prior,
-            k_max=max(K_RANGE),
+            k_max=K_MAX,
         )
     c.speedup, c.draft_n_max, c.tokens_per_s_bound = round(p.speedup_by_k[k], 3), k, None
     pace = min(c.tokens_per_s or 0.0, PACE_CAP * floor) if floor else PACE_CAP
     c.score_parts["speed"] = round(10 * math.log2(max(pace, 1e-3) / (floor or 1.0)), 2)
 
 
-def _fitting_ctx(catalog: Catalog, models: _Models, budget: Budget, ctx: int, c: PairChoice) -> int | None:
+def _fitting_ctx(catalog: Catalog, models: CatalogModels, budget: Budget, ctx: int, c: PairChoice) -> int | None:
     """The longest of ctx/2, ctx/4 (at least 2048 tokens) at which the pair fits, if one does."""
     target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
     for shorter in (ctx // 2, ctx // 4):
         if shorter < 2048:
             break
-        if _needed(models.pair_totals(budget, shorter, target, c.target.quant, draft, c.draft.quant), budget)[1]:
+        if needed_and_fits(models.pair_totals(budget, shorter, target, c.target.quant, draft, c.draft.quant), budget)[
+            1
+        ]:
             return shorter
     return None
 
 
-def size_params(model: Model) -> float:
-    """The parameter count the size score uses: the published one for a dense model; for a mixture of
-    experts the geometric mean of its total and active parameters, a common rule of thumb for the dense
-    model it matches in quality (Qwen3-30B-A3B counts as about 10B, not 30B)."""
-    a = model.architecture
-    return math.sqrt(a.params * a.active_params) if a.is_moe else a.params
-
-
-def _drafts(catalog: Catalog, target: Model) -> list[Model]:
+def candidate_drafts(catalog: Catalog, target: Model) -> list[Model]:
     """Drafts worth planning for a target: the same tokenizer and at most MAX_DRAFT_SHARE of the parameters
     a target token passes through (an MoE target's used experts, not all of them); from the target's own
     family when it has any (a sibling model agrees with it more often)."""
@@ -793,7 +584,7 @@ def _better(a: PairChoice, b: PairChoice) -> bool:
 
 def _candidate(
     catalog: Catalog,
-    models: _Models,
+    models: CatalogModels,
     budget: Budget,
     ctx: int,
     target: Model,
@@ -805,7 +596,7 @@ def _candidate(
     workload: str | None = None,
 ) -> PairChoice:
     totals = models.pair_totals(budget, ctx, target, tq, draft, dq)
-    needed, fits = _needed(totals, budget)
+    needed, fits = needed_and_fits(totals, budget)
     target_bytes = models.bytes_per_token(target, tq)
     cost_ratio = models.bytes_per_token(draft, dq) / target_bytes
     ppl, estimated = quant_quality(catalog, tq)
@@ -844,84 +635,92 @@ def _candidate(
     )
 
 
-# -- presets against a budget -----------------------------------------------------------------------
+# -- this machine ------------------------------------------------------------------------------------
 
 
 @dataclass
-class PresetFit:
-    name: str
-    description: str
-    target: ModelFile
-    draft: ModelFile
-    download_bytes: int
-    sizes_estimated: bool
-    needed_bytes: int | None
-    fits: bool | None
-    why: str
-    placement: Placement | None = None  # how it fits when llama.cpp's default placement does not
+class CatalogView:
+    """One pass over the catalog for this machine as it is: the budget its hardware gives, the pairs ranked
+    for it and the presets' fits (the Models and Start pages show it)."""
 
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "target": vars(self.target).copy(),
-            "draft": vars(self.draft).copy(),
-            "download_bytes": self.download_bytes,
-            "sizes_estimated": self.sizes_estimated,
-            "needed_bytes": self.needed_bytes,
-            "fits": self.fits,
-            "why": self.why,
-            "placement": self.placement.to_dict() if self.placement else None,
-            "placement_flags": self.placement.flags() if self.placement else [],
-        }
+    catalog: Catalog
+    ctx: int
+    budget: Budget | None = None  # None when it could not be measured
+    recommendation: Recommendation | None = None
+    fits: list[PresetFit] | None = None
+    error: str = ""  # why there is no recommendation
 
 
-def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX) -> list[PresetFit]:
-    models = _Models(catalog)
-    out = []
-    for p in catalog.presets:
-        target, draft = catalog.model(p.target.model), catalog.model(p.draft.model)
-        sizes, estimated = [], False
-        for f, m in ((p.target, target), (p.draft, draft)):
-            if f.size_bytes:
-                sizes.append(f.size_bytes)
-            elif f.bundled_path is not None and f.bundled_path.is_file():
-                sizes.append(f.bundled_path.stat().st_size)
-            else:
-                sizes.append(models.info(m, f.quant).tensor_bytes)
-                estimated = True
-        needed, fits, why, placement = None, None, "no budget given", None
-        if budget is not None:
-            run_ctx = min(ctx, target.architecture.n_ctx_train)
-            plan = _plan(models, budget, run_ctx, target, p.target.quant, draft, p.draft.quant)
-            needed, fits = _needed(plan, budget)
-            if not fits and budget.kind == "gpu":
-                # as recommend does: the draft elsewhere, or an MoE target's experts partly in RAM
-                placed = place(
-                    models.info(target, p.target.quant),
-                    models.info(draft, p.draft.quant),
-                    run_ctx,
-                    list(budget.gpus),
-                    headroom,
-                    budget.ram_bytes,
-                )
-                if placed is not None:
-                    placement, plan = placed
-                    needed, fits = _needed(plan, budget)
-            verdict = "fits" if fits else f"does not fit ({format_bytes(needed - budget.usable_bytes)} over)"
-            if not fits and needed <= budget.usable_bytes:  # the GPUs hold their part, the RAM not the rest
-                host = plan.device_totals().get(CPU, 0)
-                verdict = (
-                    f"does not fit: {format_bytes(host)} in RAM, more than the "
-                    f"{format_bytes(budget.ram_usable_bytes or 0)} usable"
-                )
-            if placement is not None:
-                verdict += f" with {placement.describe()} ({' '.join(placement.flags())})"
-            why = f"{format_bytes(needed)} of {format_bytes(budget.usable_bytes)} usable at {run_ctx} tokens: {verdict}"
-        out.append(
-            PresetFit(p.name, p.description, p.target, p.draft, sum(sizes), estimated, needed, fits, why, placement)
+def rank_catalog(
+    catalog: Catalog | None,
+    nvml: ModuleType | None,
+    ctx: int,
+    speed_floor: float = DEFAULT_SPEED_FLOOR,
+    probe_cache: Path | None = None,
+    workload: str | None = None,
+) -> CatalogView:
+    """The catalog (loaded when None), the budget NVML sees (or RAM), the list ranked by the speed predicted
+    on this machine's device (the GPU, else the CPU as last measured or as assumed from its cores) and the
+    presets' fits; what `spectune recommend --no-probe [--workload SET]` and `spectune presets` print. A
+    budget that cannot be measured still leaves the presets with their sizes. probe_cache: where the CPU
+    probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at."""
+    catalog = catalog if catalog is not None else load_catalog()
+    try:
+        report = probe(nvml)
+        budget = budget_from_hardware(nvml, report=report)
+        device = local_device(report, probe_cache)
+        rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor, workload=workload)
+    except (BudgetError, CatalogError, PlanError) as exc:
+        return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
+    return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
+
+
+@dataclass(frozen=True)
+class StartChoices:
+    """What a newcomer is shown first (the Start page): a few choices and the sentence above them."""
+
+    headline: str
+    choices: list[PairChoice]
+    drafts_pay: bool  # some fitting pair's draft is predicted to pay on this device (True without a device)
+
+
+def start_choices(rec: Recommendation, n: int) -> StartChoices:
+    """Where drafts pay here, the pairs whose speculation is fastest. Where none does (a CPU, where verifying
+    K + 1 tokens costs about K + 1 tokens), the models to run alone, smallest first, as a laptop owner would
+    try them, with one line on why and what would change it. Under the speed floor, the fastest that fit."""
+    where = rec.budget.describe(short=True)
+    if rec.device is None:  # no speed known: the score's ranking, by the bandwidth-bound speedup
+        return StartChoices(f"For {where}:", rec.recommended[:n], True)
+    fitting = rec.recommended
+    if not fitting:
+        slow = [c for c in rec.near_misses if c.too_slow][:n]
+        head = (
+            f"Nothing in the catalog is predicted to reach {rec.speed_floor:g} tokens/s on this machine. "
+            "The fastest that fit:"
+            if slow
+            else "Nothing in the catalog fits this machine's free memory with headroom."
         )
-    return out
+        return StartChoices(head, slow, any(c.uses_draft for c in slow))
+    paying = [c for c in fitting if c.uses_draft]
+    if paying:
+        paying.sort(key=lambda c: -(c.tokens_per_s or 0.0))
+        return StartChoices(f"For {where}, the pairs whose drafts pay most here:", paying[:n], True)
+    alone = sorted(fitting, key=lambda c: (c.needed_bytes, c.label))[:n]
+    head = _why_no_draft_pays(rec.device, alone[0]) + " Models to run alone, smallest first:"
+    return StartChoices(head, alone, False)
+
+
+def _why_no_draft_pays(device: DeviceSpeed, c: PairChoice) -> str:
+    """One line: why no draft pays on this device, measured by its own prediction, and what would change it."""
+    pr = c.prediction
+    assert pr is not None
+    one, five = pr.verify_ms_by_batch.get(1), pr.verify_ms_by_batch.get(5)
+    cost = f": checking 5 tokens at once costs x{five / one:.1f} one token's pass here" if one and five else ""
+    return (
+        f"No draft pays on {device.name}{cost}, so a draft's guesses save little. A GPU checks several tokens "
+        "for about the price of one, which is where drafts pay. ngram-mod needs no draft and can pay where "
+        "text repeats (code edits)."
+    )
 
 
 # -- text --------------------------------------------------------------------------------------------
@@ -939,10 +738,6 @@ def _rounded(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
 
-def _where(f: ModelFile) -> str:
-    return f"{f.bundled_path} (bundled)" if f.bundled else f"{f.repo}/{f.filename}"
-
-
 def format_recommendation(r: Recommendation) -> str:
     lines = [
         f"budget: {r.budget.describe()}",
@@ -958,10 +753,10 @@ def format_recommendation(r: Recommendation) -> str:
     for i, c in enumerate(r.recommended, 1):
         preset = f"  [preset {c.preset}]" if c.preset else ""
         lines.append(
-            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
+            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_plan_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
         )
-        lines.append(f"      {_where(c.target)}")
-        lines.append(f"      {_where(c.draft)}")
+        lines.append(f"      {where_text(c.target)}")
+        lines.append(f"      {where_text(c.draft)}")
         lines += [f"      - {reason}" for reason in c.reasons()]
         draft = c.draft if c.uses_draft else None
         lines += [f"      get it: {command}" for command in pull_commands(c.target, draft, c.preset)]
@@ -971,17 +766,4 @@ def format_recommendation(r: Recommendation) -> str:
     if r.left_out:
         lines.append("left out:")
         lines += [f"  - {reason}" for reason in r.left_out]
-    return "\n".join(lines)
-
-
-def format_presets(fits: Iterable[PresetFit], budget: Budget | None) -> str:
-    lines = [f"budget: {budget.describe()}" if budget else "budget: none (sizes only)"]
-    for f in fits:
-        mark = {True: "fits", False: "too big", None: "-"}[f.fits]
-        size = ("~" if f.sizes_estimated else "") + format_bytes(f.download_bytes)
-        lines.append(f"{f.name:<36} {size:>11} download  {mark:<8} {f.description}")
-        lines.append(f"{'':<36} {f.target.quant} {_where(f.target)}")
-        lines.append(f"{'':<36} {f.draft.quant} {_where(f.draft)}")
-        if f.fits is not None:
-            lines.append(f"{'':<36} {f.why}")
     return "\n".join(lines)

@@ -213,41 +213,15 @@ def predict(
     if measured is None and device is None:
         raise ValueError("a prediction needs the device's speed or a measurement of the pair")
     if measured is not None:
-        verify = CostCurve(
-            tuple(sorted(measured.verify_ms)), tuple(measured.verify_ms[b] for b in sorted(measured.verify_ms))
-        )
-        draft_curve = (
-            CostCurve(tuple(sorted(measured.draft_ms)), tuple(measured.draft_ms[b] for b in sorted(measured.draft_ms)))
-            if measured.draft_ms
-            else None
-        )
+        verify, draft_curve = _measured_curves(measured)
         basis = "measured"
     else:
         assert device is not None
         if (target_on_host is not None or draft_on_host) and host is None:
             raise ValueError("a pair placed partly on the CPU needs the host's speed")
-        sizes = tuple(b for b in VERIFY_BATCH_SIZES if b <= k_max + 1)
-
-        def verify_ms(b: int) -> float:
-            gpu = device.forward_ms(target, b, n_past)
-            return gpu + (host.forward_ms(target_on_host, b, n_past) if host and target_on_host else 0.0)
-
-        draft_device = host if draft_on_host and host is not None else device
-        verify = CostCurve(sizes, tuple(verify_ms(b) for b in sizes))
-        draft_curve = (
-            CostCurve(sizes, tuple(draft_device.forward_ms(draft, b, n_past) for b in sizes))
-            if draft is not None
-            else None
-        )
+        verify, draft_curve = _prior_curves(target, draft, device, n_past, k_max, host, target_on_host, draft_on_host)
         basis = "prior"
-    if isinstance(acceptance, Sequence):
-        cond = [float(a) for a in acceptance] or [acceptance_prior(workload)]
-    elif acceptance is not None:
-        cond = [acceptance]
-    elif measured is not None and measured.acceptance_by_position:
-        cond = list(measured.acceptance_by_position)
-    else:
-        cond = [acceptance_prior(workload)]
+    cond = _conditional_acceptance(acceptance, measured, workload)
     costs = PairCosts(verify, draft_curve, replays=target.replays and not (draft is not None and draft.mtp))
     plain = costs.baseline_tps
     feed = draft is None or not draft.reads_target_cache
@@ -279,6 +253,59 @@ def predict(
         method="draft-mtp" if draft is not None and (draft.mtp or draft.reads_target_cache) else "draft-simple",
         band=band,
     )
+
+
+def _measured_curves(measured: Measured) -> tuple[CostCurve, CostCurve | None]:
+    """The verify and draft costs by batch size as this pair was measured (no draft curve without a draft)."""
+    verify = CostCurve(
+        tuple(sorted(measured.verify_ms)), tuple(measured.verify_ms[b] for b in sorted(measured.verify_ms))
+    )
+    draft_curve = (
+        CostCurve(tuple(sorted(measured.draft_ms)), tuple(measured.draft_ms[b] for b in sorted(measured.draft_ms)))
+        if measured.draft_ms
+        else None
+    )
+    return verify, draft_curve
+
+
+def _prior_curves(
+    target: ModelCost,
+    draft: ModelCost | None,
+    device: DeviceSpeed,
+    n_past: int,
+    k_max: int,
+    host: DeviceSpeed | None,
+    target_on_host: ModelCost | None,
+    draft_on_host: bool,
+) -> tuple[CostCurve, CostCurve | None]:
+    """The verify and draft costs by batch size (up to k_max + 1) that the devices' rooflines give: each pass
+    on the device, plus the host's part of it for a pair placed partly on the CPU."""
+    sizes = tuple(b for b in VERIFY_BATCH_SIZES if b <= k_max + 1)
+
+    def verify_ms(b: int) -> float:
+        gpu = device.forward_ms(target, b, n_past)
+        return gpu + (host.forward_ms(target_on_host, b, n_past) if host and target_on_host else 0.0)
+
+    draft_device = host if draft_on_host and host is not None else device
+    verify = CostCurve(sizes, tuple(verify_ms(b) for b in sizes))
+    draft_curve = (
+        CostCurve(sizes, tuple(draft_device.forward_ms(draft, b, n_past) for b in sizes)) if draft is not None else None
+    )
+    return verify, draft_curve
+
+
+def _conditional_acceptance(
+    acceptance: float | Sequence[float] | None, measured: Measured | None, workload: str | None
+) -> list[float]:
+    """The chance of acceptance at each draft position (one entry: the same at every position): the caller's,
+    else the pair's measured one, else the workload's prior."""
+    if isinstance(acceptance, Sequence):
+        return [float(a) for a in acceptance] or [acceptance_prior(workload)]
+    if acceptance is not None:
+        return [acceptance]
+    if measured is not None and measured.acceptance_by_position:
+        return list(measured.acceptance_by_position)
+    return [acceptance_prior(workload)]
 
 
 # how far a measured pass may stray from what batching allows before the curve is taken for a disturbed

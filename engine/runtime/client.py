@@ -273,17 +273,23 @@ class EngineClient:
         """Next event of one of ``kinds`` (for req_id when given); errors for req_id and crashes raise."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ev = self.next_event(timeout=left)
-            kind = ev.get("event")
-            if kind == "crashed":
-                raise EngineCrashed(ev["message"])
-            if kind == "stopped":
-                raise EngineCrashed("the engine process was stopped before it answered")
-            if kind == "error" and (req_id is None or ev.get("id") == req_id):
-                raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
-            if kind in kinds and (req_id is None or ev.get("id") in (req_id, None)):
+            ev = self._event_before(deadline, req_id)
+            if ev.get("event") in kinds and (req_id is None or ev.get("id") in (req_id, None)):
                 return ev
+
+    def _event_before(self, deadline: float | None, req_id: Any = None) -> dict:
+        """The next event before the deadline (monotonic; None: no limit). A crash, a stop, and an error for
+        req_id (any error when None) raise instead of returning."""
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ev = self.next_event(timeout=left)
+        kind = ev.get("event")
+        if kind == "crashed":
+            raise EngineCrashed(ev["message"])
+        if kind == "stopped":
+            raise EngineCrashed("the engine process was stopped before it answered")
+        if kind == "error" and (req_id is None or ev.get("id") == req_id):
+            raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
+        return ev
 
     # -- requests ---------------------------------------------------------
     def send(self, cmd: str, **fields: Any) -> int:
@@ -367,15 +373,8 @@ class EngineClient:
         req = self.start_generate(prompt, max_tokens, baseline, spec=spec, sampling=sampling, batch_ms=batch_ms)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ev = self.next_event(timeout=left)
+            ev = self._event_before(deadline, req)
             kind = ev.get("event")
-            if kind == "crashed":
-                raise EngineCrashed(ev["message"])
-            if kind == "stopped":
-                raise EngineCrashed("the engine process was stopped before it answered")
-            if kind == "error" and ev.get("id") == req:
-                raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
             if kind in ("state", "cancel_sent"):
                 continue
             yield ev

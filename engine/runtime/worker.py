@@ -20,8 +20,10 @@ import threading
 import time
 import traceback
 import typing
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from engine.core.chat import ChatError
 from engine.core.settings import (
     LoadSettings,
     SamplingSettings,
@@ -32,12 +34,23 @@ from engine.core.settings import (
     updated,
 )
 from engine.core.stats import RunStats
+from engine.models.gguf_check import GGUFError
+from engine.models.gguf_inspect import GGUFInspectError
 from engine.runtime import protocol
 
 # Cycle events travel in batches: one message at most every DEFAULT_BATCH_MS.
 # Per-cycle messages cost both processes CPU that, on a small machine, is taken
 # from llama.cpp's compute threads; the GUI redraws at ~30 Hz anyway.
 DEFAULT_BATCH_MS = 25.0
+# faults of the input rather than of SpecTune, answered with a kind of their own instead of "internal": a
+# model file that is broken, truncated or not there, a conversation the chat template cannot take
+INPUT_FAULTS: tuple[type[Exception], ...] = (GGUFError, GGUFInspectError, ChatError, FileNotFoundError)
+
+
+def _input_fault_kind(exc: Exception) -> str:
+    """ "invalid_model" for a model file's fault, "invalid_input" for the rest of INPUT_FAULTS."""
+    return "invalid_model" if isinstance(exc, (GGUFError, GGUFInspectError)) else "invalid_input"
+
 
 if TYPE_CHECKING:
     from engine.runtime.binding import Engine
@@ -90,6 +103,44 @@ def _cycle_event(cycle, wall_ms: float) -> dict:
         "cycle_ms": round(cycle.cycle_ms, 4),
         "wall_ms": round(wall_ms, 4),
     }
+
+
+def _count_cycle(stats: RunStats, cycle, wall_ms: float) -> None:
+    stats.add(
+        is_prompt=cycle.is_prompt,
+        n_prompt=cycle.n_prompt,
+        drafted=cycle.drafted,
+        accepted=cycle.accepted,
+        emitted=cycle.emitted,
+        draft_ms=cycle.draft_ms,
+        verify_ms=cycle.verify_ms,
+        decode_ms=cycle.decode_ms,
+        other_ms=cycle.other_ms,
+        cycle_ms=cycle.cycle_ms,
+        wall_ms=wall_ms,
+        text=cycle.text,
+    )
+
+
+class _CycleBatch:
+    """A generation's cycle events, sent together: at most one message every batch_s seconds (DEFAULT_BATCH_MS),
+    and at once for the prompt's cycle."""
+
+    def __init__(self, send: Callable[..., None], req_id: Any, run: Any, batch_s: float) -> None:
+        self._send, self._req_id, self._run, self._batch_s = send, req_id, run, batch_s
+        self._pending: list[dict] = []
+        self._last_flush = time.monotonic()
+
+    def add(self, event: dict, flush_now: bool = False) -> None:
+        self._pending.append(event)
+        if flush_now or time.monotonic() - self._last_flush >= self._batch_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self._send("cycles", id=self._req_id, run=self._run, cycles=list(self._pending))
+            self._pending.clear()
+        self._last_flush = time.monotonic()
 
 
 class Worker:
@@ -181,6 +232,8 @@ class Worker:
             final = ("error", {"id": req_id, "kind": "invalid_settings", "message": str(exc)})
         except SpecrtError as exc:
             final = ("error", {"id": req_id, "kind": exc.kind, "message": str(exc)})
+        except INPUT_FAULTS as exc:  # the user's file or request, not SpecTune: said as such, no traceback
+            final = ("error", {"id": req_id, "kind": _input_fault_kind(exc), "message": str(exc)})
         except Exception as exc:  # the worker must answer, whatever happened
             traceback.print_exc(file=sys.stderr)
             final = ("error", {"id": req_id, "kind": "internal", "message": f"{type(exc).__name__}: {exc}"})
@@ -306,14 +359,7 @@ class Worker:
         spec = _changed(self._spec, msg.get("spec") or {})
         sampling = _changed(self._sampling, msg.get("sampling") or {})
         self._apply(spec, sampling)
-        prompt = msg.get("prompt")
-        chat: dict | None = None
-        if msg.get("messages") is not None:
-            # chat mode: the target's template makes the prompt, as llama-server's chat endpoint does
-            _, chat = self._do_chat(req_id, msg)
-            prompt = chat["prompt"]
-        if not isinstance(prompt, str) or not prompt:
-            raise SettingsError("generate needs a non-empty prompt (or messages)")
+        prompt, chat = self._generate_prompt(req_id, msg)
         max_tokens = int(msg.get("max_tokens", 128))
         if not 1 <= max_tokens <= 1 << 20:
             raise SettingsError(f"max_tokens must be between 1 and 1048576, got {max_tokens}")
@@ -332,80 +378,17 @@ class Worker:
             **chat_fields,
         )
         stats = RunStats()
-        next_index = 0
-        pending: list[dict] = []
-        last_flush = time.monotonic()
-
-        def flush() -> None:
-            nonlocal last_flush
-            if pending:
-                self.send("cycles", id=req_id, run=run, cycles=list(pending))
-                pending.clear()
-            last_flush = time.monotonic()
-
+        batch = _CycleBatch(self.send, req_id, run, batch_s)
         try:
-            while True:
-                while not self._updates.empty():
-                    up_id, spec_changes, sampling_changes = self._updates.get_nowait()
-                    flush()
-                    try:
-                        up_spec, up_sampling = _changed(spec, spec_changes), _changed(sampling, sampling_changes)
-                        self._apply(up_spec, up_sampling, mid_run=True)
-                        spec, sampling = up_spec, up_sampling
-                        self.send(
-                            "updated",
-                            id=up_id,
-                            run=run,
-                            spec=to_dict(spec),
-                            sampling=to_dict(sampling),
-                            from_cycle=next_index,
-                        )
-                    except (SettingsError, SpecrtError) as exc:
-                        self.error(up_id, "invalid_settings", str(exc))
-                t0 = time.perf_counter()
-                cycle = engine.step()
-                wall_ms = (time.perf_counter() - t0) * 1000.0
-                if cycle is None:
-                    break
-                next_index = cycle.index + 1
-                stats.add(
-                    is_prompt=cycle.is_prompt,
-                    n_prompt=cycle.n_prompt,
-                    drafted=cycle.drafted,
-                    accepted=cycle.accepted,
-                    emitted=cycle.emitted,
-                    draft_ms=cycle.draft_ms,
-                    verify_ms=cycle.verify_ms,
-                    decode_ms=cycle.decode_ms,
-                    other_ms=cycle.other_ms,
-                    cycle_ms=cycle.cycle_ms,
-                    wall_ms=wall_ms,
-                    text=cycle.text,
-                )
-                pending.append(_cycle_event(cycle, wall_ms))
-                if cycle.is_prompt or time.monotonic() - last_flush >= batch_s:
-                    flush()
+            spec, sampling = self._run_cycles(engine, run, spec, sampling, stats, batch)
         except SpecrtError as exc:
             if exc.kind != "cancelled":
                 raise
-            flush()
+            batch.flush()
             return ("cancelled", {"id": req_id, "run": run, "summary": stats.summary()})
         finally:
-            flush()
-            # knobs that arrived after the last cycle still count for the next run
-            while not self._updates.empty():
-                up_id, spec_changes, sampling_changes = self._updates.get_nowait()
-                try:
-                    up_spec = _changed(self._spec, spec_changes)
-                    self._check_spec(up_spec)
-                    up_sampling = _changed(self._sampling, sampling_changes).validate()
-                except SettingsError as exc:
-                    self.error(up_id, "invalid_settings", str(exc))
-                    continue
-                self._spec, self._sampling = up_spec, up_sampling
-                self.send(
-                    "updated", id=up_id, run=run, spec=to_dict(up_spec), sampling=to_dict(up_sampling), from_cycle=None
-                )
+            batch.flush()
+            self._apply_late_updates(run)
         stats.text += engine.text_tail()
         return (
             "done",
@@ -418,6 +401,84 @@ class Worker:
                 "sampling": to_dict(sampling),
             },
         )
+
+    def _generate_prompt(self, req_id: Any, msg: dict) -> tuple[str, dict | None]:
+        """A generate request's prompt, and in chat mode (messages) the chat command's answer it was made from."""
+        prompt = msg.get("prompt")
+        chat: dict | None = None
+        if msg.get("messages") is not None:
+            # chat mode: the target's template makes the prompt, as llama-server's chat endpoint does
+            _, chat = self._do_chat(req_id, msg)
+            prompt = chat["prompt"]
+        if not isinstance(prompt, str) or not prompt:
+            raise SettingsError("generate needs a non-empty prompt (or messages)")
+        return prompt, chat
+
+    def _run_cycles(
+        self,
+        engine: Engine,
+        run: Any,
+        spec: SpecSettings,
+        sampling: SamplingSettings,
+        stats: RunStats,
+        batch: _CycleBatch,
+    ) -> tuple[SpecSettings, SamplingSettings]:
+        """Step the engine to the end of the generation, counting and sending each cycle and applying the
+        knob updates that arrived before it; returns the settings in use at the end."""
+        next_index = 0
+        while True:
+            spec, sampling = self._apply_updates(run, spec, sampling, next_index, batch)
+            t0 = time.perf_counter()
+            cycle = engine.step()
+            wall_ms = (time.perf_counter() - t0) * 1000.0
+            if cycle is None:
+                return spec, sampling
+            next_index = cycle.index + 1
+            _count_cycle(stats, cycle, wall_ms)
+            batch.add(_cycle_event(cycle, wall_ms), flush_now=cycle.is_prompt)
+
+    def _apply_updates(
+        self, run: Any, spec: SpecSettings, sampling: SamplingSettings, next_index: int, batch: _CycleBatch
+    ) -> tuple[SpecSettings, SamplingSettings]:
+        """The queued knob updates applied between two cycles, each to the settings in use (next_index: the
+        first cycle that runs with it); returns the settings in use after them. The cycles sent before an
+        update's ``updated`` event are those run before it."""
+        from engine.runtime.binding import SpecrtError
+
+        while not self._updates.empty():
+            up_id, spec_changes, sampling_changes = self._updates.get_nowait()
+            batch.flush()
+            try:
+                up_spec, up_sampling = _changed(spec, spec_changes), _changed(sampling, sampling_changes)
+                self._apply(up_spec, up_sampling, mid_run=True)
+                spec, sampling = up_spec, up_sampling
+                self.send(
+                    "updated",
+                    id=up_id,
+                    run=run,
+                    spec=to_dict(spec),
+                    sampling=to_dict(sampling),
+                    from_cycle=next_index,
+                )
+            except (SettingsError, SpecrtError) as exc:
+                self.error(up_id, "invalid_settings", str(exc))
+        return spec, sampling
+
+    def _apply_late_updates(self, run: Any) -> None:
+        """Knobs that arrived after the last cycle: they still count for the next run."""
+        while not self._updates.empty():
+            up_id, spec_changes, sampling_changes = self._updates.get_nowait()
+            try:
+                up_spec = _changed(self._spec, spec_changes)
+                self._check_spec(up_spec)
+                up_sampling = _changed(self._sampling, sampling_changes).validate()
+            except SettingsError as exc:
+                self.error(up_id, "invalid_settings", str(exc))
+                continue
+            self._spec, self._sampling = up_spec, up_sampling
+            self.send(
+                "updated", id=up_id, run=run, spec=to_dict(up_spec), sampling=to_dict(up_sampling), from_cycle=None
+            )
 
     def _do_measure(self, req_id: Any, msg: dict) -> Reply:
         """Forward-pass times by batch size, for the cost model."""

@@ -93,9 +93,18 @@ class LabControls(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        d, s = SpecSettings(), SamplingSettings()
         col = QVBoxLayout(self)
+        col.addWidget(self._model_pair_box())
+        col.addWidget(self._speculation_box(SpecSettings()))
+        col.addWidget(self._sampling_box(SamplingSettings()))
+        col.addWidget(self._prompts_box())
+        col.addLayout(self._run_buttons())
+        col.addStretch(1)
+        self._connect_signals()
 
+    # -- the panel's parts, top to bottom ---------------------------------
+    def _model_pair_box(self) -> QGroupBox:
+        """The two files and where and how they load: context, GPU layers, placement, threads, repacking."""
         models = QGroupBox("Model pair")
         f = QFormLayout(models)
         self.target = PathPicker("target model (.gguf)")
@@ -129,8 +138,11 @@ class LabControls(QWidget):
         f.addRow(self.badges)
         f.addRow(self.load_button)
         _labels_explain(f)
-        col.addWidget(models)
+        return models
 
+    def _speculation_box(self, d: SpecSettings) -> QGroupBox:
+        """The method (with why the pair cannot run it), K on a slider and a box, and the method's own knobs;
+        d: the defaults they start from."""
         spec = QGroupBox("Speculation")
         f = QFormLayout(spec)
         self.method = QComboBox()
@@ -173,8 +185,10 @@ class LabControls(QWidget):
         mod_range.setToolTip(f"{self.mod_min.toolTip()}\n\n{self.mod_max.toolTip()}")
         f.addRow("ngram-mod min / max", mod_range)
         _labels_explain(f)
-        col.addWidget(spec)
+        return spec
 
+    def _sampling_box(self, s: SamplingSettings) -> QGroupBox:
+        """Temperature, top-k, top-p and the seed; s: the defaults they start from."""
         sampling = QGroupBox("Sampling")
         f = QFormLayout(sampling)
         self.temp = _dspin(0.0, 5.0, s.temp, 0.1, knob_tooltip("temp"))
@@ -186,8 +200,10 @@ class LabControls(QWidget):
         f.addRow("top-p", self.top_p)
         f.addRow("seed", self.seed)
         _labels_explain(f)
-        col.addWidget(sampling)
+        return sampling
 
+    def _prompts_box(self) -> QGroupBox:
+        """The workload (or the prompt typed here), how it is sent (chat template or raw text), max tokens."""
         prompt = QGroupBox("Prompts")
         f = QFormLayout(prompt)
         self.workload = WorkloadBox(files_before=CUSTOM_PROMPT, title="Choose prompts")
@@ -216,8 +232,10 @@ class LabControls(QWidget):
         f.addRow("format", self.chat_mode_box)
         f.addRow(self.chat_hint)
         f.addRow("max tokens", self.max_tokens)
-        col.addWidget(prompt)
+        return prompt
 
+    def _run_buttons(self) -> QHBoxLayout:
+        """Start, Stop, Baseline and Quick check in a row."""
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start")
         self.start_button.setToolTip("run the prompts with speculation, looping until Stop (Ctrl+Return)")
@@ -232,9 +250,10 @@ class LabControls(QWidget):
         )
         for b in (self.start_button, self.stop_button, self.baseline_button, self.check_button):
             buttons.addWidget(b)
-        col.addLayout(buttons)
-        col.addStretch(1)
+        return buttons
 
+    def _connect_signals(self) -> None:
+        """K's slider and box move together; every widget reports through the panel's own signals."""
         self.k_slider.valueChanged.connect(self.k.setValue)
         self.k.valueChanged.connect(lambda v: self.k_slider.setValue(min(v, self.k_slider.maximum())))
         for w in (

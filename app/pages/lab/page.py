@@ -31,7 +31,7 @@ from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SettingsError, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
-from engine.planning.fit import MemoryBudget
+from engine.planning.budget import Budget
 from engine.planning.preflight import Preflight, preflight
 
 CHART_INTERVAL_MS = 40  # 25 Hz
@@ -55,6 +55,23 @@ class LabPage(QWidget):
         coordinator of measuring jobs, which this page asks before it loads or runs and gives way to."""
         super().__init__(parent)
         self.controller = controller
+        self._init_run_state()
+        self.controls = LabControls()
+        self.controls.set_workloads(shipped_workloads())
+        self.session = session if session is not None else LabSession(self)
+        self.session.bind(self.controls)
+        self.jobs = jobs if jobs is not None else MeasuringJobs()
+        self.jobs.attach_lab(self, controller)
+        self._build_layout()
+        self._start_timers()
+        self._connect_signals(controller)
+        self.controls.set_running(False)
+        self._update_why()
+        self._update_chat_hint()
+        self._add_shortcuts()
+
+    def _init_run_state(self) -> None:
+        """What the page keeps between events: the live statistics, the run's mode and prompts, what was sent."""
         self.live = LiveSession()
         self.mode = "idle"  # idle | loading | running | baseline | stopping
         self._pending = None  # what to do once the pair is loaded: "start" | "baseline" | "quick_check"
@@ -73,12 +90,9 @@ class LabPage(QWidget):
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
 
-        self.controls = LabControls()
-        self.controls.set_workloads(shipped_workloads())
-        self.session = session if session is not None else LabSession(self)
-        self.session.bind(self.controls)
-        self.jobs = jobs if jobs is not None else MeasuringJobs()
-        self.jobs.attach_lab(self, controller)
+    def _build_layout(self) -> None:
+        """The controls in a scroll area on the left; on the right the banner, the summary, why, the charts
+        and, under a splitter, the generated text."""
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
@@ -110,6 +124,8 @@ class LabPage(QWidget):
         row.addWidget(scroll)
         row.addWidget(right, 1)
 
+    def _start_timers(self) -> None:
+        """The charts repaint at 25 Hz and the text at 4 Hz; a moved knob is sent once it has rested."""
         self.chart_timer = QTimer(self)
         self.chart_timer.setInterval(CHART_INTERVAL_MS)
         self.chart_timer.timeout.connect(self._repaint)
@@ -123,6 +139,8 @@ class LabPage(QWidget):
         self.chart_timer.start()
         self.text_timer.start()
 
+    def _connect_signals(self, controller: EngineController) -> None:
+        """The controls' requests and the engine's events, to the page's handlers."""
         c = self.controls
         c.startRequested.connect(self.start)
         c.stopRequested.connect(self.stop)
@@ -141,10 +159,9 @@ class LabPage(QWidget):
         controller.stateChanged.connect(self._on_state)
         controller.hello.connect(self._on_hello)
         controller.unloaded.connect(self._on_unloaded)
-        c.set_running(False)
-        self._update_why()
-        self._update_chat_hint()
 
+    def _add_shortcuts(self) -> None:
+        """The run's keys, wherever the focus is on the page."""
         add_page_shortcuts(
             self,
             (
@@ -167,6 +184,11 @@ class LabPage(QWidget):
         return bool(refusal)
 
     def load(self) -> bool:
+        """Check the pair in the controls (engine.planning.preflight: its files, llama.cpp's vocabulary rule,
+        the memory plan) off the GUI thread, then load it (_checked). False when nothing starts: a run or a
+        load under way, a measuring job, invalid knobs; a refusal the check finds arrives later, on the
+        banner. The 1.5B hub model's header alone holds 151936 tokens: read on the GUI thread, it froze the
+        window (issue 30 #7)."""
         if self.mode != "idle":
             return False  # a run, a baseline or a load is under way: its end comes first
         # a refused load drops what it was for (a start, a baseline), lest the next load do it unasked
@@ -179,81 +201,87 @@ class LabPage(QWidget):
             self.banner.show_message(str(exc), "warning")
             self._pending = None
             return False
-        check = self.preflight(settings, with_memory=settings != self._fit_override)
+        with_memory = settings != self._fit_override
+        report = self.hardware_report() if self.hardware_report else None
+        budget = Budget.from_report(report, **self.controller.fit_context()) if report is not None else None
+        self.mode = "loading"
+        self.controls.set_running(True)
+        self.banner.show_message("Checking the pair before it loads: its files, vocabularies and memory…", "info")
+        from app.background import BackgroundJob
+
+        job = BackgroundJob("lab-preflight", lambda _: _check_pair(settings, budget if with_memory else None), self)
+        self._preflight_job = job.on(done=lambda r: self._checked(settings, *r), failed=self._check_failed).start()
+        return True
+
+    def _settings_now(self) -> LoadSettings | None:
+        try:
+            return self.controls.load_settings()
+        except SettingsError:
+            return None
+
+    def _check_failed(self, exc: BaseException) -> None:
+        self.mode = "idle"
+        self.controls.set_running(False)
+        self._pending = None
+        self.banner.show_message(f"The pair could not be checked: {exc}", "error")
+
+    def _checked(self, settings: LoadSettings, check: Preflight, placed) -> None:
+        """The pre-load check's answer, in the GUI thread: load, or say why not and offer what would fit."""
+        if self.mode != "loading" or self.controller.state == LOADING:
+            return  # stopped while it ran (or a load is under way after all): the answer is not wanted
+        moved = self._settings_now() != settings
+        if check.refusal or check.too_big or moved:
+            self.mode = "idle"
+            self.controls.set_running(False)
+        if moved:
+            self._pending = None  # the knobs moved while the check ran: it checked another pair
+            self.banner.show_message("The knobs changed during the check; load again to check them.", "info")
+            return
         if check.refusal:
             self.banner.show_message(check.refusal, "error")
             self._pending = None
-            return False
+            return
         too_big = check.too_big
         if too_big:
-            pending, self._pending = self._pending, None
-            placed = self._placement_that_fits(settings)
-            if placed is not None:
+            self._offer_what_fits(settings, too_big, placed)
+            return
+        self.banner.hide()
+        self.controller.load(settings)
 
-                def place_it() -> None:
-                    self.controls.apply_placement(placed)
-                    self._pending = pending
-                    if not self.load():
-                        self._pending = None
+    def _offer_what_fits(self, settings: LoadSettings, too_big: str, placed) -> None:
+        """A pair the memory plan says does not fit: "Place it" where another placement fits, else "Load
+        anyway"; what the load was for waits on the answer."""
+        pending, self._pending = self._pending, None
+        if placed is not None:
 
-                self._banner_handler = place_it
-                flags = " ".join(placed.flags(with_draft=settings.draft is not None))
-                self.banner.show_message(
-                    f"{too_big}\nIt fits placed otherwise: {placed.describe()} ({flags}).", "warning", "Place it"
-                )
-                return False
-
-            def load_anyway() -> None:
-                self._fit_override, self._pending = settings, pending
+            def place_it() -> None:
+                self.controls.apply_placement(placed)
+                self._pending = pending
                 if not self.load():
                     self._pending = None
 
-            self._banner_handler = load_anyway
-            self.banner.show_message(too_big, "error", "Load anyway")
-            return False
-        self.banner.hide()
-        self.mode = "loading"
-        self.controls.set_running(True)
-        self.controller.load(settings)
-        return True
+            self._banner_handler = place_it
+            flags = " ".join(placed.flags(with_draft=settings.draft is not None))
+            self.banner.show_message(
+                f"{too_big}\nIt fits placed otherwise: {placed.describe()} ({flags}).", "warning", "Place it"
+            )
+            return
+
+        def load_anyway() -> None:
+            self._fit_override, self._pending = settings, pending
+            if not self.load():
+                self._pending = None
+
+        self._banner_handler = load_anyway
+        self.banner.show_message(too_big, "error", "Load anyway")
 
     def preflight(self, settings: LoadSettings, with_memory: bool = True) -> Preflight:
-        """The one pre-load check (engine.planning.preflight): the files, llama.cpp's vocabulary rule and,
-        with_memory, the memory plan against the free VRAM (or RAM) the Hardware page sees. The Lab's own
-        loaded pair is freed before a load, so its memory counts as free."""
+        """The one pre-load check (engine.planning.preflight), in this thread: the files, llama.cpp's
+        vocabulary rule and, with_memory, the memory plan against the free VRAM (or RAM) the Hardware page
+        sees. The Lab's own loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
-        budget = MemoryBudget.from_report(report, **self.controller.fit_context()) if report is not None else None
-        return preflight(
-            settings.target,
-            settings.draft,
-            settings.ctx,
-            budget,
-            ngl=settings.ngl,
-            ngl_draft=settings.ngl_draft,
-            n_cpu_moe=settings.n_cpu_moe,
-            n_cpu_moe_draft=settings.n_cpu_moe_draft,
-            target_devices=settings.device.split(",") if settings.device else None,
-            draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
-            draft_n_max=settings.draft_n_max_at_load,
-        )
-
-    def _placement_that_fits(self, settings: LoadSettings):
-        """Where the pair fits the GPUs when these settings do not (engine.planning.placement), or None: no
-        GPU, a file that cannot be read, or no arrangement fits."""
-        report = self.hardware_report() if self.hardware_report else None
-        if report is None:
-            return None
-        budget = MemoryBudget.from_report(report, **self.controller.fit_context())
-        from engine.models.gguf_inspect import GGUFInspectError
-        from engine.planning.placement import placement_for
-
-        try:
-            placed = placement_for(
-                settings.target, settings.draft, settings.ctx, budget, draft_n_max=settings.draft_n_max_at_load
-            )
-        except (GGUFInspectError, OSError, ValueError):
-            return None
-        return None if placed is None or placed[0].is_default else placed[0]
+        budget = Budget.from_report(report, **self.controller.fit_context()) if report is not None else None
+        return _preflight(settings, budget)
 
     @property
     def loaded_settings(self) -> LoadSettings | None:
@@ -321,6 +349,11 @@ class LabPage(QWidget):
         elif self.mode == "loading" and self.controller.state == LOADING:
             self._pending = None
             self.controller.cancel()  # llama.cpp stops reading at its next progress report
+        elif self.mode == "loading":  # the pre-load check is under way: its answer will be dropped
+            self._pending = None
+            self.mode = "idle"
+            self.controls.set_running(False)
+            self.banner.show_message("Loading cancelled during the check before it; nothing was loaded.", "info")
 
     def baseline(self) -> None:
         if self.mode != "idle" or self._refused_while_busy():
@@ -435,39 +468,28 @@ class LabPage(QWidget):
             if self._pending == "quick_check":
                 self._pending = ("quick_check", then_start)
             return
-        from engine.measure.quick_check import schedule
+        from engine.measure.quick_check import QuickCheckRun
 
-        plan = schedule(self._runnable_candidates())
-        self._check = {"plan": plan, "done": [], "prompt": prompt, "sampling": sampling, "then_start": then_start}
+        self._check = QuickCheckRun.for_pair(self.controls.unavailable_methods(), prompt, sampling, then_start)
         self.mode = "checking"
         self.controls.set_running(True)
         self._next_check_run()
-
-    def _runnable_candidates(self) -> tuple:
-        """The quick check's settings this pair can run (no draft model: the n-gram ones alone)."""
-        from engine.measure.quick_check import CANDIDATES
-
-        has_draft = bool(self.controls.draft.path())
-        return tuple(s for s in CANDIDATES if has_draft or "draft-simple" not in s.types)
 
     def _next_check_run(self) -> None:
         from engine.measure.quick_check import BASELINE, MAX_TOKENS
 
         check = self._check
         assert check is not None
-        done, plan = check["done"], check["plan"]
-        r, spec = plan[len(done)]
+        spec, n = check.next_run[1], len(check.plan)
         self.banner.show_message(
-            f"Checking which setting pays on this machine: run {len(done) + 1} of {len(plan)} "
+            f"Checking which setting pays on this machine: run {len(check.done) + 1} of {n} "
             f"({'no speculation' if spec == BASELINE else spec.spec_type}); Esc stops it",
             "info",
         )
-        self.controller.generate(
-            check["prompt"], MAX_TOKENS, to_dict(spec), check["sampling"], baseline=spec == BASELINE
-        )
+        self.controller.generate(check.prompt, MAX_TOKENS, to_dict(spec), check.sampling, baseline=spec == BASELINE)
 
     def _check_run_finished(self, ev: dict) -> None:
-        from engine.measure.quick_check import summary, verdict
+        from engine.measure.quick_check import summary
 
         check = self._check
         assert check is not None
@@ -476,22 +498,23 @@ class LabPage(QWidget):
             self.controls.set_running(False)
             self.banner.show_message("Quick check stopped; the knobs are as they were.", "info")
             return
-        r, spec = check["plan"][len(check["done"])]
-        check["done"].append((r, spec, float(ev.get("summary", {}).get("tokens_per_s") or 0.0)))
-        if len(check["done"]) < len(check["plan"]):
+        if check.record(float(ev.get("summary", {}).get("tokens_per_s") or 0.0)):
             self._next_check_run()
             return
-        outcomes = verdict(check["done"])
+        outcomes = check.outcomes()
         self._check, self.mode = None, "idle"
         self.controls.set_running(False)
         self.last_check = outcomes
         if outcomes:
             self.session.set_spec_settings(outcomes[0].spec)
-        self.banner.show_message(summary(outcomes), "info")
+        starts = bool(check.then_start and outcomes)
+        # the engine's sentence says what was measured; the Lab says what happens next, and does it
+        text = summary(outcomes) + (f" {_check_next_step(outcomes[0], starts)}" if outcomes else "")
+        self.banner.show_message(text, "info")
         self.quickCheckDone.emit(outcomes)
-        if check["then_start"] and outcomes:
+        if starts:
             self.start()
-            self.banner.show_message(summary(outcomes), "info")
+            self.banner.show_message(text, "info")
 
     def _on_run_finished(self, ev: dict) -> None:
         if self.mode == "checking" or (self.mode == "stopping" and self._check is not None):
@@ -645,3 +668,47 @@ def _short(key: str) -> str:
 
 def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _check_next_step(best, starts: bool) -> str:
+    """What follows a quick check whose best setting (an engine.measure.quick_check.Outcome) the knobs now
+    hold: the live run starting with it, or how to start one."""
+    if starts:
+        return f"The live run starts with {best.label()} so you can watch why, against the baseline."
+    return f"The knobs are set to {best.label()}; Start (Ctrl+Return) runs it live against the baseline."
+
+
+def _preflight(settings: LoadSettings, budget: Budget | None) -> Preflight:
+    """engine.planning.preflight for the Lab's load settings (no memory check without a budget)."""
+    return preflight(
+        settings.target,
+        settings.draft,
+        settings.ctx,
+        budget,
+        ngl=settings.ngl,
+        ngl_draft=settings.ngl_draft,
+        n_cpu_moe=settings.n_cpu_moe,
+        n_cpu_moe_draft=settings.n_cpu_moe_draft,
+        target_devices=settings.device.split(",") if settings.device else None,
+        draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
+        draft_n_max=settings.draft_n_max_at_load,
+    )
+
+
+def _check_pair(settings: LoadSettings, budget: Budget | None):
+    """The pre-load check and, for a pair that does not fit, a placement that does (engine.planning.placement;
+    None: no GPU, a file that cannot be read, or no arrangement fits). Runs in a background thread: pure
+    engine work, no widget touched."""
+    check = _preflight(settings, budget)
+    if not check.too_big or budget is None or not budget.gpus:
+        return check, None
+    from engine.models.gguf_inspect import GGUFInspectError
+    from engine.planning.placement import placement_for
+
+    try:
+        placed = placement_for(
+            settings.target, settings.draft, settings.ctx, budget, draft_n_max=settings.draft_n_max_at_load
+        )
+    except (GGUFInspectError, OSError, ValueError):
+        return check, None
+    return check, None if placed is None or placed[0].is_default else placed[0]

@@ -4,5 +4,4 @@ page        ModelsPage: its three tabs, and the check of the session's pair befo
 library     the GGUF files on this machine
 presets     the catalog's downloads
 recommend   the ranked pairs for this machine's memory
-background  the thread that runs one engine function for any of them
 """

@@ -30,11 +30,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pages.models.background import BackgroundJob
+from app.background import BackgroundJob
 from app.session import LabSession
 from app.widgets.empty_state import EmptyState
 from app.widgets.style import ERROR, error_text, ok_text
-from engine.models.downloads import format_bytes
+from engine.core.units import format_bytes
 from engine.models.draft_heads import has_mtp_head, is_head
 
 COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")
@@ -78,6 +78,19 @@ class LibraryPanel(QWidget):
         self.job: BackgroundJob | None = None
         self._again = False
 
+        top = self._scan_row()
+        self._build_files_table()
+        actions = self._file_actions_row()
+        self._build_pairs_table()
+        self._build_empty_state()
+        self._lay_out(top, actions)
+        self._selection_changed()
+        self.pair_button.setEnabled(False)
+        self._update_remove_button()
+
+    # -- the panel's parts ----------------------------------------------------------------------
+    def _scan_row(self) -> QHBoxLayout:
+        """What the scan found (or is doing), Rescan, and the folders of the user's own to look in."""
         self.status = QLabel("not scanned yet")
         self.status.setWordWrap(True)
         self.rescan_button = QPushButton("Rescan")
@@ -91,7 +104,10 @@ class LibraryPanel(QWidget):
         top.addWidget(self.status, 1)
         for b in (self.rescan_button, add, self.remove_button):
             top.addWidget(b)
+        return top
 
+    def _build_files_table(self) -> None:
+        """The files found, a row each, in the scan's order until a header is clicked."""
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -107,6 +123,8 @@ class LibraryPanel(QWidget):
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.table.itemDoubleClicked.connect(lambda item: self.use_selected())
 
+    def _file_actions_row(self) -> QHBoxLayout:
+        """What is selected, and the buttons that hand it to the Lab as the target, the pair or the draft."""
         self.use_button = QPushButton("Use in Lab")
         self.use_button.setToolTip(
             "one file: the Lab's target (an EAGLE-3 or DFlash draft file: the Lab's draft); "
@@ -121,7 +139,10 @@ class LibraryPanel(QWidget):
         actions.addWidget(self.selection_label, 1)
         actions.addWidget(self.use_button)
         actions.addWidget(self.draft_button)
+        return actions
 
+    def _build_pairs_table(self) -> None:
+        """The pairs llama.cpp accepts among the files, each with its predicted speed here, and its button."""
         self.pairs = QTableWidget(0, 3)
         self.pairs.setHorizontalHeaderLabels(("target", "draft (llama.cpp accepts the pair)", "predicted here"))
         self.pairs.horizontalHeaderItem(2).setToolTip(
@@ -141,7 +162,8 @@ class LibraryPanel(QWidget):
         )
         self.pairs_label = QLabel("compatible pairs")
 
-        # where the table would stand empty, the ways to fill it
+    def _build_empty_state(self) -> None:
+        """The files table, or in its place while there are no files, the ways to fill it."""
         self.empty = EmptyState(
             "No GGUF models found on this machine",
             "SpecTune looked in the Hugging Face cache, LM Studio, llama.cpp's cache and Ollama. "
@@ -150,11 +172,13 @@ class LibraryPanel(QWidget):
         )
         self.empty.add_action("Add folder…", self._ask_add_folder, "look for GGUF files in a folder of your own")
         self.empty.add_action("Download a preset", self.downloadRequested.emit, "the Downloads tab: presets that fit")
-        self.empty.add_action("Use the demo pair", session.use_demo_pair, "the bundled pair, into the Lab")
+        self.empty.add_action("Use the demo pair", self.session.use_demo_pair, "the bundled pair, into the Lab")
         self.table_or_empty = QStackedWidget()
         self.table_or_empty.addWidget(self.table)
         self.table_or_empty.addWidget(self.empty)
 
+    def _lay_out(self, top: QHBoxLayout, actions: QHBoxLayout) -> None:
+        """Files above, pairs below, split so the files get the most room."""
         upper = QWidget()
         u_col = QVBoxLayout(upper)
         u_col.setContentsMargins(0, 0, 0, 0)
@@ -178,9 +202,6 @@ class LibraryPanel(QWidget):
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.addWidget(split)
-        self._selection_changed()
-        self.pair_button.setEnabled(False)
-        self._update_remove_button()
 
     # -- the scan ---------------------------------------------------------------------------
     def rescan(self) -> None:
@@ -357,7 +378,7 @@ class LibraryPanel(QWidget):
             target, draft = sorted(
                 chosen, key=lambda m: (not is_head(m), m.parameter_count or 0, m.size_bytes), reverse=True
             )
-            self.session.set_pair(target.path, draft.path)
+            self.session.offer_pair(target.path, draft.path)
 
     def use_selected_as_draft(self) -> None:
         chosen = [m for m in self.selected_models() if not m.error]
@@ -369,7 +390,7 @@ class LibraryPanel(QWidget):
         if not rows or self.library is None:
             return
         p = self.library.pairs[rows[0].row()]
-        self.session.set_pair(p["target"], p["draft"])
+        self.session.offer_pair(p["target"], p["draft"])
 
     # -- the user's folders -------------------------------------------------------------------
     def add_folder(self, folder: str | Path) -> bool:

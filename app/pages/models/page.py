@@ -14,66 +14,23 @@ page is first shown; closing the window stops them (see shutdown).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
 
+from app.background import BackgroundJob
 from app.engine_controller import EngineController
-from app.pages.models.background import BackgroundJob
 from app.pages.models.library import LibraryPanel
 from app.pages.models.presets import PresetsPanel
 from app.pages.models.recommend import RecommendPanel
 from app.session import LabSession
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text, ok_text
+from engine.core.units import GIB
 from engine.models.draft_heads import target_refusal
+from engine.planning.recommend import CatalogView, rank_catalog
 
-GIB = 2**30
 _FROM_HARDWARE = object()
-
-
-@dataclass
-class CatalogView:
-    """What one background pass over the catalog learnt (engine.planning.recommend's answers)."""
-
-    catalog: Any
-    ctx: int
-    budget: Any = None  # engine.planning.recommend.Budget, None when it could not be measured
-    recommendation: Any = None
-    fits: Any = None  # engine.planning.recommend.PresetFit list
-    error: str = ""  # why there is no recommendation
-
-
-def rank_catalog(
-    catalog,
-    nvml,
-    ctx: int,
-    speed_floor: float = 10.0,
-    probe_cache: Path | None = None,
-    workload: str | None = None,
-) -> CatalogView:
-    """The catalog (loaded when None), the budget NVML sees (or RAM), the list ranked by the speed predicted
-    on this machine's device (the GPU, else the CPU as last measured or as assumed from its cores) and the
-    presets' fits; what `spectune recommend --no-probe [--workload SET]` and `spectune presets` print. A
-    budget that cannot be measured still leaves the presets with their sizes. probe_cache: where the CPU
-    probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at."""
-    from engine.models.catalog import CatalogError, load_catalog
-    from engine.planning.device_speed import local_device
-    from engine.planning.hardware import probe
-    from engine.planning.memory_plan import PlanError
-    from engine.planning.recommend import RecommendError, budget_from_hardware, preset_fits, recommend
-
-    catalog = catalog if catalog is not None else load_catalog()
-    try:
-        report = probe(nvml)
-        budget = budget_from_hardware(nvml, report=report)
-        device = local_device(report, probe_cache)
-        rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor, workload=workload)
-    except (RecommendError, CatalogError, PlanError) as exc:
-        return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
-    return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
 
 
 def _methods_text(methods) -> str:
@@ -238,7 +195,10 @@ class ModelsPage(QWidget):
     def download_candidate(self, c) -> str:
         """A recommended pair: its preset's row when it has one, else a row of its own; then Download.
         Returns the row's name (its PullResult carries it when the download ends)."""
-        if c.preset and self.presets.row(c.preset) is not None:
+        if not c.uses_draft and not c.target.bundled:  # its draft does not pay here: the target alone
+            row = self.presets.add_file(f"{c.target.repo}:{c.target.filename}")
+            name = row.name if row is not None else c.label
+        elif c.preset and self.presets.row(c.preset) is not None:
             name = c.preset
         else:
             name = f"{c.target.model}-{c.target.quant}+{c.draft.model}-{c.draft.quant}".lower()
@@ -282,7 +242,7 @@ class ModelsPage(QWidget):
             self.fit_badge.setText("")
             self.plan_label.setText("")
             return
-        from engine.planning.fit import MemoryBudget
+        from engine.planning.budget import Budget
         from engine.planning.preflight import preflight
 
         report = self.hardware.report if self.hardware is not None else None
@@ -291,7 +251,7 @@ class ModelsPage(QWidget):
             target,
             draft if draft and draft.is_file() else None,
             self.session.context(),
-            MemoryBudget.from_report(report, **lab_engine),
+            Budget.from_report(report, **lab_engine),
             ngl=self.session.gpu_layers(),
             check_files=False,
         )

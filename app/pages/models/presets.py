@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.pages.models.background import BackgroundJob
+from app.background import BackgroundJob
 from app.session import LabSession
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text
 from engine.models.downloads import (
@@ -409,7 +409,7 @@ class PresetsPanel(QWidget):
         if "model" in row.paths:
             self.session.set_target(row.paths["model"])  # one file: the draft stays
         else:
-            self.session.set_pair(row.paths["target"], row.paths["draft"])
+            self.session.offer_pair(row.paths["target"], row.paths["draft"])
         return True
 
     def _show_details(self, row: DownloadRow | None = None) -> None:

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.style import ERROR, error_text
-from engine.models.downloads import format_bytes
+from engine.core.units import format_bytes
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX
 from engine.planning.speed_model import ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
 

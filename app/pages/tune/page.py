@@ -382,19 +382,16 @@ class TunePage(QWidget):
         self.table.show_result(result)
         self.charts.show_result(result)
         best = result.best
-        speedup = best.measured_tps / result.baseline_tps if result.baseline_tps else None
+        # one figure for one result: the verdict's ratio, paired prompt by prompt; the search's own tokens/s
+        # ratio read high (the best was picked for being high) and sat beside a verdict of x1.00 (issue 30 #9)
         self.summary.setText(
-            f"Best: <b>{best.label}</b> at <b>{best.measured_tps:.1f}</b> tokens/s"
-            + (f", <b>{speedup:.2f}×</b> the baseline" if speedup else "")
-            + f" (baseline {result.baseline_tps:.1f} tokens/s without speculation, same prompts). "
-            f"Found in {result.elapsed_s:.0f} s with {result.runs} runs.<br>"
+            f"The search picked <b>{best.label}</b> ({best.measured_tps:.1f} tokens/s there; baseline "
+            f"{result.baseline_tps:.1f} tokens/s without speculation, same prompts) in {result.elapsed_s:.0f} s "
+            f"with {result.runs} runs.<br>"
             + (ok_text if result.beats_baseline else error_text)("Verdict:")
             + f" {result.verdict_text()}"
         )
-        self._log(
-            f"best: {best.label} at {best.measured_tps:.1f} tokens/s"
-            + (f", {speedup:.3f}x the baseline" if speedup else "")
-        )
+        self._log(f"picked: {best.label} at {best.measured_tps:.1f} tokens/s; {result.verdict_text()}")
         saved = self._record(result)
         self.status.setText(
             f"Tune finished in {result.elapsed_s:.0f} s" + (", saved to the history." if saved else ".")

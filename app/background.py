@@ -1,4 +1,4 @@
-"""Background work for the Models page: a scan of the disks, a recommendation, a download.
+"""Background work for the pages: a scan of the disks, a recommendation, a download, a pre-load check.
 
 Each job runs one engine function in a named Python thread and reports back through Qt
 signals, which Qt queues to the GUI thread because the receiving QObject lives there.

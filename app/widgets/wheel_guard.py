@@ -1,0 +1,65 @@
+"""The mouse wheel scrolls the page; it changes a knob only when that knob has the focus.
+
+Qt's spin boxes, combo boxes and sliders take every wheel event over them, focused or not, so scrolling the
+Lab's left panel turned whichever knob passed under the pointer (issue 30: 12 of 17 knobs changed on one
+notch). One filter on the application covers every page: a wheel event over an unfocused knob goes to the
+scroll area around it instead, or nowhere when there is none.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QCoreApplication, QEvent, QObject
+from PySide6.QtWidgets import (
+    QAbstractScrollArea,
+    QAbstractSlider,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QScrollBar,
+    QWidget,
+)
+
+_KNOBS = (QAbstractSpinBox, QComboBox, QAbstractSlider)
+
+
+class WheelGuard(QObject):
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if event.type() != QEvent.Type.Wheel:
+            return False
+        knob = _knob_of(obj)
+        if knob is None or knob.hasFocus():
+            return False
+        area = _scroll_area_around(knob)
+        if area is not None:
+            QCoreApplication.sendEvent(area.verticalScrollBar(), event)
+        return True  # the knob keeps its value
+
+
+def _knob_of(obj: QObject) -> QWidget | None:
+    """The knob a wheel event is over: the widget itself, or the knob whose part it is (a spin box's line
+    edit); scroll bars are sliders that must keep the wheel."""
+    while isinstance(obj, QWidget):
+        if isinstance(obj, _KNOBS) and not isinstance(obj, QScrollBar):
+            return obj
+        if isinstance(obj, QAbstractScrollArea):  # a combo box's open list, a text box: not a knob
+            return None
+        obj = obj.parentWidget()
+    return None
+
+
+def _scroll_area_around(widget: QWidget) -> QAbstractScrollArea | None:
+    parent = widget.parentWidget()
+    while parent is not None and not isinstance(parent, QAbstractScrollArea):
+        parent = parent.parentWidget()
+    return parent
+
+
+def install_wheel_guard(app: QCoreApplication | None = None) -> WheelGuard:
+    """Install the guard on the application once (a second call returns the first guard)."""
+    app = app or QApplication.instance()
+    assert app is not None, "a QApplication must exist first"
+    guard = app.findChild(WheelGuard)
+    if guard is None:
+        guard = WheelGuard(app)
+        app.installEventFilter(guard)
+    return guard
