@@ -10,6 +10,7 @@ from engine.measure.generate import generate
 from engine.measure.live import LiveSession
 from engine.measure.why import MIN_STEPS, explain
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
+from engine.planning.constants import K_MAX
 
 from .conftest import PROMPTS
 
@@ -70,9 +71,10 @@ def test_a_flat_verify_pays_and_the_best_k_follows_from_the_measured_parts():
     assert why.explained_speedup == pytest.approx(3.0 / (11.2 / 10.2))
     assert why.measured_speedup == pytest.approx(why.explained_speedup)
     assert "compute-bound" not in why.sentence() and why.sentence().startswith("Speculation pays here")
-    # with every token kept and a flat verify, longer drafts keep paying: the longest K tried is best
-    assert why.best_k == 16 and why.best_speedup > why.explained_speedup
-    assert "K=16 would give" in why.sentence()
+    # with every token kept and a flat verify, longer drafts keep paying: the longest K tried (the K_MAX that
+    # predictions and the tuner share) is best
+    assert why.best_k == K_MAX and why.best_speedup > why.explained_speedup
+    assert f"K={K_MAX} would give" in why.sentence()
 
 
 def test_only_the_current_setting_counts_and_too_few_steps_say_nothing():
