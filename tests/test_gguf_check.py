@@ -121,6 +121,6 @@ def test_a_truncated_model_is_the_input_s_fault_not_an_internal_error(pair, tmp_
         with pytest.raises(EngineError, match="truncated") as err:
             client.load(LoadSettings(cut, pair[1], ctx=256))
     assert err.value.kind == "invalid_model"
-    assert main(["run", "--target", str(cut), "--draft", str(pair[1]), "--max-tokens", "4"]) == 2
+    assert main(["run", "--target", str(cut), "--draft", str(pair[1]), "--prompt", "hi", "--max-tokens", "4"]) == 2
     said = capsys.readouterr().err
     assert "truncated" in said and "internal" not in said and "GGUFError" not in said, said

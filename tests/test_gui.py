@@ -341,13 +341,14 @@ def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
     assert all(visible for *_, visible, _ in seen) and seen[-1][3] == "draft 100 %"
     assert not window.load_bar.isVisible()  # gone once loaded
 
-    lab.controls.ctx.setValue(2048)  # another load; Esc right away stops it
+    lab.controls.ctx.setValue(2048)  # another load; Esc right away stops it, during its pre-load check
     assert lab.load()
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     assert "Loading cancelled" in lab.banner.label.text(), lab.banner.label.text()
-    assert window.controller.loaded_info is None and window.controller.state == READY
-    assert lab.controls.start_button.isEnabled() and "not loaded" in lab.controls.badges.text()
+    # stopped before the worker was asked: the pair loaded before stays as it was, the new settings unloaded
+    assert window.controller.state == READY and window.controller.load_settings != lab.controls.load_settings()
+    assert lab.controls.start_button.isEnabled() and "n_ctx 1024" in lab.controls.badges.text()  # what is loaded
     lab.controls.max_tokens.setValue(8)
     lab.start()  # loads again and runs
     qtbot.waitUntil(lambda: lab.live.cycles >= 1 and window.controller.loaded_info is not None, timeout=WAIT)
@@ -373,7 +374,8 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
         w.controller.start()
     set_pair(w, pair, max_tokens=8)
     lab = w.lab
-    lab.start()  # needs a load first: refused, with the reason
+    lab.start()  # needs a load first: its check refuses it, with the reason
+    qtbot.waitUntil(lambda: lab.banner.button.text() == "Load anyway", timeout=WAIT)
     text = lab.banner.label.text()
     assert lab.mode == "idle" and w.controller.loaded_info is None
     assert "does not fit on CUDA0" in text and "1.0 MiB free" in text and "smaller context" in text, text
@@ -399,7 +401,7 @@ def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tm
     lab = window.lab
     from engine.planning.preflight import Preflight
 
-    monkeypatch.setattr(lab, "preflight", lambda settings, with_memory=True: Preflight())  # finds nothing
+    monkeypatch.setattr("app.pages.lab.page._check_pair", lambda settings, budget: (Preflight(), None))
     lab.start()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     assert window.controller.state == "error" and window.controller.loaded_info is None
