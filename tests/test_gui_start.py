@@ -150,7 +150,7 @@ def test_where_no_draft_pays_the_start_page_leads_with_models_to_run_alone(qtbot
     20 GB MoE pairs. Now: why drafts do not pay here, in one line, and models to run alone, smallest first."""
     from engine.planning.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
 
-    cpu = DeviceSpeed("CPU", bandwidth_bytes_per_s=60e9, flops_per_s=300e9, overhead_ms=0.3, source="measured: test")
+    cpu = DeviceSpeed("CPU", bandwidth_bytes_per_s=80e9, flops_per_s=80e9, overhead_ms=0.3, source="measured: test")
     save_cpu_speed(cpu_key("test build"), cpu, tmp_path)
     page = StartPage(lambda: probe(FakeNVML([])))
     qtbot.addWidget(page)

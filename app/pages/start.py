@@ -153,9 +153,7 @@ class StartPage(QWidget):
             files = [c.target, c.draft] if c.uses_draft else [c.target]
             name.setToolTip("\n".join(f"{f.repo}/{f.filename}" for f in files))
             button = QPushButton("Download")
-            button.setToolTip(
-                f"download {'both files' if c.uses_draft else 'the model'}, with progress on the Models page"
-            )
+            button.setToolTip("download both files, with progress on the Models page, then run them in the Lab")
             button.clicked.connect(lambda checked=False, c=c: self.downloadRequested.emit(c))
             self.pairs_grid.addWidget(name, r, 0)
             self.pairs_grid.addWidget(QLabel(speed), r, 1)

@@ -195,10 +195,7 @@ class ModelsPage(QWidget):
     def download_candidate(self, c) -> str:
         """A recommended pair: its preset's row when it has one, else a row of its own; then Download.
         Returns the row's name (its PullResult carries it when the download ends)."""
-        if not c.uses_draft and not c.target.bundled:  # its draft does not pay here: the target alone
-            row = self.presets.add_file(f"{c.target.repo}:{c.target.filename}")
-            name = row.name if row is not None else c.label
-        elif c.preset and self.presets.row(c.preset) is not None:
+        if c.preset and self.presets.row(c.preset) is not None:
             name = c.preset
         else:
             name = f"{c.target.model}-{c.target.quant}+{c.draft.model}-{c.draft.quant}".lower()
