@@ -700,7 +700,10 @@ def start_choices(rec: Recommendation, n: int) -> StartChoices:
             if slow
             else "Nothing in the catalog fits this machine's free memory with headroom."
         )
-        return StartChoices(head, slow, any(c.uses_draft for c in slow))
+        pays = any(c.uses_draft for c in slow)
+        if slow and not pays:  # slow, and no draft helps: say why, as above the floor
+            head = _why_no_draft_pays(rec.device, slow[0]) + " " + head
+        return StartChoices(head, slow, pays)
     paying = [c for c in fitting if c.uses_draft]
     if paying:
         paying.sort(key=lambda c: -(c.tokens_per_s or 0.0))
