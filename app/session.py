@@ -153,9 +153,9 @@ class LabSession(QObject):
     def load_refusal(self, load: LoadSettings) -> str | None:
         """Why this pair cannot load at all (a broken file, vocabularies llama.cpp rejects), or None: the
         pre-load check without the memory plan, which only the engine that loads it can judge."""
-        from engine.planning.preflight import preflight
+        from engine.planning.preflight import preflight_load
 
-        return preflight(load.target, load.draft, load.ctx, None, ngl=load.ngl).refusal
+        return preflight_load(load, None).refusal
 
     # -- the prompts --------------------------------------------------------------------------------
     def workload(self) -> str:

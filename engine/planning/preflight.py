@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.core.settings import LoadSettings
 from engine.models.compat import check_pair
 from engine.models.draft_heads import MethodVerdict, method_verdicts, target_refusal
 from engine.models.gguf_check import GGUFError, check_gguf
@@ -126,6 +127,24 @@ def preflight(
     if budget is not None:
         _check_memory(result, ctx, budget, ngl, ngl_draft, plan_options)
     return result
+
+
+def preflight_load(load: LoadSettings, budget: Budget | None) -> Preflight:
+    """preflight for an engine load's settings: its files, context and GPU layers, the experts it keeps on the
+    CPU, the devices it names and the K it loads for (the Lab's check before a load, the session's refusal)."""
+    return preflight(
+        load.target,
+        load.draft,
+        load.ctx,
+        budget,
+        ngl=load.ngl,
+        ngl_draft=load.ngl_draft,
+        n_cpu_moe=load.n_cpu_moe,
+        n_cpu_moe_draft=load.n_cpu_moe_draft,
+        target_devices=load.device.split(",") if load.device else None,
+        draft_devices=load.device_draft.split(",") if load.device_draft else None,
+        draft_n_max=load.draft_n_max_at_load,
+    )
 
 
 def _check_memory(

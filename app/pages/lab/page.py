@@ -32,7 +32,7 @@ from engine.core.settings import LoadSettings, SettingsError, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
 from engine.planning.budget import Budget
-from engine.planning.preflight import Preflight, preflight
+from engine.planning.preflight import Preflight, preflight_load
 
 CHART_INTERVAL_MS = 40  # 25 Hz
 TEXT_INTERVAL_MS = 250  # 4 Hz
@@ -281,7 +281,7 @@ class LabPage(QWidget):
         sees. The Lab's own loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
         budget = Budget.from_report(report, **self.controller.fit_context()) if report is not None else None
-        return _preflight(settings, budget)
+        return preflight_load(settings, budget)
 
     @property
     def loaded_settings(self) -> LoadSettings | None:
@@ -678,28 +678,11 @@ def _check_next_step(best, starts: bool) -> str:
     return f"The knobs are set to {best.label()}; Start (Ctrl+Return) runs it live against the baseline."
 
 
-def _preflight(settings: LoadSettings, budget: Budget | None) -> Preflight:
-    """engine.planning.preflight for the Lab's load settings (no memory check without a budget)."""
-    return preflight(
-        settings.target,
-        settings.draft,
-        settings.ctx,
-        budget,
-        ngl=settings.ngl,
-        ngl_draft=settings.ngl_draft,
-        n_cpu_moe=settings.n_cpu_moe,
-        n_cpu_moe_draft=settings.n_cpu_moe_draft,
-        target_devices=settings.device.split(",") if settings.device else None,
-        draft_devices=settings.device_draft.split(",") if settings.device_draft else None,
-        draft_n_max=settings.draft_n_max_at_load,
-    )
-
-
 def _check_pair(settings: LoadSettings, budget: Budget | None):
     """The pre-load check and, for a pair that does not fit, a placement that does (engine.planning.placement;
     None: no GPU, a file that cannot be read, or no arrangement fits). Runs in a background thread: pure
     engine work, no widget touched."""
-    check = _preflight(settings, budget)
+    check = preflight_load(settings, budget)
     if not check.too_big or budget is None or not budget.gpus:
         return check, None
     from engine.models.gguf_inspect import GGUFInspectError
