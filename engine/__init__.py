@@ -4,6 +4,7 @@ Packages by concern, each importing only those listed below it (import-linter's
 ``layers`` contract in pyproject.toml enforces the order):
 
   cli/       the ``spectune`` command: argument parsing and printing only
+  serve/     the tuned settings served behind a local proxy, each request of the user's traffic watched
   measure/   live sessions, generation, the tuner, validation against llama-server, the history
   deploy/    llama-server command lines in the binary's dialect, shell quoting, vLLM / SGLang
   planning/  hardware, memory plan, fit and preflight, recommendations, the cost model

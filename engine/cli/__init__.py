@@ -10,4 +10,5 @@ nothing imports engine.cli.
   library   model files to get (download) and files already here (library)
   predict   how fast a pair will run here, and whether speculation pays, before it runs
   deploy    export, validate and history
+  serve     serve: the settings behind SpecTune's proxy, each request of the user's traffic watched
 """

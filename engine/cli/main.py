@@ -2,6 +2,7 @@
 
   spectune run (--target T.gguf [--draft D.gguf] | --demo) [knobs] (--prompt TEXT | --prompt-file F | --workload W)
   spectune demo [--json]       the headless main job on the demo pair
+  spectune serve ...           the settings served behind SpecTune's proxy, each request watched
   spectune server-path         where the bundled llama-server is
   spectune gui                 the desktop app (when a display is available)
 
@@ -16,7 +17,7 @@ import argparse
 import os
 import sys
 
-from engine.cli import catalog, deploy, library, models, predict, run
+from engine.cli import catalog, deploy, library, models, predict, run, serve
 from engine.core.settings import SettingsError
 from engine.core.workloads import WorkloadError
 from engine.runtime.client import EngineError
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.register(sub)  # recommend, presets
     library.register(sub)  # pull, models
     deploy.register(sub)  # export, validate, history
+    serve.register(sub)  # serve
     return p
 
 

@@ -116,9 +116,11 @@ def conversation_from_record(record: Any, where: str) -> Conversation:
     return Conversation.of(messages)
 
 
-def load_jsonl(path: str | Path) -> list[Conversation]:
+def load_jsonl(path: str | Path, warnings: list[str] | None = None) -> list[Conversation]:
     """Every conversation of a JSONL file; blank lines are skipped, and a bad line is an error
-    that names its number (nothing is half-loaded)."""
+    that names its number (nothing is half-loaded). One exception: a last line without its newline
+    that is not JSON was cut off while being written (a recording whose program died mid-line,
+    engine.serve.record); it is skipped, and said in ``warnings`` when a list is given."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise ChatError(f"conversation file not found: {path}")
@@ -126,6 +128,10 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
     with path.open("rb") as fh:
         for n, raw in enumerate(fh, start=1):
             where = f"{path.name}, line {n}"
+            if not raw.endswith(b"\n") and _torn(raw):
+                if warnings is not None:
+                    warnings.append(f"{where}: cut off while being written ({len(raw)} bytes, no newline); skipped")
+                continue
             if len(raw) > MAX_LINE_BYTES:
                 raise ChatError(f"{where}: longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB")
             try:
@@ -142,3 +148,12 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
     if not out:
         raise ChatError(f"{path.name}: no conversations in the file")
     return out
+
+
+def _torn(raw: bytes) -> bool:
+    """A line that does not parse as JSON (the last line of a file, without its newline)."""
+    try:
+        json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return True
+    return False

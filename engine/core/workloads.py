@@ -70,6 +70,7 @@ class Workload:
     description: str
     prompts: tuple[Prompt, ...]
     path: Path | None = None
+    warnings: tuple[str, ...] = ()  # what was skipped on reading it (a recording's cut-off last line)
 
     def texts(self) -> list[str]:
         return [p.text for p in self.prompts]
@@ -173,10 +174,11 @@ def parse_workload(data: object, source: str = "workload", path: Path | None = N
 
 def load_conversations(path: Path) -> Workload:
     """A JSONL file of logged chat requests as a set: one conversation per line, ids chat-1, chat-2, ..."""
+    warnings: list[str] = []
     try:
-        conversations = load_jsonl(path)
+        conversations = load_jsonl(path, warnings)
     except ChatError as exc:
         raise WorkloadError(str(exc)) from None
     name = re.sub(r"[^a-z0-9-]+", "-", path.stem.lower()).strip("-")[:64] or "conversations"
     prompts = tuple(Prompt(f"chat-{i + 1}", c.last_user_text(), c) for i, c in enumerate(conversations))
-    return Workload(name, f"{len(prompts)} conversation(s) from {path.name}", prompts, path)
+    return Workload(name, f"{len(prompts)} conversation(s) from {path.name}", prompts, path, tuple(warnings))

@@ -97,10 +97,12 @@ def server_argv(
     host: str | None = None,
     port: int | None = None,
     extra: list[str] | None = None,
+    parallel: int = N_PARALLEL,
 ) -> list[str]:
-    """The argv that makes this llama-server build speculate as ``spec`` does in the lab."""
+    """The argv that makes this llama-server build speculate as ``spec`` does in the lab. parallel: server
+    slots (-np), each given the context ``load.ctx`` (-c is their sum: llama-server splits it)."""
     b = _ArgvBuilder(server, dialect)
-    _add_load(b, load)
+    _add_load(b, load, parallel)
     _add_spec_types(b, load, spec.types, dialect)
     _add_draft_model_knobs(b, spec, dialect)
     _add_ngram_knobs(b, spec, dialect)
@@ -113,11 +115,13 @@ def server_argv(
     return b.argv + list(extra or [])
 
 
-def _add_load(b: _ArgvBuilder, load: LoadSettings) -> None:
+def _add_load(b: _ArgvBuilder, load: LoadSettings, parallel: int = N_PARALLEL) -> None:
+    if parallel < 1:
+        raise ExportError(f"server slots (-np) must be at least 1, not {parallel}")
     b.add("-m", str(load.target), "the target model")
-    b.add("-c", str(load.ctx), "the context size")
-    # one slot: the lab measures one client; see export_warnings for why
-    b.add("-np", str(N_PARALLEL), "one server slot")
+    b.add("-c", str(load.ctx * parallel), "the context size (each slot's times the slots)")
+    # one slot by default: the lab measures one client; see export_warnings for why
+    b.add("-np", str(parallel), "the server slots")
     if load.ngl != -1:
         b.add("-ngl", str(load.ngl), "target layers on the GPU")
     if load.device:
@@ -234,9 +238,10 @@ def llama_server_argv(
     host: str | None = None,
     port: int | None = None,
     extra: list[str] | None = None,
+    parallel: int = N_PARALLEL,
 ) -> list[str]:
     """The argv in the pinned llama.cpp's (current) dialect."""
-    return server_argv(load, spec, sampling, server, CURRENT, host=host, port=port, extra=extra)
+    return server_argv(load, spec, sampling, server, CURRENT, host=host, port=port, extra=extra, parallel=parallel)
 
 
 # -- the export of one binary, with its pitfalls ---------------------------------------------
@@ -266,6 +271,7 @@ def export_llama_server(
     server_help: ServerHelp | None = None,
     gpus: list | None = None,
     ram_available: int | None = None,
+    parallel: int = N_PARALLEL,
 ) -> ServerExport:
     """The argv for ``server`` (default: the bundled llama-server) in its dialect, and what to watch out for.
 
@@ -274,11 +280,11 @@ def export_llama_server(
     """
     path = resolve_server(server)
     dialect = detect_dialect(server_help if server_help is not None else read_help(path))
-    argv = server_argv(load, spec, sampling, server if server is not None else path, dialect)
+    argv = server_argv(load, spec, sampling, server if server is not None else path, dialect, parallel=parallel)
     return ServerExport(
         argv,
         dialect.name,
-        export_warnings(load, spec, dialect, gpus=gpus, ram_available=ram_available),
+        export_warnings(load, spec, dialect, gpus=gpus, ram_available=ram_available, parallel=parallel),
     )
 
 
@@ -289,6 +295,7 @@ def export_warnings(
     *,
     gpus: list | None = None,
     ram_available: int | None = None,
+    parallel: int = N_PARALLEL,
 ) -> list[str]:
     types = spec.types
     draft_types = _draft_model_types(load, types)
@@ -304,28 +311,30 @@ def export_warnings(
             f"this llama-server ({dialect.name} dialect) has no draft type in --spec-type: -md alone "
             "turns the draft model on; a build from b9464 on needs --spec-type draft-simple as well"
         )
-    warnings.append(
-        f"the command runs {N_PARALLEL} server slot (-np {N_PARALLEL}): llama-server's default (-np auto, 4 slots "
-        "on a unified KV cache) shares the context between the slots and verifies their drafts in one batch, so "
-        "the speed measured here only holds for one client at a time; raise -np and -c together to serve more"
-    )
+    if parallel == 1:
+        warnings.append(
+            "the command runs 1 server slot (-np 1): llama-server's default (-np auto, 4 slots "
+            "on a unified KV cache) shares the context between the slots and verifies their drafts in one batch, "
+            "so the speed measured here only holds for one client at a time; raise -np and -c together to serve "
+            "more"
+        )
     with_draft = bool(draft_types and load.draft is not None)
     check = preflight(
         load.target,
         load.draft if with_draft else None,
-        load.ctx,
+        load.ctx * parallel,
         _budget(gpus, ram_available),
         ngl=load.ngl,
         ngl_draft=load.ngl_draft,
         check_files=False,
         # llama-server sizes its outputs n_parallel * (1 + draft_n_max) for the target
-        n_outputs=N_PARALLEL * (1 + spec.draft_n_max),
-        n_outputs_draft=N_PARALLEL,
+        n_outputs=parallel * (1 + spec.draft_n_max),
+        n_outputs_draft=parallel,
         # the server loads for the K and the types it starts with (--spec-draft-n-max, --spec-type)
         draft_n_max=spec.draft_n_max,
         spec_types=types,
     )
-    return warnings + _preflight_warnings(check, load.ctx)
+    return warnings + _preflight_warnings(check, load.ctx * parallel)
 
 
 def _budget(gpus: list[GpuBudget] | None, ram_available: int | None) -> Budget:

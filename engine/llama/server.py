@@ -70,6 +70,19 @@ class LlamaServer:
     def log(self) -> str:
         return "".join(self._log)
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The status it exited with; None while it runs, or before it started."""
+        return self._proc.poll() if self._proc is not None else None
+
     def start(self) -> LlamaServer:
         if self._aborted:
             raise ServerError("llama-server was stopped before it started")
