@@ -30,6 +30,7 @@ from app.pages.hardware import HardwarePage
 from app.pages.history import HistoryPage
 from app.pages.lab.page import LabPage
 from app.pages.models.page import ModelsPage
+from app.pages.serve.page import ServePage
 from app.pages.start import StartPage
 from app.pages.tune.page import TunePage
 from app.scripted import ScriptedSession
@@ -102,7 +103,9 @@ class MainWindow(QMainWindow):
         self._restore()
         # last, so the charts and bars built above take the system's look at once
         self.theme = ThemeFollower(self)
-        self.theme.changed.connect(lambda colours: [p.needs_pair.restyle() for p in (self.tune, self.export)])
+        self.theme.changed.connect(
+            lambda colours: [p.needs_pair.restyle() for p in (self.tune, self.export, self.serve)]
+        )
 
     # -- what the window holds --------------------------------------------
     def _build_pages(self, nvml) -> None:
@@ -113,6 +116,9 @@ class MainWindow(QMainWindow):
         self.lab.hardware_report = lambda: self.hardware.report  # the Lab explains a pair that will not fit
         self.tune = TunePage(self.session, self.jobs)
         self.export = ExportPage(self.session, self.jobs)
+        self.serve = ServePage(
+            self.session, self.jobs, tuned_acceptance=self._tuned_acceptance, server_binary=self.export.server.path
+        )
         self.history = HistoryPage(self.lab)
         self.start_page = StartPage(lambda: self.hardware.report)
 
@@ -131,16 +137,39 @@ class MainWindow(QMainWindow):
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
-        for page in (self.tune, self.export):
+        self.serve.tuneRequested.connect(self._tune_on_recording)
+        for page in (self.tune, self.export, self.serve):
             page.needs_pair.chooseRequested.connect(lambda: self.show_page("Models"))
         self.history.labRequested.connect(lambda: self.show_page("Lab"))
+
+    def _tuned_acceptance(self) -> float | None:
+        """The acceptance the last tune measured, when its pick is what the Lab holds now (what the Serve page
+        compares the user's traffic with)."""
+        result = getattr(self.tune, "result", None)
+        if result is None or result.best.spec != self.session.spec_settings():
+            return None
+        return result.best.totals.acceptance_rate if result.best.totals.drafted else None
+
+    def _tune_on_recording(self, path: str) -> None:
+        """The Serve page's "Tune on this traffic": the Tune page on the recording, ready to start."""
+        self.tune.set_workload_file(path)
+        self.show_page("Tune")
 
     def _build_central(self) -> None:
         """The page list on the left, the pages stacked beside it in the same order."""
         self.pages: dict[str, QWidget] = dict(
             zip(
                 PAGE_NAMES,
-                (self.start_page, self.hardware, self.models, self.lab, self.tune, self.export, self.history),
+                (
+                    self.start_page,
+                    self.hardware,
+                    self.models,
+                    self.lab,
+                    self.tune,
+                    self.export,
+                    self.serve,
+                    self.history,
+                ),
             )
         )
         self.nav = PageNavigation(PAGES)
@@ -316,6 +345,7 @@ class MainWindow(QMainWindow):
         self.lab.shutdown()
         self.tune.shutdown()  # a running tune: its thread ends and its own worker process goes
         self.export.shutdown()  # a running validation: its server and worker stop
+        self.serve.shutdown()  # serving: the proxy and its llama-server stop
         self.hardware.shutdown()  # a CPU speed probe under way stops at its next step
         self.controller.shutdown()
         super().closeEvent(event)

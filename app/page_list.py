@@ -16,6 +16,7 @@ PAGES = (
     PageEntry("Lab", "lab", "Ctrl+3", "run a pair live and move the knobs"),
     PageEntry("Tune", "tune", "Ctrl+4", "let the auto-tuner find the best settings"),
     PageEntry("Export", "export", "Ctrl+5", "the llama-server command, validated"),
-    PageEntry("History", "history", "Ctrl+6", "every run, tune and validation"),
+    PageEntry("Serve", "serve", "Ctrl+6", "serve the settings to your own tools, watch and retune on their traffic"),
+    PageEntry("History", "history", "Ctrl+7", "every run, tune and validation"),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)

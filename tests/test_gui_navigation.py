@@ -33,7 +33,7 @@ def test_each_page_has_an_icon_a_name_and_its_shortcut(qtbot, window):
         assert not item.icon().isNull(), entry.icon
         assert item.data(SHORTCUT_ROLE) == entry.shortcut_text() and entry.shortcut_text() in item.toolTip()
     assert not window.windowIcon().isNull()
-    # the list is as wide as its longest row needs, so "History  Ctrl+6" is not cut at 150 % either
+    # the list is as wide as its longest row needs, so "History  Ctrl+7" is not cut at 150 % either
     widest = max(nav.visualItemRect(nav.item(r)).width() for r in range(nav.count()))
     assert nav.width() >= widest
     for entry in PAGES:

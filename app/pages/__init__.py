@@ -6,6 +6,7 @@ background job), one module per page without.
   lab       run a pair live while the knobs move
   tune      find the fastest speculation setting for the Lab's pair
   export    the llama-server command for the Lab's settings, validated against a real server
+  serve     the Lab's settings served to the user's own tools, their requests watched, a retune offered
   hardware  every NVIDIA GPU, the CPU and RAM, and this CPU's measured speed
   history   the runs kept in the SQLite history
 """

@@ -73,6 +73,8 @@ def _workload(a: argparse.Namespace):
     from engine.core.workloads import load_workload
 
     w = load_workload(a.workload)
+    for warning in w.warnings:  # a recording's cut-off last line
+        print(f"spectune: warning: {warning}", file=sys.stderr)
     if w.has_conversations and getattr(a, "chat_mode", "auto") == "raw":
         raise SettingsError(f"{w.name} holds conversations: they run in chat mode only (leave out --raw)")
     return w

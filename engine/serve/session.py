@@ -63,6 +63,7 @@ class ServeSession:
         self._down = "llama-server is starting"
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._aborted = threading.Event()  # abort(): a start under way gives up
         self.proxy = Proxy(
             Upstream("http://127.0.0.1:9", None),  # nothing listens until llama-server is up
             self.watch,
@@ -106,6 +107,8 @@ class ServeSession:
         server = LlamaServer(self.argv, startup_timeout=self.settings.startup_timeout)
         with self._lock:
             self.server = server
+        if self._aborted.is_set():
+            server.terminate()  # its start() then raises at once
         self._down = "llama-server is starting"
         server.start()
         self.proxy.upstream = Upstream(server.base_url, server.api_key)
@@ -123,6 +126,14 @@ class ServeSession:
             self._down = f"llama-server exited with status {code}; restart it to serve again"
             tail = "\n".join(server.log.splitlines()[-15:])
             self.on_event({"kind": "server-exited", "code": code, "log": tail})
+
+    def abort(self) -> None:
+        """From any thread: a start under way gives up (it raises ServerError), and none begins after."""
+        self._aborted.set()
+        with self._lock:
+            server = self.server
+        if server is not None:
+            server.terminate()
 
     @property
     def server_alive(self) -> bool:

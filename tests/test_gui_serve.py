@@ -1,0 +1,111 @@
+"""The Serve page under the offscreen platform: the real bundled llama-server on the demo pair behind the
+proxy, a real HTTP client's requests shown, the server killed and restarted, the recording handed to the
+Tune page."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import urllib.request
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from engine.core.workloads import load_workload  # noqa: E402
+
+from .test_gui_tune import WAIT, make_window  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))
+    w = make_window(qtbot, tmp_path, monkeypatch)
+    yield w
+    w.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chat(url: str) -> dict:
+    body = {"messages": [{"role": "user", "content": "def add(a, b):"}], "max_tokens": 16}
+    req = urllib.request.Request(
+        url + "/chat/completions", json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+def test_serve_shows_the_url_each_request_a_dead_server_and_hands_the_recording_to_tune(qtbot, window, tmp_path):
+    window.session.use_demo_pair()
+    window.lab.controls.ctx.setValue(384)
+    window.show_page("Serve")
+    page = window.serve
+    port = free_port()
+    page.port.setValue(port)
+    page.record.setChecked(True)
+    page.record_path.setText(str(tmp_path / "traffic.jsonl"))
+    assert page.start()
+    assert not page.start_button.isEnabled() and page.stop_button.isEnabled()
+    qtbot.waitUntil(lambda: page.state == "serving", timeout=WAIT)
+    assert page.url.text() == f"http://127.0.0.1:{port}/v1"
+    assert "--spec-type" in page.log.toPlainText() or "llama" in page.log.toPlainText()
+
+    answer = chat(page.url.text())
+    qtbot.waitUntil(lambda: page.table.rowCount() == 1, timeout=WAIT)
+    row = [page.table.item(0, c).text() for c in range(page.table.columnCount())]
+    assert row[2] == "200" and row[4] == str(answer["usage"]["completion_tokens"])
+    assert "acceptance" in page.summary.text() and "1 recorded" in page.summary.text()
+
+    # a Lab run waits while the server serves: both would compete for the machine
+    assert "Serve page" in (window.jobs.not_now("lab") or "")
+
+    os.kill(page.serving.server.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: page.state == "down", timeout=WAIT)
+    assert "exited with status" in page.status.text() and page.restart_button.isEnabled()
+    page.restart()
+    qtbot.waitUntil(lambda: page.state == "serving", timeout=WAIT)
+    chat(page.url.text())
+    qtbot.waitUntil(lambda: page.table.rowCount() == 2, timeout=WAIT)
+
+    page.stop()
+    qtbot.waitUntil(lambda: page.state == "idle", timeout=WAIT)
+    assert page.serving is None and page.start_button.isEnabled()
+    assert len(load_workload(tmp_path / "traffic.jsonl").prompts) == 2
+
+    page.tune_button.click()
+    assert window.current_page() == "Tune"
+    assert (
+        window.tune.workload.currentText().endswith("traffic.jsonl") or "traffic" in window.tune.workload.currentText()
+    )
+
+
+def test_a_taken_port_is_said_and_nothing_keeps_running(qtbot, window):
+    window.session.use_demo_pair()
+    page = window.serve
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        page.port.setValue(s.getsockname()[1])
+        assert page.start()
+        qtbot.waitUntil(lambda: page.state == "idle", timeout=WAIT)
+    assert "Could not start serving" in page.status.text() and str(page.port.value()) in page.status.text()
+    assert page.serving is None and not page.busy
+
+
+def test_stop_while_starting_gives_up_the_start(qtbot, window):
+    window.session.use_demo_pair()
+    page = window.serve
+    page.port.setValue(free_port())
+    assert page.start()
+    page.stop()
+    qtbot.waitUntil(lambda: page.state == "idle", timeout=WAIT)
+    assert page.serving is None and not page.busy
