@@ -190,11 +190,33 @@ def _prompts_from(a: argparse.Namespace) -> list[Prompt]:
     return w.to_run(chat=True if w.has_conversations else chat_from(a))
 
 
+def _clients(a: argparse.Namespace) -> int | None:
+    """--clients, or the concurrency a recording (spectune serve --record) saw when it saw more than one."""
+    if a.clients is not None:
+        if a.clients < 1:
+            raise SettingsError(f"--clients must be at least 1, not {a.clients}")
+        return a.clients
+    if a.workload and Path(a.workload).expanduser().is_file():
+        from engine.serve.record import recorded_concurrency
+
+        seen = recorded_concurrency(a.workload)
+        if seen is not None and seen > 1:
+            print(
+                f"spectune: note: the recording saw {seen} requests at once; tuning at --clients {seen}",
+                file=sys.stderr,
+            )
+            return seen
+    return None
+
+
 def cmd_tune(a: argparse.Namespace) -> int:
     from engine.measure.tuner import Tuner
 
-    load, _, sampling = settings_from(a)
+    load, spec, sampling = settings_from(a)
     prompts = _prompts_from(a)
+    clients = _clients(a)
+    if clients is not None:
+        return _tune_concurrent(a, load, spec, sampling, prompts, clients)
     with EngineClient() as client:
         client.start()
         load = _load(client, load)
@@ -227,6 +249,39 @@ def cmd_tune(a: argparse.Namespace) -> int:
     print(out["verdict_text"])
     if not out["beats_baseline"]:
         print("(leave out --spec-type and the draft model)")
+    return 0
+
+
+def _tune_concurrent(a, load, spec, sampling, prompts: list[Prompt], clients: int) -> int:
+    """spectune tune --clients N: through llama-server at -np N, each setting paired with no speculation."""
+    from engine.deploy.shell_quote import bash_join
+    from engine.measure.concurrent_tune import candidate_specs, tune_concurrent
+
+    extra = spec if a.spec_type else None  # a setting the user named joins the candidates
+    result = tune_concurrent(
+        load,
+        prompts,
+        clients,
+        sampling=sampling,
+        max_tokens=a.max_tokens,
+        rounds=a.rounds,
+        specs=candidate_specs(load, extra),
+        server=a.server,
+        progress=(lambda m: None) if a.json else (lambda m: print(f"  {m}", file=sys.stderr, flush=True)),
+    )
+    out = result.to_dict()
+    if a.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{'setting':<28} {'aggregate':>10} {'baseline':>9} {'per client':>10} {'acceptance':>10}  ratio (interval)")
+    for c in result.candidates:
+        acc = f"{c.acceptance:.0%}" if c.acceptance is not None else "-"
+        ratio = c.ratio.describe() if c.ratio else "-"
+        speeds = f"{c.aggregate_tps:>10.1f} {c.baseline_tps:>9.1f} {c.per_client_tps:>10.1f}"
+        print(f"{c.label:<28} {speeds} {acc:>10}  {ratio}")
+    print(result.verdict_text())
+    print("the command at this concurrency:")
+    print(bash_join(result.export_argv))
     return 0
 
 
@@ -286,6 +341,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--budget-s", type=float, default=300.0, help="stop confirming after this many seconds")
     t.add_argument("--seed-tune", type=int, default=0, help="seed for prompt order and tie-breaks")
     t.add_argument("--k-max", type=int, default=12)
+    t.add_argument(
+        "--clients",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tune through llama-server with -np N and N requests at once, each setting paired against no "
+        "speculation at the same N (default: one client in SpecTune's engine; a recording made by "
+        "`spectune serve --record` that saw several requests at once sets N itself)",
+    )
+    t.add_argument("--rounds", type=int, default=2, help="with --clients: how many times each prompt is sent")
+    t.add_argument("--server", type=Path, help="with --clients: the llama-server binary (default: the bundled one)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_tune)
 

@@ -5,6 +5,7 @@ live           what a live view shows of a running session, in fixed-size rings
 why            why a live run is as fast as it is: a step's measured parts against a plain token
 quick_check    a short measured check of which speculative setting pays on the loaded pair
 tuner          the auto-tuner: the cost model proposes, real runs decide
+concurrent_tune  the tune at N clients: llama-server at -np N, each setting paired with no speculation
 validate       the exported llama-server command run for real and held against the lab
 forward_times  forward-pass times by batch size, timed in alternating rounds
 device_probe   timing this CPU's llama.cpp forward passes for the speed model (once, cached)

@@ -17,6 +17,7 @@ give the per-request figures. Chat requests are recorded when a recorder is give
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import threading
@@ -26,7 +27,7 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
-from engine.serve.record import Recorder
+from engine.serve.record import Recorder, RecordError
 from engine.serve.watch import RequestRecord, SseTimings, Watch, record_from_answer
 
 DEFAULT_PORT = 8080
@@ -86,6 +87,7 @@ class Proxy:
         self.on_request = on_request
         # why llama-server is not there, when it is not (the session knows: it exited, it restarts)
         self.down_reason = down_reason
+        self.record_error = ""  # the last failure to write the recording, if any
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -173,8 +175,6 @@ class Proxy:
         body = await request.read()
         watched = request.method == "POST" and request.path in WATCHED
         parsed = _json(body) if watched else None
-        if watched and self.recorder is not None and request.path in CHAT and parsed is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.recorder.record, parsed)
         if not watched:
             return await self._forward(request, body, None)
         rid, started, t0 = self.watch.begin(), time.time(), time.monotonic()
@@ -182,11 +182,23 @@ class Proxy:
         fields = {"path": request.path, "started": started, "stream": stream}
         outcome: dict = {"status": 502, "error": "no answer"}
         try:
+            if self.recorder is not None and request.path in CHAT and parsed is not None:
+                await self._record(parsed)
             return await self._forward(request, body, outcome)
         finally:
             rec = self.watch.end(rid, seconds=time.monotonic() - t0, **fields, **outcome)
             if self.on_request is not None:
                 self.on_request(rec)
+
+    async def _record(self, parsed: object) -> None:
+        """The request into the recording (a disk write: off the event loop); a recording that cannot be
+        written is said in ``record_error`` and the request goes on: the user's tools come first."""
+        assert self.recorder is not None
+        record = functools.partial(self.recorder.record, parsed, self.watch.in_flight)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, record)
+        except RecordError as exc:
+            self.record_error = str(exc)
 
     async def _forward(self, request: web.Request, body: bytes, outcome: dict | None) -> web.StreamResponse:
         """Pass the request on and its answer back; outcome (watched requests): filled with the answer's

@@ -21,6 +21,8 @@ from typing import Any
 
 from engine.core.chat import MAX_LINE_BYTES, ChatError, parse_messages
 
+IN_FLIGHT = "in_flight"  # a recorded line's extra field (the workload reader ignores it)
+
 
 class RecordError(OSError):
     """The recording file cannot be opened or written (the text names it)."""
@@ -58,9 +60,11 @@ class Recorder:
             fh.truncate(keep)
             self.dropped = size - keep
 
-    def record(self, request: Any) -> bool:
-        """Append a chat request body's messages; False (and nothing written) when it has none that a
-        tune could run. Never raises for the request's content: bad input is llama-server's to answer."""
+    def record(self, request: Any, in_flight: int | None = None) -> bool:
+        """Append a chat request body's messages (and how many requests were in flight when it came, itself
+        included: the concurrency a tune on the recording defaults to); False (and nothing written) when it
+        has none that a tune could run. Never raises for the request's content: bad input is llama-server's
+        to answer."""
         messages = request.get("messages") if isinstance(request, dict) else None
         try:
             messages = parse_messages(messages, "request")
@@ -68,7 +72,10 @@ class Recorder:
             with self._lock:
                 self.skipped += 1
             return False
-        line = (json.dumps({"messages": messages}, ensure_ascii=False) + "\n").encode("utf-8")
+        record: dict[str, Any] = {"messages": messages}
+        if in_flight is not None:
+            record[IN_FLIGHT] = in_flight
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             if self._fd < 0:
                 return False
@@ -100,3 +107,21 @@ def recorded_lines(path: str | Path) -> int:
             return sum(1 for raw in fh if raw.endswith(b"\n") and raw.strip())
     except FileNotFoundError:
         return 0
+
+
+def recorded_concurrency(path: str | Path) -> int | None:
+    """The concurrency a recording saw: the median, over its requests, of how many were in flight when each
+    came (None: no line says, e.g. a conversation file that was not recorded here)."""
+    counts = []
+    try:
+        with Path(path).expanduser().open("rb") as fh:
+            for raw in fh:
+                try:
+                    value = json.loads(raw).get(IN_FLIGHT)
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(value, int) and value >= 1:
+                    counts.append(value)
+    except OSError:
+        return None
+    return sorted(counts)[(len(counts) - 1) // 2] if counts else None

@@ -1,0 +1,68 @@
+"""The tune at the user's concurrency: two real llama-servers at -np N on the demo pair, N requests at once,
+each setting paired batch by batch against no speculation; and the concurrency a recording sets."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from engine.cli import run as run_cli
+from engine.core.chat import Conversation
+from engine.core.settings import LoadSettings, SettingsError, SpecSettings
+from engine.measure.concurrent_tune import _batches, candidate_specs, tune_concurrent
+from engine.models.demo_models import demo_pair
+from engine.serve.record import Recorder, recorded_concurrency
+
+PROMPTS = [Conversation.user(t) for t in ("def add(a, b):", "class Stack:", "import os\nfor", "def main():")]
+
+
+@pytest.mark.server
+def test_each_setting_is_paired_batch_by_batch_with_no_speculation_at_the_same_concurrency():
+    target, draft = demo_pair("f16")
+    load = LoadSettings(target, draft, ctx=384)
+    result = tune_concurrent(
+        load, PROMPTS, clients=2, max_tokens=16, rounds=1, specs=[SpecSettings("draft-simple", draft_n_max=2)]
+    )
+    (cand,) = result.candidates
+    assert len(cand.batches) == len(cand.baseline) == 2  # 4 prompts, 2 at once
+    assert all(b.generated > 0 and len(b.client_speeds) == 2 for b in cand.batches + cand.baseline)
+    assert sum(b.drafted for b in cand.batches) > 0 and sum(b.drafted for b in cand.baseline) == 0
+    assert cand.ratio is not None and cand.ratio.n == 2
+    argv = result.export_argv
+    assert argv[argv.index("-np") + 1] == "2" and argv[argv.index("-c") + 1] == "768"
+    out = result.to_dict()
+    assert out["clients"] == 2 and out["best"]["setting"] == "draft-simple K=2"
+    assert ("--spec-type" in argv) == result.beats_baseline  # the pick is exported only when it pays
+
+
+def test_batches_send_every_prompt_each_round_and_mix_them_anew():
+    batches = _batches(["a", "b", "c", "d"], clients=2, rounds=2)
+    assert batches == [["a", "b"], ["c", "d"], ["b", "c"], ["d", "a"]]
+    assert sorted(p for b in batches[:2] for p in b) == ["a", "b", "c", "d"]
+
+
+def test_the_candidates_follow_the_pair_and_take_the_users_own_setting():
+    target, draft = demo_pair("f16")
+    with_draft = [s.spec_type for s in candidate_specs(LoadSettings(target, draft))]
+    assert with_draft == ["draft-simple", "draft-simple", "ngram-mod"]
+    alone = candidate_specs(LoadSettings(target, None), SpecSettings("ngram-simple"))
+    assert [s.spec_type for s in alone] == ["ngram-mod", "ngram-simple"]
+
+
+def test_a_recording_that_saw_several_requests_at_once_sets_the_tunes_concurrency(tmp_path, capsys):
+    path = tmp_path / "traffic.jsonl"
+    with Recorder(path) as rec:
+        for n in (1, 2, 2, 3, 2):
+            rec.record({"messages": [{"role": "user", "content": f"q{n}"}]}, in_flight=n)
+    assert recorded_concurrency(path) == 2
+    assert recorded_concurrency(tmp_path / "missing.jsonl") is None
+    p = argparse.ArgumentParser()
+    run_cli.register(p.add_subparsers(dest="command"))
+    a = p.parse_args(["tune", "--demo", "--workload", str(path)])
+    assert run_cli._clients(a) == 2
+    assert "tuning at --clients 2" in capsys.readouterr().err
+    a = p.parse_args(["tune", "--demo", "--workload", str(path), "--clients", "1"])
+    assert run_cli._clients(a) == 1  # the user's word wins
+    with pytest.raises(SettingsError, match="at least 1"):
+        run_cli._clients(p.parse_args(["tune", "--demo", "--workload", str(path), "--clients", "0"]))
