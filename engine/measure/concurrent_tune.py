@@ -203,10 +203,10 @@ def run_batch(server: LlamaServer, prompts: list[Prompt], max_tokens: int, sampl
     for t in threads:
         t.join()
     seconds = time.perf_counter() - t0
-    for t in timings:
-        if isinstance(t, BaseException):
-            raise t
-    done = [t for t in timings if isinstance(t, dict)]
+    for got in timings:
+        if isinstance(got, BaseException):
+            raise got
+    done = [got for got in timings if isinstance(got, dict)]
     return Batch(
         seconds=seconds,
         generated=sum(int(t.get("predicted_n", 0)) for t in done),
