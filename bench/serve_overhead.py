@@ -1,0 +1,192 @@
+"""What SpecTune's proxy costs: the same streamed requests straight to llama-server and through the proxy.
+
+    .venv/bin/python bench/serve_overhead.py [--real] [--rounds 20] [--clients 2] [--tokens 64] [--save]
+
+One llama-server (the demo pair by default; --real: the Qwen2.5-Coder 1.5B + 0.5B pair that
+scripts/test.sh fetches) serves both arms, behind one serving session (engine.serve.session): the
+"direct" arm talks to llama-server's own port with its key, the "proxy" arm to the proxy. A round
+sends --clients streamed chat requests at once on one arm, then on the other, the order reversed
+every other round (A B, B A), prompt caching off so that both start from the same state. Each round
+gives two paired figures:
+  aggregate tokens/s  the generated tokens over the batch's wall time, proxy over direct
+  time to first token the median over the batch's requests of the time to the first content event,
+                      proxy minus direct, in ms
+The requests are sent by a client process of their own (this script with --client-worker, driven over
+its stdin): in one process with the proxy, the clients' threads would take the proxy's share of the
+interpreter, a cost no user's IDE puts on it. The medians get the order-statistic interval of
+engine.core.paired. Goals (issue 31): the ratio's
+median at least 0.98, and at most 5 ms added to the first token; a goal is missed, and the exit
+status is 1, when the median misses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.paired import abba, append_result  # noqa: E402
+from engine.core.paired import median_interval  # noqa: E402
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
+from engine.models.demo_models import demo_pair  # noqa: E402
+from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
+from engine.serve.session import ServeSession, ServeSettings  # noqa: E402
+
+GOAL_RATIO = 0.98
+GOAL_TTFT_MS = 5.0
+PROMPTS = ("def add(a, b):", "Write a function that reverses a list.", "class Stack:", "What does os.walk do?")
+
+
+def stream(base: str, key: str | None, prompt: str, tokens: int) -> tuple[float, int]:
+    """One streamed chat request: (seconds to its first content event, generated tokens)."""
+    u = urlsplit(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": tokens,
+        "stream": True,
+        "temperature": 0,
+        "cache_prompt": False,
+    }
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+    resp = conn.getresponse()
+    first, generated = None, 0
+    for raw in resp:
+        line = raw.strip()
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        event = json.loads(line[6:])
+        if first is None and any((c.get("delta") or {}).get("content") for c in event.get("choices", [])):
+            first = time.perf_counter() - t0
+        if "timings" in event:
+            generated = int(event["timings"].get("predicted_n", 0))
+    conn.close()
+    return (first if first is not None else float("nan")), generated
+
+
+def batch(base: str, key: str | None, clients: int, tokens: int, offset: int) -> tuple[float, float]:
+    """(aggregate tokens/s, median time to first token in s) of ``clients`` requests sent at once."""
+    results: list[tuple[float, int]] = [(0.0, 0)] * clients
+
+    def client(i: int) -> None:
+        results[i] = stream(base, key, PROMPTS[(offset + i) % len(PROMPTS)], tokens)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    return sum(g for _, g in results) / wall, statistics.median(f for f, _ in results)
+
+
+def client_worker() -> int:
+    """Reads one JSON request per stdin line ({"base", "key", "clients", "tokens", "offset"}), answers each
+    with one line: [aggregate tokens/s, median seconds to the first token]."""
+    for line in sys.stdin:
+        job = json.loads(line)
+        print(json.dumps(batch(job["base"], job["key"], job["clients"], job["tokens"], job["offset"])), flush=True)
+    return 0
+
+
+class Client:
+    """The client process, one batch at a time."""
+
+    def __init__(self) -> None:
+        argv = [sys.executable, __file__, "--client-worker"]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def batch(self, base: str, key: str | None, clients: int, tokens: int, offset: int) -> tuple[float, float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        job = {"base": base, "key": key, "clients": clients, "tokens": tokens, "offset": offset}
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        tps, ttft = json.loads(self.proc.stdout.readline())
+        return tps, ttft
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def main() -> int:
+    if "--client-worker" in sys.argv:
+        return client_worker()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--real", action="store_true", help="the real Qwen2.5-Coder pair instead of the demo pair")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--save", action="store_true", help="also append to bench/results/serve_overhead.txt")
+    a = ap.parse_args()
+    lines: list[str] = []
+
+    def out(s: str = "") -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    if a.real:
+        target, draft, name = cached_model(REAL_PAIR[0]), cached_model(REAL_PAIR[1]), "Qwen2.5-Coder 1.5B + 0.5B"
+    else:
+        (target, draft), name = demo_pair("f16"), "demo pair"
+    settings = ServeSettings(
+        LoadSettings(target, draft, ctx=1024),
+        SpecSettings("draft-simple", draft_n_max=3),
+        SamplingSettings(temp=0.0),
+        port=0,
+        parallel=a.clients,
+    )
+    out(f"# serve_overhead  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  {platform.processor()}")
+    out(
+        f"# {name}, draft-simple K=3, -np {a.clients}; {a.rounds} rounds of {a.clients} streamed requests"
+        f" x {a.tokens} tokens"
+    )
+    ratios, ttft_ms = [], []
+    client = Client()
+    batch = client.batch
+    with ServeSession(settings) as session:
+        arms = {"direct": (session.server.base_url, session.server.api_key), "proxy": (session.proxy.url, None)}
+        for base, key in arms.values():  # warm-up: pages the weights in, starts the connections
+            batch(base, key, a.clients, 8, 0)
+        for r in range(a.rounds):
+            got = {arm: batch(*arms[arm], a.clients, a.tokens, r) for arm in abba(["direct", "proxy"], r)}
+            ratios.append(got["proxy"][0] / got["direct"][0])
+            ttft_ms.append(1000 * (got["proxy"][1] - got["direct"][1]))
+            out(
+                f"round {r + 1:>2}: direct {got['direct'][0]:6.1f} tok/s, proxy {got['proxy'][0]:6.1f} tok/s;"
+                f" first token direct {1000 * got['direct'][1]:6.1f} ms, proxy {1000 * got['proxy'][1]:6.1f} ms"
+            )
+        watched = session.watch.total
+    client.close()
+    ratio, added = median_interval(ratios), median_interval(ttft_ms)
+    ok_ratio, ok_ttft = ratio.median >= GOAL_RATIO, added.median <= GOAL_TTFT_MS
+    out(
+        f"aggregate tokens/s, proxy over direct: x{ratio.median:.3f} (x{ratio.low:.3f} to x{ratio.high:.3f}, "
+        f"{ratio.confidence:.0%} interval, {ratio.n} rounds); goal >= {GOAL_RATIO}: {'ok' if ok_ratio else 'MISSED'}"
+    )
+    out(
+        f"time to first token added by the proxy: {added.median:+.2f} ms ({added.low:+.2f} to {added.high:+.2f}); "
+        f"goal <= {GOAL_TTFT_MS} ms: {'ok' if ok_ttft else 'MISSED'}"
+    )
+    out(f"# the proxy watched {watched} requests (the proxy arm's, warm-up included)")
+    if a.save:
+        append_result("serve_overhead.txt", lines)
+    return 0 if ok_ratio and ok_ttft else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
