@@ -25,6 +25,7 @@ import argparse
 import http.client
 import json
 import platform
+import socket
 import statistics
 import subprocess
 import sys
@@ -93,12 +94,47 @@ def batch(base: str, key: str | None, clients: int, tokens: int, offset: int) ->
     return sum(g for _, g in results) / wall, statistics.median(f for f, _ in results)
 
 
+def leave_mid_stream(base: str, tokens: int) -> bool:
+    """A client that reads the first event of a streamed answer and hangs up; True when the stream had begun."""
+    u = urlsplit(base)
+    body = json.dumps({"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": tokens, "stream": True})
+    with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+        s.sendall(
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {u.hostname}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        got = b""
+        while b"data: " not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                return False
+            got += chunk
+    return True
+
+
+def malformed(base: str) -> int:
+    """A request llama-server refuses: its status."""
+    u = urlsplit(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.request("POST", "/v1/chat/completions", '{"messages": "not a list"}', {"Content-Type": "application/json"})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
 def client_worker() -> int:
-    """Reads one JSON request per stdin line ({"base", "key", "clients", "tokens", "offset"}), answers each
-    with one line: [aggregate tokens/s, median seconds to the first token]."""
+    """Reads one JSON job per stdin line and answers each with one line. A batch ({"base", "key", "clients",
+    "tokens", "offset"}): [aggregate tokens/s, median seconds to the first token]; {"leave": base, "tokens"}:
+    whether a stream began before the client hung up; {"malformed": base}: the status it got."""
     for line in sys.stdin:
         job = json.loads(line)
-        print(json.dumps(batch(job["base"], job["key"], job["clients"], job["tokens"], job["offset"])), flush=True)
+        if "leave" in job:
+            answer: object = leave_mid_stream(job["leave"], job["tokens"])
+        elif "malformed" in job:
+            answer = malformed(job["malformed"])
+        else:
+            answer = batch(job["base"], job["key"], job["clients"], job["tokens"], job["offset"])
+        print(json.dumps(answer), flush=True)
     return 0
 
 
@@ -109,12 +145,14 @@ class Client:
         argv = [sys.executable, __file__, "--client-worker"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def batch(self, base: str, key: str | None, clients: int, tokens: int, offset: int) -> tuple[float, float]:
+    def ask(self, job: dict) -> object:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        job = {"base": base, "key": key, "clients": clients, "tokens": tokens, "offset": offset}
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
-        tps, ttft = json.loads(self.proc.stdout.readline())
+        return json.loads(self.proc.stdout.readline())
+
+    def batch(self, base: str, key: str | None, clients: int, tokens: int, offset: int) -> tuple[float, float]:
+        tps, ttft = self.ask({"base": base, "key": key, "clients": clients, "tokens": tokens, "offset": offset})
         return tps, ttft
 
     def close(self) -> None:

@@ -1,6 +1,7 @@
 """A long live session: does memory stay flat, does anything crash or get lost?
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/soak.py [--minutes 60] [--knob-every 3] [--restart-every 120]
+    .venv/bin/python bench/soak.py --serve [--minutes 30] [--warmup 120]   the proxy's soak (serve_soak below)
 
 Runs the real main window on the demo pair, loops generations, moves K, the
 method or the temperature every few seconds, and restarts the engine worker
@@ -104,7 +105,73 @@ def malloc_in_use_mib() -> tuple[float, float] | None:
     return (m.uordblks + m.hblkhd) / 2**20, (m.arena + m.hblkhd) / 2**20
 
 
+def serve_soak(minutes: float, warmup: float, report_every: float) -> int:
+    """--serve: the proxy under a long stream of requests (engine.serve.session on the demo pair, recording
+    on): streamed batches of two clients, and every tenth request a client that hangs up mid-answer and one
+    that sends a malformed body. The proxy lives in this process: its resident memory after --warmup seconds
+    against the end (goal: growth under 5 %), llama-server still healthy, and every chat request recorded."""
+    from bench.serve_overhead import Client
+    from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+    from engine.core.workloads import load_workload
+    from engine.serve.session import ServeSession, ServeSettings, wait_for_requests
+
+    from engine.models.demo_models import demo_pair as demo_files
+
+    target, draft = demo_files("f16")
+    recording = Path(tempfile.mkdtemp(prefix="spectune-serve-soak-")) / "traffic.jsonl"
+    settings = ServeSettings(
+        LoadSettings(target, draft, ctx=1024),
+        SpecSettings("draft-simple", draft_n_max=3),
+        SamplingSettings(temp=0.0),
+        port=0,
+        record=recording,
+        parallel=2,
+    )
+    client = Client()
+    sent = gone = refused = 0
+    with ServeSession(settings) as session:
+        url = session.proxy.url
+        t0 = time.monotonic()
+        start_rss = None
+        next_report = t0 + report_every
+        while time.monotonic() - t0 < minutes * 60:
+            client.batch(url, None, 2, 48, sent)
+            sent += 2
+            if sent % 10 == 0:
+                gone += bool(client.ask({"leave": url, "tokens": 200}))
+                refused += client.ask({"malformed": url}) == 400
+                sent += 2  # both are chat requests the recorder sees; the malformed one is not a conversation
+            if start_rss is None and time.monotonic() - t0 >= warmup:
+                start_rss = rss_mib(os.getpid())
+                print(f"# after the {warmup:.0f} s warm-up: {start_rss:.1f} MiB resident", flush=True)
+            if time.monotonic() >= next_report:
+                next_report += report_every
+                print(f"# {sent} requests, {session.watch.total} watched, {rss_mib(os.getpid()):.1f} MiB", flush=True)
+        wait_for_requests(session, sent, 60)  # a hung-up client's request closes once the proxy sees it gone
+        end_rss = rss_mib(os.getpid())
+        healthy = session.server_alive
+        watched = session.watch.total
+        recorded = session.recorder.count if session.recorder else 0
+    client.close()
+    growth = (end_rss / start_rss - 1) if start_rss else float("nan")
+    lines = len(load_workload(recording).prompts)
+    print(f"requests sent {sent}, watched {watched}; {gone} clients hung up mid-answer, {refused} malformed refused")
+    print(f"proxy process memory: {start_rss} -> {end_rss:.1f} MiB ({100 * growth:+.1f} %); goal < 5 %")
+    print(f"llama-server healthy at the end: {healthy}; recorded {recorded} chat requests, {lines} lines read back")
+    ok = growth < 0.05 and healthy and recorded == lines == sent - refused and watched == sent
+    print("ok" if ok else "MISSED")
+    return 0 if ok else 1
+
+
 def main() -> int:
+    if "--serve" in sys.argv:
+        sp = argparse.ArgumentParser(description="the proxy's soak")
+        sp.add_argument("--serve", action="store_true")
+        sp.add_argument("--minutes", type=float, default=30.0)
+        sp.add_argument("--warmup", type=float, default=120.0)
+        sp.add_argument("--report-every", type=float, default=300.0)
+        s = sp.parse_args()
+        return serve_soak(s.minutes, s.warmup, s.report_every)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--knob-every", type=float, default=3.0, help="seconds between knob changes")
