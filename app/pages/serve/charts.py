@@ -18,18 +18,26 @@ from engine.serve.watch import ROLLING, RequestRecord
 SHOWN = 200  # requests on the charts
 
 
+class RequestAxis(pg.AxisItem):
+    """Request numbers are whole: no tick at request 1.5."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802, N803 (pyqtgraph's names)
+        levels = super().tickValues(minVal, maxVal, size)
+        return [(max(spacing, 1.0), [v for v in values if float(v).is_integer()]) for spacing, values in levels]
+
+
 class ServeCharts(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.view = pg.GraphicsLayoutWidget()
         QVBoxLayout(self).addWidget(self.view)
         self.layout().setContentsMargins(0, 0, 0, 0)
-        self.speed = self.view.addPlot(row=0, col=0)
+        self.speed = self.view.addPlot(row=0, col=0, axisItems={"bottom": RequestAxis("bottom")})
         title_row_legend(self.speed, "tokens/s per request", columns=1)
         self.speed.setLabel("bottom", "request")
         self.speed_points = pg.ScatterPlotItem(size=6, brush=pg.mkBrush(BLUE), pen=None, name="generation speed")
         self.speed.addItem(self.speed_points)
-        self.accept = self.view.addPlot(row=1, col=0)
+        self.accept = self.view.addPlot(row=1, col=0, axisItems={"bottom": RequestAxis("bottom")})
         title_row_legend(self.accept, "acceptance per request", columns=3)
         self.accept.setLabel("bottom", "request")
         self.accept.setYRange(0, 1.05)
@@ -49,7 +57,9 @@ class ServeCharts(QWidget):
     def show_records(self, records: list[RequestRecord], tuned_acceptance: float | None = None) -> None:
         recs = [r for r in records if r.status == 200 and not r.error][-SHOWN:]
         ids = np.array([r.id for r in recs], dtype=float)
-        self.speed_points.setData(ids, np.array([r.tokens_per_s for r in recs], dtype=float))
+        speeds = np.array([r.tokens_per_s for r in recs], dtype=float)
+        self.speed_points.setData(ids, speeds)
+        self.speed.setYRange(0, float(speeds.max()) * 1.1 if len(speeds) else 1.0)  # from 0: a ratio reads true
         drafted = [r for r in recs if r.drafted]
         self.accept_points.setData(
             np.array([r.id for r in drafted], dtype=float), np.array([r.accepted / r.drafted for r in drafted])

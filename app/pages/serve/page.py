@@ -27,6 +27,7 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -172,6 +173,7 @@ class ServePage(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
@@ -384,6 +386,13 @@ class ServePage(QWidget):
             f"Last {r.requests} of {serving.watch.total} requests: {r.tokens_per_s:.1f} tok/s, {acc}{tuned}, "
             f"up to {r.max_overlapped} at once{recorded}."
         )
+        slots = serving.settings.parallel
+        if r.max_overlapped > slots:
+            text += (
+                f" Your tools sent up to {r.max_overlapped} requests at once and the server runs {slots} at a time"
+                f" (slots): the others wait. Tune at that concurrency (spectune tune --clients {r.max_overlapped})"
+                " before raising the slots."
+            )
         alert = acceptance_alert(r, self._tuned)
         self.summary.setText(text + (f"<br>{error_text(alert, bold=False)}" if alert else ""))
         self._set_state(self.state)  # the recording may exist now: Tune on this traffic
