@@ -150,6 +150,18 @@ class LabSession(QObject):
     def sampling_settings(self) -> SamplingSettings:
         return self._w.sampling_settings()
 
+    def checked_settings(self) -> tuple[LoadSettings, SpecSettings, SamplingSettings]:
+        """The Lab's settings, each validated, for a job that runs them in a llama-server of its own (a
+        validation, serving); SettingsError (or the file's ValueError, OSError) says why they cannot run,
+        the pre-load check's refusal included."""
+        load = self.load_settings()
+        spec = self.spec_settings().validate(has_draft=load.draft is not None, unavailable=self.unavailable_methods())
+        sampling = self.sampling_settings().validate()
+        problem = self.load_refusal(load)
+        if problem:
+            raise SettingsError(problem)
+        return load, spec, sampling
+
     def load_refusal(self, load: LoadSettings) -> str | None:
         """Why this pair cannot load at all (a broken file, vocabularies llama.cpp rejects), or None: the
         pre-load check without the memory plan, which only the engine that loads it can judge."""

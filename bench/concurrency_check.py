@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.paired import abba, append_result  # noqa: E402
+from bench.serve_overhead import bench_pair  # noqa: E402
 from engine.core.chat import Conversation  # noqa: E402
 from engine.core.paired import median_interval  # noqa: E402
 from engine.core.settings import LoadSettings, SamplingSettings  # noqa: E402
@@ -33,8 +34,6 @@ from engine.deploy.export import llama_server_argv  # noqa: E402
 from engine.llama.install import server_path  # noqa: E402
 from engine.llama.server import LlamaServer  # noqa: E402
 from engine.measure.concurrent_tune import NONE, _batches, run_batch, tune_concurrent  # noqa: E402
-from engine.models.demo_models import demo_pair  # noqa: E402
-from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
 
 
 def main() -> int:
@@ -52,10 +51,7 @@ def main() -> int:
         print(s, flush=True)
         lines.append(s)
 
-    if a.real:
-        target, draft, name = cached_model(REAL_PAIR[0]), cached_model(REAL_PAIR[1]), "Qwen2.5-Coder 1.5B + 0.5B"
-    else:
-        (target, draft), name = demo_pair("f16"), "demo pair"
+    target, draft, name = bench_pair(a.real)
     load = LoadSettings(target, draft, ctx=1024)
     sampling = SamplingSettings(temp=0.0)
     prompts = [p.conversation or Conversation.user(p.text) for p in load_workload("code-editing").prompts][:8]

@@ -161,6 +161,14 @@ class Client:
         self.proc.wait(timeout=30)
 
 
+def bench_pair(real: bool) -> tuple[Path, Path, str]:
+    """The serving benches' pair: the real Qwen2.5-Coder one (fetched by scripts/test.sh), or the demo pair."""
+    if real:
+        return cached_model(REAL_PAIR[0]), cached_model(REAL_PAIR[1]), "Qwen2.5-Coder 1.5B + 0.5B"
+    target, draft = demo_pair("f16")
+    return target, draft, "demo pair"
+
+
 def main() -> int:
     if "--client-worker" in sys.argv:
         return client_worker()
@@ -177,10 +185,7 @@ def main() -> int:
         print(s, flush=True)
         lines.append(s)
 
-    if a.real:
-        target, draft, name = cached_model(REAL_PAIR[0]), cached_model(REAL_PAIR[1]), "Qwen2.5-Coder 1.5B + 0.5B"
-    else:
-        (target, draft), name = demo_pair("f16"), "demo pair"
+    target, draft, name = bench_pair(a.real)
     settings = ServeSettings(
         LoadSettings(target, draft, ctx=1024),
         SpecSettings("draft-simple", draft_n_max=3),

@@ -113,9 +113,8 @@ def serve_soak(minutes: float, warmup: float, report_every: float) -> int:
     from bench.serve_overhead import Client
     from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
     from engine.core.workloads import load_workload
-    from engine.serve.session import ServeSession, ServeSettings, wait_for_requests
-
     from engine.models.demo_models import demo_pair as demo_files
+    from engine.serve.session import ServeSession, ServeSettings, wait_for_requests
 
     target, draft = demo_files("f16")
     recording = Path(tempfile.mkdtemp(prefix="spectune-serve-soak-")) / "traffic.jsonl"

@@ -177,16 +177,10 @@ class ExportPage(QWidget):
             return False
         s = self.session
         try:
-            load = s.load_settings()
-            spec = s.spec_settings().validate(has_draft=load.draft is not None, unavailable=s.unavailable_methods())
-            sampling = s.sampling_settings().validate()
+            load, spec, sampling = s.checked_settings()
             prompts = s.collect_prompts()
         except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self._say(f"Cannot validate: {exc}", error=True)
-            return False
-        problem = s.load_refusal(load)
-        if problem:
-            self._say(f"Cannot validate: {problem}", error=True)
             return False
         notes = []
         if self.server.path() is not None:

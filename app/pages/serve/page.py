@@ -224,12 +224,11 @@ class ServePage(QWidget):
             return False
         s = self.session
         try:
-            load = s.load_settings()
-            spec = s.spec_settings().validate(has_draft=load.draft is not None, unavailable=s.unavailable_methods())
+            load, spec, sampling = s.checked_settings()
             settings = ServeSettings(
                 load,
                 spec,
-                s.sampling_settings().validate(),
+                sampling,
                 server=self.server_binary(),
                 port=self.port.value(),
                 api_key=self.api_key.text().strip() or None,
@@ -238,10 +237,6 @@ class ServePage(QWidget):
             )
         except (SettingsError, ValueError, OSError) as exc:
             self._say(f"Cannot serve: {exc}", error=True)
-            return False
-        problem = s.load_refusal(load)
-        if problem:
-            self._say(f"Cannot serve: {problem}", error=True)
             return False
         freed = threading.Event()
         freed.set()  # cleared by make_room while the Lab's GPU copy of the pair is being freed
