@@ -54,6 +54,12 @@ def cmd_serve(a: argparse.Namespace) -> int:
     for w in session.export.warnings:
         if "server slot" not in w:  # serving many clients is what --parallel is for
             print(f"spectune: warning: {w}", file=sys.stderr)
+    if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
+        print(
+            f"spectune: warning: --host {settings.host} lets other machines use the server, and no --api-key is "
+            "set: anyone who reaches this port can use it",
+            file=sys.stderr,
+        )
     print(f"spectune: starting llama-server: {' '.join(session.argv)}", file=sys.stderr)
     with session:
         print(f"serving on {session.base_url}  (OpenAI-compatible; give this base URL to your IDE or chat client)")
