@@ -28,7 +28,7 @@ def test_each_setting_is_paired_batch_by_batch_with_no_speculation_at_the_same_c
     assert len(cand.batches) == len(cand.baseline) == 2  # 4 prompts, 2 at once
     assert all(b.generated > 0 and len(b.client_speeds) == 2 for b in cand.batches + cand.baseline)
     assert sum(b.drafted for b in cand.batches) > 0 and sum(b.drafted for b in cand.baseline) == 0
-    assert cand.ratio is not None and cand.ratio.n == 2
+    assert cand.ratio is not None and cand.ratio.n == 2 and "2 paired batches" in cand.ratio.describe()
     argv = result.export_argv
     assert argv[argv.index("-np") + 1] == "2" and argv[argv.index("-c") + 1] == "768"
     out = result.to_dict()

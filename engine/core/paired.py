@@ -25,6 +25,7 @@ class PairedRatio:
     high: float
     confidence: float  # what the interval covers: at least CONFIDENCE, or all n ratios allow
     n: int
+    pairs: tuple[str, str] = ("prompt", "prompts")  # what a ratio pairs, one and many (the concurrency tune: batches)
 
     @property
     def above_one(self) -> bool:
@@ -38,7 +39,7 @@ class PairedRatio:
         """ "x1.07 (x1.02 to x1.12, 90% interval over 8 paired prompts)"."""
         return (
             f"x{self.median:.2f} (x{self.low:.2f} to x{self.high:.2f}, {self.confidence:.0%} interval "
-            f"over {self.n} paired prompt{'s' if self.n != 1 else ''})"
+            f"over {self.n} paired {self.pairs[self.n != 1]})"
         )
 
     def to_dict(self) -> dict:

@@ -25,6 +25,7 @@ The candidates are no more than a handful, so that every one is measured fully:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import threading
@@ -264,9 +265,8 @@ def tune_concurrent(
         finally:
             for s in servers.values():
                 s.stop()
-        cand.ratio = median_interval(
-            [c.aggregate_tps / b.aggregate_tps for c, b in zip(cand.batches, cand.baseline) if b.aggregate_tps > 0]
-        )
+        ratios = [c.aggregate_tps / b.aggregate_tps for c, b in zip(cand.batches, cand.baseline) if b.aggregate_tps > 0]
+        cand.ratio = dataclasses.replace(median_interval(ratios), pairs=("batch", "batches"))
         progress(f"{cand.label}: {cand.ratio.describe()} against no speculation")
         candidates.append(cand)
     result = ConcurrentTuneResult(clients, candidates, time.monotonic() - t0)
