@@ -62,9 +62,9 @@ def default_recording() -> Path:
 
 
 class _Bridge(QObject):
-    """Carries the proxy's and the monitor's callbacks (their threads) to the GUI thread."""
+    """Carries the monitor's events (its thread) to the GUI thread. Requests need no signal: the page's
+    timer reads the watch once a second, so a burst of requests costs one repaint."""
 
-    request = Signal(object)
     event = Signal(object)
 
 
@@ -88,11 +88,11 @@ class ServePage(QWidget):
         self._job: BackgroundJob | None = None  # a start, a stop or a restart under way
         self._starting = None  # the session being started (a Stop aborts it)
         self._shown = 0  # requests on the charts and in the table
+        self._log_shown = ""  # the server log's text last put on screen
         self._tuned: float | None = None
         self._abort_start = threading.Event()
         self.last_error = ""
         self._bridge = _Bridge(self)
-        self._bridge.request.connect(self._on_request, Qt.ConnectionType.QueuedConnection)
         self._bridge.event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
 
         col = QVBoxLayout(self)
@@ -247,7 +247,7 @@ class ServePage(QWidget):
 
         def run(report) -> object:
             freed.wait(LAB_FREE_TIMEOUT_S)
-            serving = ServeSession(settings, on_request=self._bridge.request.emit, on_event=self._bridge.event.emit)
+            serving = ServeSession(settings, on_event=self._bridge.event.emit)
             self._starting = serving
             if abort.is_set():  # Stop came before the session existed
                 serving.abort()
@@ -355,15 +355,15 @@ class ServePage(QWidget):
             self._set_state("serving")
             self._say(f"Serving again on {ev['url']}.")
 
-    def _on_request(self, rec: RequestRecord) -> None:
-        pass  # the timer paints: a burst of requests costs one repaint a second
-
     def _tick(self) -> None:
         serving = self.serving
         if serving is None:
             return
-        self.log.setPlainText(serving.server_log[-20000:])
-        self.log.verticalScrollBar().setValue(self.log.verticalScrollBar().maximum())
+        log = serving.server_log[-20000:]
+        if log != self._log_shown:  # an idle server writes nothing: no re-layout of 20 kB each second
+            self._log_shown = log
+            self.log.setPlainText(log)
+            self.log.verticalScrollBar().setValue(self.log.verticalScrollBar().maximum())
         if serving.watch.total == self._shown:
             return
         self._shown = serving.watch.total
