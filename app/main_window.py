@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
         self.tune.tuneRecorded.connect(lambda entry_id: self.history.reload())
         self.export.validationRecorded.connect(lambda entry_id: self.history.reload())
         self.tune.exportRequested.connect(lambda: self.show_page("Export"))
+        self.tune.clientsTuned.connect(self.serve.parallel.setValue)  # serve at the concurrency it was tuned at
         self.serve.tuneRequested.connect(self._tune_on_recording)
         for page in (self.tune, self.export, self.serve):
             page.needs_pair.chooseRequested.connect(lambda: self.show_page("Models"))
@@ -145,9 +146,13 @@ class MainWindow(QMainWindow):
     def _tuned_acceptance(self) -> float | None:
         """The acceptance the last tune measured, when its pick is what the Lab holds now (what the Serve page
         compares the user's traffic with)."""
+        from engine.measure.concurrent_tune import ConcurrentTuneResult
+
         result = getattr(self.tune, "result", None)
         if result is None or result.best.spec != self.session.spec_settings():
             return None
+        if isinstance(result, ConcurrentTuneResult):
+            return result.best.acceptance
         return result.best.totals.acceptance_rate if result.best.totals.drafted else None
 
     def _tune_on_recording(self, path: str) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import struct
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -556,3 +558,43 @@ def test_hostile_lengths_do_not_allocate(tmp_path):
         finally:
             tracemalloc.stop()
         assert peak < 4 << 20, f"{peak} bytes allocated for a {len(data)}-byte file"
+
+
+def test_a_header_read_once_is_kept_until_the_file_changes(tmp_path):
+    """The GUI asks for a pair's headers several times per change; the second read costs nothing, each
+    caller gets its own metadata, and a file rewritten (another size) is read again."""
+    from engine.models.gguf_inspect import header_cached
+
+    def written_a_minute_ago(path: Path, n_layer: int, name: str = "m") -> None:
+        write_model(
+            path,
+            n_embd=16,
+            n_layer=n_layer,
+            n_head=2,
+            n_head_kv=1,
+            n_ff=16,
+            tokens=TOKENS,
+            dtype="f32",
+            kv={"general.name": name},
+        )
+        os.utime(path, (time.time() - 60, time.time() - 60))  # a file just written is not kept (gguf_inspect)
+
+    path = tmp_path / "m.gguf"
+    write_model(path, n_embd=16, n_layer=2, n_head=2, n_head_kv=1, n_ff=16, tokens=TOKENS, dtype="f32")
+    inspect_gguf(path)
+    assert not header_cached(path)  # written just now: it may still be being written
+    written_a_minute_ago(path, 2)
+    first = inspect_gguf(path)
+    assert header_cached(path)
+    first.metadata["llama.block_count"] = 99  # a plan may set a key on its copy
+    second = inspect_gguf(path)
+    assert second.metadata["llama.block_count"] == 2 and second.vocab is first.vocab
+    written_a_minute_ago(path, 3, name="a longer name")
+    assert not header_cached(path) and inspect_gguf(path).metadata["llama.block_count"] == 3
+    other = tmp_path / "scanned.gguf"
+    written_a_minute_ago(other, 1)
+    inspect_gguf(other, keep=False)  # a library scan leaves the cache as it was
+    assert not header_cached(other)
+
+
+TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(12)]

@@ -109,3 +109,16 @@ def test_the_live_charts_scroll_rather_than_squeeze_on_a_short_window(qtbot, win
     charts = window.lab.charts
     assert charts.view.height() >= MIN_VIEW_HEIGHT
     assert charts.scroll.verticalScrollBar().maximum() > 0  # the rest of the plots is a scroll away
+
+
+def test_the_lab_run_buttons_are_in_sight_on_a_scaled_laptop(qtbot, window):
+    """Start, Stop, Baseline and Quick check once sat at the foot of the scrolled knob panel, below the fold
+    even at 1600x1000: a newcomer saw charts and no Start. Each must be wholly visible without scrolling."""
+    window.show_page("Lab")
+    window.resize(1177, 625)
+    qtbot.wait(20)
+    c = window.lab.controls
+    for button in (c.start_button, c.stop_button, c.baseline_button, c.check_button):
+        shown = button.visibleRegion().boundingRect()
+        assert shown == button.rect(), (button.text(), shown, button.rect())
+        assert "Ctrl" in button.text() or "Esc" in button.text()  # the shortcut is on its face

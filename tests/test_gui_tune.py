@@ -306,3 +306,46 @@ def test_tune_settings_persist(qtbot, tmp_path, monkeypatch):
         t.seed.value(),
     ) == ("creative", 4, 48, 30, 9, 3)
     w2.close()
+
+
+@pytest.mark.server
+def test_a_tune_at_two_clients_pairs_each_setting_through_llama_server_and_sets_the_serve_slots(qtbot, window, pair):
+    from app.pages.tune.concurrent_runner import ConcurrentTuneRunner
+    from engine.measure.concurrent_tune import ConcurrentTuneResult
+
+    set_pair(window, pair, k=2, method="draft-simple")
+    window.show_page("Tune")
+    page = window.tune
+    set_tune(page, prompts=4, max_tokens=12)
+    page.clients.setValue(2)
+    page.start_button.click()
+    assert page.mode == "running" and isinstance(page.runner, ConcurrentTuneRunner)
+    assert not page.clients.isEnabled()
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=2 * WAIT)
+    result = page.result
+    assert isinstance(result, ConcurrentTuneResult), page.log.toPlainText()[-2000:]
+    assert result.clients == 2 and len(result.candidates) == 3  # draft-simple K=2 and K=4, ngram-mod
+    assert all(c.ratio is not None and c.ratio.n == 4 for c in result.candidates)  # 2 batches x 2 rounds
+    summary = page.summary.text()
+    assert "2 clients at once" in summary and "Verdict:" in summary and "paired batches" in summary
+    page.apply_button.click()
+    assert window.serve.parallel.value() == 2  # served at the concurrency it was tuned at
+    assert window.session.spec_settings() == page.picked_spec()
+    assert (page.picked_spec().spec_type == "none") == (not result.beats_baseline)
+
+    from engine.measure.history import History
+
+    with History() as h:
+        latest = h.entries(limit=1, kind="tune")
+    assert latest and latest[0].results["clients"] == 2
+
+
+def test_a_recording_of_overlapping_requests_sets_the_tunes_clients(qtbot, window, tmp_path):
+    from engine.serve.record import Recorder
+
+    path = tmp_path / "traffic.jsonl"
+    with Recorder(path) as rec:
+        for n in (1, 3, 3, 2, 3):
+            rec.record({"messages": [{"role": "user", "content": f"q{n}"}]}, in_flight=n)
+    window.tune.set_workload_file(path)
+    assert window.tune.clients.value() == 3 and window.tune.workload.currentText() == str(path)

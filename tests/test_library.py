@@ -207,7 +207,7 @@ def test_pairs_follow_llama_cpps_rule_and_put_the_smaller_model_as_draft(machine
 def test_each_file_is_read_once_and_the_rule_runs_once_per_pair_of_vocabularies(machine, monkeypatch):
     inspected, compared = [], []
     real_inspect, real_compat = library.inspect_gguf, library.vocab_compatibility
-    monkeypatch.setattr(library, "inspect_gguf", lambda path: inspected.append(path) or real_inspect(path))
+    monkeypatch.setattr(library, "inspect_gguf", lambda path, **kw: inspected.append(path) or real_inspect(path, **kw))
     monkeypatch.setattr(library, "vocab_compatibility", lambda a, b: compared.append(1) or real_compat(a, b))
     lib = scan(sources_of(machine), cache=None)
     # ten entries; the incomplete split and the two broken Ollama models are not opened
@@ -221,7 +221,7 @@ def test_a_rescan_of_an_unchanged_library_opens_no_file(machine, models, tmp_pat
     first = scan(sources_of(machine), cache=cache)
     inspected, compared = [], []
     real_inspect, real_compat = library.inspect_gguf, library.vocab_compatibility
-    monkeypatch.setattr(library, "inspect_gguf", lambda path: inspected.append(path) or real_inspect(path))
+    monkeypatch.setattr(library, "inspect_gguf", lambda path, **kw: inspected.append(path) or real_inspect(path, **kw))
     monkeypatch.setattr(library, "vocab_compatibility", lambda a, b: compared.append(1) or real_compat(a, b))
     again = scan(sources_of(machine), cache=cache)
     assert again.to_dict() == first.to_dict()
@@ -250,7 +250,7 @@ def test_a_rescan_of_an_unchanged_library_opens_no_file(machine, models, tmp_pat
 def test_a_file_that_breaks_the_inspector_is_listed_with_its_error(machine, monkeypatch):
     real = library.inspect_gguf
 
-    def flaky(path):
+    def flaky(path, **kw):
         if "tiny-draft" in str(path):
             raise RuntimeError("unexpected")
         return real(path)

@@ -162,3 +162,30 @@ def test_the_lab_page_runs_the_real_pair_and_says_why(qtbot, window, real_pair):
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     snap = lab.live.snapshot()
     assert snap.totals["drafted"] > 0 and 0 < snap.totals["acceptance_rate"] <= 1
+
+
+def test_a_pair_change_reads_no_header_on_the_gui_thread(qtbot, window, real_pair, monkeypatch):
+    """Each real header holds a 151936-token vocabulary, about 0.2 s of Python to parse. The Lab's method list,
+    its chat hint, the Models page's check and the Export page each read both headers when the pair changed,
+    and did it on the GUI thread: the window froze for over a second (bench/gui_stall.py)."""
+    import threading
+
+    import engine.models.gguf_inspect as gguf_inspect
+
+    parse, on_gui = gguf_inspect._parse, []
+
+    def watched(stream, path):
+        if threading.current_thread() is threading.main_thread():
+            on_gui.append(Path(path).name)
+        return parse(stream, path)
+
+    monkeypatch.setattr(gguf_inspect, "_parse", watched)
+    gguf_inspect._read_cache.clear()  # earlier tests in this process may have read these headers already
+    target, draft = real_pair
+    window.session.set_pair(target, draft)
+    models, lab = window.models, window.lab
+    qtbot.waitUntil(lambda: "compatible" in models.compat_badge.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: lab.controls.chat_hint.text().startswith("chat"), timeout=60_000)
+    window.show_page("Export")
+    qtbot.waitUntil(lambda: str(target) in window.export.command.toPlainText(), timeout=60_000)
+    assert on_gui == [], f"headers parsed on the GUI thread: {on_gui}"

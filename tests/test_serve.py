@@ -22,7 +22,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.core.workloads import load_workload
 from engine.models.demo_models import demo_pair
 from engine.serve.record import Recorder
-from engine.serve.session import ServeSession, ServeSettings, wait_for_requests
+from engine.serve.session import METRICS_S, ServeSession, ServeSettings, wait_for_requests
 
 pytestmark = pytest.mark.server
 
@@ -252,3 +252,22 @@ def test_the_proxy_refuses_nothing_it_does_not_watch(served):
     with urllib.request.urlopen(served.proxy.url + "/metrics", timeout=30) as resp:
         assert b"llamacpp:" in resp.read()
     assert served.watch.total == 1  # only the completion was watched
+
+
+def test_llama_servers_own_counters_agree_with_the_requests_and_give_acceptance_by_position(served):
+    """/metrics adds what the per-request timings cannot: how far into a draft acceptance reaches."""
+    for prompt in ("def add(a, b):", "class Stack:"):
+        body = {**CHAT, "messages": [{"role": "user", "content": prompt}]}
+        assert post(served.proxy.url + "/v1/chat/completions", body)[0] == 200
+    assert wait_for_requests(served, 2, timeout=30)
+    drafted = sum(r.drafted for r in served.watch.records())
+    accepted = sum(r.accepted for r in served.watch.records())
+    deadline = time.monotonic() + 3 * METRICS_S
+    while time.monotonic() < deadline and (served.watch.counters is None or served.watch.counters.drafted < drafted):
+        time.sleep(0.2)
+    counters = served.watch.counters
+    assert counters is not None and (counters.drafted, counters.accepted) == (drafted, accepted) and drafted > 0
+    reach = counters.reach()
+    assert 1 <= len(reach) <= 3 and all(a >= b for a, b in zip(reach, reach[1:]))  # K=3; each needs the one before
+    assert sum(counters.accepted_by_position) == accepted
+    assert counters.line().startswith("drafts accepted up to position 1: ")

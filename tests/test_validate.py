@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.llama.server import TERMINATE_GRACE_S
+from engine.llama.server import TERMINATE_GRACE_S, parse_metrics
 from engine.measure.validate import (
     StopSwitch,
     ValidateCancelled,
@@ -23,7 +23,6 @@ from engine.measure.validate import (
     _offloads,
     format_report,
     load_prompts,
-    parse_metrics,
     validate,
 )
 from engine.models.demo_models import demo_pair

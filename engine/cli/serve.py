@@ -79,6 +79,9 @@ def _serve_loop(session, events: queue.Queue, as_json: bool, tuned: float | None
         except queue.Empty:
             continue
         except KeyboardInterrupt:
+            counters = session.watch.counters.line() if session.watch.counters is not None else ""
+            if counters:  # how far into a draft acceptance reached: a longer or a shorter draft?
+                print(f"spectune: {counters}", file=sys.stderr, flush=True)
             return 0
         if kind == "request":
             print(item.json() if as_json else item.line(), flush=True)

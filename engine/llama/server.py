@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import secrets
 import socket
 import subprocess
@@ -167,6 +168,17 @@ class LlamaServer:
     def props(self) -> dict:
         return self._request("GET", "/props", None, timeout=30)[1]
 
+    def metrics(self, timeout: float = 30.0) -> dict | None:
+        """The speculative-decoding counters of /metrics (parse_metrics); None when the server runs
+        without --metrics (it answers 501)."""
+        req = urllib.request.Request(self.base_url + "/metrics")
+        req.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return parse_metrics(resp.read().decode("utf-8", errors="replace"))
+        except urllib.error.HTTPError:
+            return None
+
     def complete(
         self,
         prompt: str,
@@ -214,3 +226,26 @@ def server_summary(resp: dict) -> dict:
 
 def default_server() -> Path:
     return server_path()
+
+
+_METRIC_LINE = re.compile(r'^llamacpp:(\w+)(?:\{position="(\d+)"\})?\s+(\S+)$')
+
+
+def parse_metrics(text: str) -> dict:
+    """The spec-decode counters of llama-server's Prometheus text: spec_decode_num_drafts_total,
+    ..._num_draft_tokens_total, ..._num_accepted_tokens_total, and accepted_by_position (a list: the
+    tokens accepted at draft position 0, 1, ...)."""
+    found: dict = {}
+    by_position: dict[int, int] = {}
+    for line in text.splitlines():
+        m = _METRIC_LINE.match(line.strip())
+        if not m or not m.group(1).startswith("spec_decode_"):
+            continue
+        name, position, value = m.group(1), m.group(2), float(m.group(3))
+        if position is not None:
+            by_position[int(position)] = int(value)
+        else:
+            found[name] = int(value)
+    if by_position:
+        found["accepted_by_position"] = [by_position.get(i, 0) for i in range(max(by_position) + 1)]
+    return found

@@ -28,7 +28,7 @@ class _Costs:
 
     def model(self, path: Path) -> ModelCost:
         if path not in self._by_path:
-            self._by_path[path] = model_cost(inspect_gguf(path))
+            self._by_path[path] = model_cost(inspect_gguf(path, keep=False))  # every pair of the library: a scan
         return self._by_path[path]
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import signal
 import statistics
 import threading
@@ -57,7 +56,6 @@ from engine.runtime.client import EngineClient, EngineError
 from engine.runtime.protocol import has_gpu_device
 
 REQUEST_TIMEOUT_S = 600.0
-_METRIC_LINE = re.compile(r'^llamacpp:(\w+)(?:\{position="(\d+)"\})?\s+(\S+)$')
 
 
 class ValidateError(RuntimeError):
@@ -198,34 +196,6 @@ def server_completion(srv: LlamaServer, prompt: Prompt, n_predict: int) -> dict:
     return summary
 
 
-def parse_metrics(text: str) -> dict:
-    """The spec-decode counters of llama-server's Prometheus text."""
-    found: dict = {}
-    by_position: dict[int, int] = {}
-    for line in text.splitlines():
-        m = _METRIC_LINE.match(line.strip())
-        if not m or not m.group(1).startswith("spec_decode_"):
-            continue
-        name, position, value = m.group(1), m.group(2), float(m.group(3))
-        if position is not None:
-            by_position[int(position)] = int(value)
-        else:
-            found[name] = int(value)
-    if by_position:
-        found["accepted_by_position"] = [by_position.get(i, 0) for i in range(max(by_position) + 1)]
-    return found
-
-
-def read_metrics(srv: LlamaServer) -> dict | None:
-    req = urllib.request.Request(srv.base_url + "/metrics")
-    req.add_header("Authorization", f"Bearer {srv.api_key}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return parse_metrics(resp.read().decode("utf-8", errors="replace"))
-    except urllib.error.HTTPError:
-        return None  # a server without --metrics answers 501
-
-
 def _lab_totals(runs: list[dict]) -> dict:
     summed = combine_summaries(runs)
     return {
@@ -281,64 +251,58 @@ def _fits_beside(loaded: dict) -> bool:
     return available is not None and 2 * in_ram < available
 
 
-def _run(side: str, steps: _Steps, i: int, passes: int, j: int, prompts: list[Prompt], go: Callable[[], dict]) -> dict:
-    of_passes = f", pass {i + 1} of {passes}" if passes > 1 else ""
-    steps.say(f"{side}: prompt {j + 1} of {len(prompts)}{of_passes}")
-    out = go()
-    steps.ran()
-    return out
+@dataclasses.dataclass
+class _RunPlan:
+    """What every run of a validation shares: the knobs, the prompts and how often they run."""
+
+    spec: SpecSettings
+    sampling: SamplingSettings
+    prompts: list[Prompt]
+    max_tokens: int
+    passes: int
+    startup_timeout: float
+    steps: _Steps
+
+    def _run(self, side: str, i: int, j: int, go: Callable[[], dict]) -> dict:
+        of_passes = f", pass {i + 1} of {self.passes}" if self.passes > 1 else ""
+        self.steps.say(f"{side}: prompt {j + 1} of {len(self.prompts)}{of_passes}")
+        out = go()
+        self.steps.ran()
+        return out
+
+    def server_run(self, srv: LlamaServer, i: int, j: int) -> dict:
+        """Pass i's prompt j on llama-server."""
+        return self._run("llama-server", i, j, partial(server_completion, srv, self.prompts[j], self.max_tokens))
+
+    def lab_run(self, client: EngineClient, i: int, j: int) -> dict:
+        """Pass i's prompt j on the lab's engine, cancelled at its first event when a stop came just before
+        it was sent (the worker ignores a cancel while it is idle)."""
+        cancelled: list[bool] = []
+        steps = self.steps
+
+        def check(_ev: dict) -> None:
+            if not cancelled and steps.stop is not None and steps.stop.is_set():
+                cancelled.append(True)
+                client.cancel()
+
+        go = partial(generate, client, self.prompts[j], self.max_tokens, self.spec, self.sampling, on_event=check)
+        return self._run("lab", i, j, go)
 
 
-def _lab_run(
-    client: EngineClient, prompt: Prompt, max_tokens: int, spec: SpecSettings, sampling: SamplingSettings, steps: _Steps
-) -> dict:
-    """The run command's generation, cancelled at its first event when a stop came just before it was
-    sent (the worker ignores a cancel while it is idle)."""
-
-    cancelled: list[bool] = []
-
-    def check(_ev: dict) -> None:
-        if not cancelled and steps.stop is not None and steps.stop.is_set():
-            cancelled.append(True)
-            client.cancel()
-
-    return generate(client, prompt, max_tokens, spec, sampling, on_event=check)
-
-
-def _one_after_the_other(
-    argv: list[str],
-    load: LoadSettings,
-    spec: SpecSettings,
-    sampling: SamplingSettings,
-    prompts: list[Prompt],
-    max_tokens: int,
-    passes: int,
-    startup_timeout: float,
-    steps: _Steps,
-) -> dict:
+def _one_after_the_other(argv: list[str], load: LoadSettings, plan: _RunPlan) -> dict:
     """Each pass: llama-server on every prompt, stopped, then the lab on the same prompts."""
     done: dict = {"passes": []}
-    for i in range(passes):
+    steps, every = plan.steps, range(len(plan.prompts))
+    for i in range(plan.passes):
         steps.say("starting llama-server")
-        srv = LlamaServer(argv, startup_timeout=startup_timeout)
+        srv = LlamaServer(argv, startup_timeout=plan.startup_timeout)
         steps.hold(server=srv)  # before it starts: a stop may come while it loads
         with srv:
             if i == 0:
                 done["build_info"] = (srv.props() or {}).get("build_info")
-            server_runs = [
-                _run(
-                    "llama-server",
-                    steps,
-                    i,
-                    passes,
-                    j,
-                    prompts,
-                    partial(server_completion, srv, prompt, max_tokens),
-                )
-                for j, prompt in enumerate(prompts)
-            ]
+            server_runs = [plan.server_run(srv, i, j) for j in every]
             if i == 0:
-                done["metrics"], done["metrics_runs"] = read_metrics(srv), server_runs
+                done["metrics"], done["metrics_runs"] = srv.metrics(), server_runs
             steps.hold()
         steps.say("starting the lab's engine")
         with EngineClient() as client:
@@ -346,73 +310,33 @@ def _one_after_the_other(
             client.start()
             steps.say("loading the pair in the lab")
             client.load(load)
-            lab_runs = [
-                _run(
-                    "lab",
-                    steps,
-                    i,
-                    passes,
-                    j,
-                    prompts,
-                    partial(_lab_run, client, prompt, max_tokens, spec, sampling, steps),
-                )
-                for j, prompt in enumerate(prompts)
-            ]
+            lab_runs = [plan.lab_run(client, i, j) for j in every]
             steps.hold()
         done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
     return done
 
 
-def _side_by_side(
-    argv: list[str],
-    client: EngineClient,
-    spec: SpecSettings,
-    sampling: SamplingSettings,
-    prompts: list[Prompt],
-    max_tokens: int,
-    passes: int,
-    startup_timeout: float,
-    steps: _Steps,
-) -> dict:
+def _side_by_side(argv: list[str], client: EngineClient, plan: _RunPlan) -> dict:
     """Both loaded; every prompt runs on one then the other, and the one that goes first alternates
     prompt by prompt and pass by pass."""
     done: dict = {"passes": []}
+    steps = plan.steps
     steps.say("starting llama-server")
-    srv = LlamaServer(argv, startup_timeout=startup_timeout)
+    srv = LlamaServer(argv, startup_timeout=plan.startup_timeout)
     steps.hold(server=srv, client=client)  # before it starts: a stop may come while it loads
     with srv:
         done["build_info"] = (srv.props() or {}).get("build_info")
-        for i in range(passes):
+        for i in range(plan.passes):
             server_runs, lab_runs = [], []
-            for j, prompt in enumerate(prompts):
+            for j in range(len(plan.prompts)):
                 order = ("server", "lab") if (i + j) % 2 == 0 else ("lab", "server")
                 for side in order:
                     if side == "server":
-                        server_runs.append(
-                            _run(
-                                "llama-server",
-                                steps,
-                                i,
-                                passes,
-                                j,
-                                prompts,
-                                partial(server_completion, srv, prompt, max_tokens),
-                            )
-                        )
+                        server_runs.append(plan.server_run(srv, i, j))
                     else:
-                        lab_runs.append(
-                            _run(
-                                "lab",
-                                steps,
-                                i,
-                                passes,
-                                j,
-                                prompts,
-                                partial(_lab_run, client, prompt, max_tokens, spec, sampling, steps),
-                            )
-                        )
+                        lab_runs.append(plan.lab_run(client, i, j))
             done["passes"].append({"server_runs": server_runs, "lab_runs": lab_runs})
-        done["metrics"] = read_metrics(srv)
+        done["metrics"] = srv.metrics()
         done["metrics_runs"] = [r for d in done["passes"] for r in d["server_runs"]]
         steps.hold(client=client)
     return done
@@ -473,12 +397,13 @@ def _validate(
         raise ValidateError(f"--passes must be 1 or more, got {passes}")
     served = _Served(load, export_llama_server(load, spec, sampling, server_path()), [])
     steps = _Steps(2 * passes * len(prompts), progress, stop)
+    plan = _RunPlan(spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
     done = None
     if not sequential:
-        done = _try_side_by_side(served, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
+        done = _try_side_by_side(served, plan)
     mode = "side by side"
     if done is None:
-        done = _served_then_lab(served, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
+        done = _served_then_lab(served, plan)
         mode = "one after the other"
     lab, server, ratio, by_pass = _speeds(done, passes)
     per_prompt = _per_prompt(prompts, done["passes"][0])
@@ -512,19 +437,10 @@ class _Served:
     notices: list[str]
 
 
-def _try_side_by_side(
-    served: _Served,
-    spec: SpecSettings,
-    sampling: SamplingSettings,
-    prompts: list[Prompt],
-    max_tokens: int,
-    passes: int,
-    startup_timeout: float,
-    steps: _Steps,
-) -> dict | None:
+def _try_side_by_side(served: _Served, plan: _RunPlan) -> dict | None:
     """The runs with both sides loaded at once (_side_by_side), or None when the lab's pair goes to the GPU
     or does not fit twice in RAM: then the lab's engine is stopped again before llama-server starts."""
-    done = None
+    done, steps = None, plan.steps
     steps.say("starting the lab's engine")
     with EngineClient() as client:
         steps.hold(client=client)
@@ -538,39 +454,19 @@ def _try_side_by_side(
                 # the server's copy would too, so the command validated is the one with -nr
                 served.notices.append(loaded["notice"] + "; the validated command has -nr")
                 served.load = dataclasses.replace(served.load, repack=False)
-                served.exported = export_llama_server(served.load, spec, sampling, server_path())
+                served.exported = export_llama_server(served.load, plan.spec, plan.sampling, server_path())
             if _fits_beside(loaded):
-                argv = _with_metrics(served.exported.argv)
-                done = _side_by_side(argv, client, spec, sampling, prompts, max_tokens, passes, startup_timeout, steps)
+                done = _side_by_side(_with_metrics(served.exported.argv), client, plan)
         steps.hold()
     return done
 
 
-def _served_then_lab(
-    served: _Served,
-    spec: SpecSettings,
-    sampling: SamplingSettings,
-    prompts: list[Prompt],
-    max_tokens: int,
-    passes: int,
-    startup_timeout: float,
-    steps: _Steps,
-) -> dict:
+def _served_then_lab(served: _Served, plan: _RunPlan) -> dict:
     """The runs one after the other (_one_after_the_other), with the advice a llama-server that died of
     SIGILL while repacking needs."""
     load = served.load
     try:
-        return _one_after_the_other(
-            _with_metrics(served.exported.argv),
-            load,
-            spec,
-            sampling,
-            prompts,
-            max_tokens,
-            passes,
-            startup_timeout,
-            steps,
-        )
+        return _one_after_the_other(_with_metrics(served.exported.argv), load, plan)
     except ServerError as exc:
         if exc.exit_code == -signal.SIGILL and load.repack:
             raise ValidateError(

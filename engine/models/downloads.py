@@ -703,21 +703,7 @@ def _bundled(req: FileRequest, meter: _Meter, cancel: threading.Event | None) ->
             )
     meter.total = size
     meter.update(size, "done", force=True)
-    return DownloadResult(
-        role=req.role,
-        repo=req.repo,
-        filename=req.filename,
-        revision=req.revision,
-        commit=None,
-        path=str(path),
-        size_bytes=size,
-        sha256=req.sha256,
-        sha256_source="catalog" if req.sha256 else None,
-        sha256_verified=req.sha256 is not None,
-        downloaded_bytes=0,
-        resumed_from=0,
-        already_present=True,
-    )
+    return _result(req, None, path, size, req.sha256, "catalog" if req.sha256 else None, 0, 0, True)
 
 
 def _fetch(
@@ -757,21 +743,42 @@ def _fetch(
     size = plan.blob.stat().st_size
     meter.total = meter.total if meter.total is not None else size
     meter.update(size, "done", force=True)
+    commit = plan.remote.commit if plan.remote is not None else None
+    sha = (plan.expected_sha, plan.sha_source)
+    return _result(
+        req, commit, plan.final, size, *sha, received, plan.resumed_from, plan.present, plan.replaced_corrupt
+    )
+
+
+def _result(
+    req: FileRequest,
+    commit: str | None,
+    path: Path,
+    size: int,
+    sha256: str | None,
+    sha256_source: str | None,
+    received: int,
+    resumed_from: int,
+    present: bool,
+    replaced_corrupt: bool = False,
+) -> DownloadResult:
+    """What one file's download did; sha256_verified when a hash was there to check against."""
+    verified = sha256 is not None
     return DownloadResult(
-        role=req.role,
-        repo=req.repo,
-        filename=req.filename,
-        revision=req.revision,
-        commit=plan.remote.commit if plan.remote is not None else None,
-        path=str(plan.final),
-        size_bytes=size,
-        sha256=plan.expected_sha,
-        sha256_source=plan.sha_source,
-        sha256_verified=plan.expected_sha is not None,
-        downloaded_bytes=received,
-        resumed_from=plan.resumed_from,
-        already_present=plan.present,
-        replaced_corrupt=plan.replaced_corrupt,
+        req.role,
+        req.repo,
+        req.filename,
+        req.revision,
+        commit,
+        str(path),
+        size,
+        sha256,
+        sha256_source,
+        verified,
+        received,
+        resumed_from,
+        present,
+        replaced_corrupt,
     )
 
 

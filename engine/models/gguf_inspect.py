@@ -19,7 +19,10 @@ import hashlib
 import re
 import struct
 import sys
-from dataclasses import dataclass, field
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -515,9 +518,75 @@ class GGUFTruncatedError(GGUFInspectError):
         self.needed, self.size = needed, size
 
 
-def inspect_gguf(path: str | Path) -> ModelInfo:
-    """Read a GGUF file's header and tensor index. Raises GGUFInspectError for anything unreadable."""
+# What was read, by file identity. A 150k-token vocabulary is about 0.2 s of Python to parse, and one pair
+# change asks for each header several times (the Lab's methods, the Models page's check, the chat hint, the
+# pre-load check); a GUI thread that parsed each of them froze for over a second (bench/gui_stall.py). A
+# file rewritten in place changes its size, mtime or ctime, so it is read again; a read that failed is kept
+# too, so that a broken file fails as fast the second time. Four entries: a pair, and the pair before it
+# (a 150k-token vocabulary holds about 7 MB). A file written in the last two seconds is not kept: it may
+# still be being written, and a rewrite of the same size within one tick of the kernel's coarse clock
+# would keep its mtime.
+_READ_CACHE_SIZE = 4
+_SETTLED_S = 2.0
+_read_cache: OrderedDict[tuple, ModelInfo | GGUFInspectError] = OrderedDict()
+_read_cache_lock = threading.Lock()
+
+
+def _identity(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _settled(key: tuple) -> bool:
+    return time.time() - key[4] / 1e9 > _SETTLED_S
+
+
+def header_cached(path: str | Path) -> bool:
+    """True when inspect_gguf(path) would answer from what it already read, without parsing."""
+    key = _identity(Path(path))
+    with _read_cache_lock:
+        return key is not None and key in _read_cache
+
+
+def inspect_gguf(path: str | Path, keep: bool = True) -> ModelInfo:
+    """Read a GGUF file's header and tensor index. Raises GGUFInspectError for anything unreadable.
+
+    What was read is kept while the file is unchanged; each caller gets its own ModelInfo, metadata dict and
+    tensor list (a plan may set a key on its copy), sharing the immutable vocabulary. keep=False reads
+    without keeping: a scan of a whole library must not push the pair in use out of the cache."""
     path = Path(path)
+    key = _identity(path)
+    if key is not None:
+        with _read_cache_lock:
+            kept = _read_cache.get(key)
+            if kept is not None:
+                _read_cache.move_to_end(key)
+        if isinstance(kept, GGUFInspectError):
+            raise kept.with_traceback(None)
+        if kept is not None:
+            return _own_copy(kept)
+    try:
+        info: ModelInfo | GGUFInspectError = _read(path)
+    except GGUFInspectError as exc:
+        info = exc
+    if keep and key is not None and key == _identity(path) and _settled(key):  # unchanged while it was read
+        with _read_cache_lock:
+            _read_cache[key] = info
+            while len(_read_cache) > _READ_CACHE_SIZE:
+                _read_cache.popitem(last=False)
+    if isinstance(info, GGUFInspectError):
+        raise info
+    return _own_copy(info)
+
+
+def _own_copy(info: ModelInfo) -> ModelInfo:
+    return replace(info, metadata=dict(info.metadata), tensors=list(info.tensors))
+
+
+def _read(path: Path) -> ModelInfo:
     try:
         size = path.stat().st_size
         fh = open(path, "rb", buffering=0)
@@ -640,30 +709,17 @@ def vocab_info(metadata: dict[str, Any]) -> VocabInfo:
     ) -> VocabInfo:
         return VocabInfo(model, pre, vocab_type, n_tokens, bos, eos, add_bos, add_eos, fingerprint, error, tokens)
 
+    def refused(error: str) -> VocabInfo:
+        return result("NONE", len(tokens), TOKEN_NULL, TOKEN_NULL, False, False, error)
+
     if model is None:
-        return result(
-            "NONE",
-            len(tokens),
-            TOKEN_NULL,
-            TOKEN_NULL,
-            False,
-            False,
-            "tokenizer.ggml.model is missing; llama.cpp cannot load this vocabulary",
-        )
+        return refused("tokenizer.ggml.model is missing; llama.cpp cannot load this vocabulary")
     if model in ("no_vocab", "none"):
         # llama.cpp returns early: dummy tokens, no special tokens, no flags
         n = _int_key(metadata, f"{metadata.get('general.architecture')}.vocab_size") or 0
         return result("NONE", n, TOKEN_NULL, TOKEN_NULL, False, False)
     if model not in _TOKENIZER_DEFAULTS:
-        return result(
-            "NONE",
-            len(tokens),
-            TOKEN_NULL,
-            TOKEN_NULL,
-            False,
-            False,
-            f"unknown tokenizer model {model!r}; llama.cpp refuses to load it",
-        )
+        return refused(f"unknown tokenizer model {model!r}; llama.cpp refuses to load it")
     vocab_type, bos, eos = _TOKENIZER_DEFAULTS[model]
     if model == "gemma4":
         pre = "gemma4"

@@ -383,7 +383,7 @@ def _vocab_key(v: VocabInfo) -> str:
 def _facts(path: Path, filename: str) -> tuple[dict[str, Any], VocabInfo | None]:
     """What the listing shows of one file, and its vocabulary when it can take part in a pair."""
     try:
-        info = inspect_gguf(path)
+        info = inspect_gguf(path, keep=False)  # a scan: leave the pair in use cached
     except Exception as exc:  # noqa: BLE001 - one unreadable file must never end the scan
         return {"error": str(exc) or type(exc).__name__, "quant": _quant(None, filename)}, None
     md = info.metadata
@@ -577,7 +577,7 @@ class _VocabJudge:
         vocabs = self.found.vocabs
         if key not in vocabs:
             try:
-                vocabs[key] = inspect_gguf(self.found.models[self.found.groups[key][0]].path).vocab
+                vocabs[key] = inspect_gguf(self.found.models[self.found.groups[key][0]].path, keep=False).vocab
             except Exception:  # noqa: BLE001 - changed since it was cached: it pairs with nothing this time
                 return None
         return vocabs[key]

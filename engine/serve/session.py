@@ -21,9 +21,10 @@ from engine.deploy.export import export_llama_server
 from engine.llama.server import LlamaServer, ServerError
 from engine.serve.proxy import DEFAULT_PORT, Proxy, Upstream
 from engine.serve.record import Recorder
-from engine.serve.watch import RequestRecord, Watch
+from engine.serve.watch import RequestRecord, ServerCounters, Watch
 
 POLL_S = 0.5  # how often the session looks whether llama-server is still alive
+METRICS_S = 5.0  # how often it reads llama-server's /metrics into the watch
 
 
 @dataclass
@@ -116,9 +117,13 @@ class ServeSession:
 
     def _watch_server(self) -> None:
         reported: LlamaServer | None = None
+        metrics_due = time.monotonic()
         while not self._stopping.wait(POLL_S):
             with self._lock:
                 server = self.server
+            if server is not None and server.running and not self._down and time.monotonic() >= metrics_due:
+                metrics_due = time.monotonic() + METRICS_S
+                self._read_counters(server)
             code = server.exit_code if server is not None else None
             if server is None or code is None or server is reported:
                 continue
@@ -126,6 +131,14 @@ class ServeSession:
             self._down = f"llama-server exited with status {code}; restart it to serve again"
             tail = "\n".join(server.log.splitlines()[-15:])
             self.on_event({"kind": "server-exited", "code": code, "log": tail})
+
+    def _read_counters(self, server: LlamaServer) -> None:
+        try:
+            metrics = server.metrics(timeout=2.0)
+        except (OSError, ValueError):  # busy or going down: the next read will tell
+            return
+        if metrics is not None:
+            self.watch.counters = ServerCounters.from_metrics(metrics)
 
     def abort(self) -> None:
         """From any thread: a start under way gives up (it raises ServerError), and none begins after."""

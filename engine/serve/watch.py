@@ -119,11 +119,45 @@ class Rolling:
         return self.accepted / self.drafted if self.drafted else None
 
 
+@dataclass(frozen=True)
+class ServerCounters:
+    """llama-server's own speculative-decoding counters (its /metrics) since it last started. They add
+    what the per-request timings cannot: how far into a draft acceptance reaches, position by position,
+    which says whether a longer or a shorter draft would serve this traffic better."""
+
+    drafts: int
+    drafted: int
+    accepted: int
+    accepted_by_position: tuple[int, ...]  # tokens accepted at draft position 1, 2, ...
+
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> ServerCounters:
+        return cls(
+            int(metrics.get("spec_decode_num_drafts_total", 0)),
+            int(metrics.get("spec_decode_num_draft_tokens_total", 0)),
+            int(metrics.get("spec_decode_num_accepted_tokens_total", 0)),
+            tuple(int(n) for n in metrics.get("accepted_by_position", ())),
+        )
+
+    def reach(self) -> list[float]:
+        """The share of drafts whose token at each position was accepted, position 1 first."""
+        return [n / self.drafts for n in self.accepted_by_position] if self.drafts else []
+
+    def line(self) -> str:
+        """'' before the first draft."""
+        reach = self.reach()
+        if not reach:
+            return ""
+        shown = ", ".join(f"{i}: {share:.0%}" for i, share in enumerate(reach[:8], start=1))
+        return f"drafts accepted up to position {shown} (llama-server's /metrics, {self.drafts} drafts)"
+
+
 class Watch:
     """Every request the proxy passed on, newest last; safe to use from the proxy's thread and the
-    GUI's or the CLI's."""
+    GUI's or the CLI's. ``counters``: llama-server's own, as the serving session last read them."""
 
     def __init__(self, keep: int = 10_000):
+        self.counters: ServerCounters | None = None
         self._lock = threading.Lock()
         self._records: collections.deque[RequestRecord] = collections.deque(maxlen=keep)
         self._next_id = 1

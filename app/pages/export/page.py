@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.header_reads import header_reads
 from app.jobs import MeasuringJobs
 from app.pages.export.runner import ValidateRunner
 from app.session import LabSession
@@ -72,6 +73,7 @@ class ExportPage(QWidget):
         # warnings and all) only while it is on screen, and on showing when something changed meanwhile
         for changed in (session.pairChanged, session.loadChanged, session.knobsChanged):
             changed.connect(self._lab_changed)
+        header_reads().ready.connect(lambda: self._stale and self._lab_changed())
         # a validation measures with an engine of its own: nothing else measures beside it
         jobs.register(JOB, lambda: self.validating, "a validation is running on the Export page", "llama-server's")
         self.refresh()
@@ -153,6 +155,10 @@ class ExportPage(QWidget):
         s = self.session
         try:
             load = s.load_settings()
+            if not header_reads().warm(s.target(), s.draft()):  # read off the GUI thread; then this runs again
+                self.warnings.setText("reading the files' headers…")
+                self._stale = True
+                return
             exported = export_llama_server(load, s.spec_settings(), s.sampling_settings(), self.server.path())
         except (SettingsError, ExportError, DialectError, OSError) as exc:
             self.command.setPlainText("")

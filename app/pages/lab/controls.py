@@ -1,5 +1,6 @@
 """The Lab's knob panel: model pair, method, K and the other speculation knobs,
-sampling, prompt source, and the Start / Stop / Baseline buttons.
+sampling, prompt source; and the Start / Stop / Baseline / Quick check bar, which the
+page shows above its charts (`run_bar`) so that it never scrolls out of sight.
 
 The panel only reads and writes widgets and says when something changed; the
 Lab page decides what to do with it (send to a running session, or keep for
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.header_reads import header_reads
 from app.pages.lab.knob_help import knob_tooltip
 from app.session import CHAT_MODES, CUSTOM_PROMPT
 from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
@@ -66,6 +69,11 @@ def _dspin(lo: float, hi: float, value: float, step: float, tip: str = ""):
     return double_spin_box(lo, hi, value, step, tip, track_keys=False)
 
 
+def _keys(sequence: str) -> str:
+    """A shortcut as this platform writes it (Ctrl+Return, or ⌘↩ on a Mac)."""
+    return QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)
+
+
 def _labels_explain(form: QFormLayout) -> None:
     """A row's label gets its field's tooltip: the explanation shows wherever the pointer rests on the row."""
     for row in range(form.rowCount()):
@@ -98,8 +106,10 @@ class LabControls(QWidget):
         col.addWidget(self._speculation_box(SpecSettings()))
         col.addWidget(self._sampling_box(SamplingSettings()))
         col.addWidget(self._prompts_box())
-        col.addLayout(self._run_buttons())
         col.addStretch(1)
+        # the run buttons are not in this (scrolled) panel: the page shows them in a bar above the charts,
+        # where a newcomer sees them at any window size (issue 30: below the fold at 1600x1000)
+        self.run_bar = self._run_bar()
         self._connect_signals()
 
     # -- the panel's parts, top to bottom ---------------------------------
@@ -234,23 +244,26 @@ class LabControls(QWidget):
         f.addRow("max tokens", self.max_tokens)
         return prompt
 
-    def _run_buttons(self) -> QHBoxLayout:
-        """Start, Stop, Baseline and Quick check in a row."""
-        buttons = QHBoxLayout()
-        self.start_button = QPushButton("Start")
+    def _run_bar(self) -> QWidget:
+        """Start, Stop, Baseline and Quick check in a row, each with its shortcut on its face."""
+        bar = QWidget()
+        buttons = QHBoxLayout(bar)
+        buttons.setContentsMargins(0, 0, 0, 0)
+        self.start_button = QPushButton(f"Start  {_keys('Ctrl+Return')}")
         self.start_button.setToolTip("run the prompts with speculation, looping until Stop (Ctrl+Return)")
-        self.stop_button = QPushButton("Stop")
+        self.stop_button = QPushButton(f"Stop  {_keys('Esc')}")
         self.stop_button.setToolTip("stop the running generation (Esc)")
-        self.baseline_button = QPushButton("Baseline")
+        self.baseline_button = QPushButton(f"Baseline  {_keys('Ctrl+B')}")
         self.baseline_button.setToolTip("measure tokens/s without speculation on the same models (Ctrl+B)")
-        self.check_button = QPushButton("Quick check")
+        self.check_button = QPushButton(f"Quick check  {_keys('Ctrl+Shift+Q')}")
         self.check_button.setToolTip(
             "measure in a few seconds which of a few settings pays on this machine, against no speculation, "
             "and set the knobs to the best (Ctrl+Shift+Q); the Tune page searches thoroughly"
         )
         for b in (self.start_button, self.stop_button, self.baseline_button, self.check_button):
             buttons.addWidget(b)
-        return buttons
+        buttons.addStretch(1)
+        return bar
 
     def _connect_signals(self) -> None:
         """K's slider and box move together; every widget reports through the panel's own signals."""
@@ -276,6 +289,7 @@ class LabControls(QWidget):
         self.target.changed.connect(self.pairChanged)
         self.draft.changed.connect(self.pairChanged)
         self.pairChanged.connect(self.refresh_methods)
+        header_reads().ready.connect(self.refresh_methods)
         for w in (self.ctx, self.ngl, self.threads, self.n_cpu_moe):
             w.valueChanged.connect(self.loadChanged)
         self.draft_on.currentIndexChanged.connect(lambda _i: self.loadChanged.emit())
@@ -307,8 +321,11 @@ class LabControls(QWidget):
     # -- the methods this pair can run ------------------------------------
     def refresh_methods(self) -> None:
         """Grey out the methods the pair cannot run (engine.models.draft_heads), each with its reason as the
-        item's tooltip. Read from the files' headers, again only when a file or its modification time changed."""
+        item's tooltip. Read from the files' headers, again only when a file or its modification time changed;
+        headers not read yet are read off the GUI thread, and this runs again when they are (app.header_reads)."""
         target, draft = self.target.path(), self.draft.path()
+        if not header_reads().warm(target, draft):
+            return
         key = tuple((p, p.stat().st_mtime_ns if p.is_file() else None) for p in (target, draft) if p is not None)
         if key != self._methods_of:
             self._methods_of = key

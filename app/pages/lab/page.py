@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineController
+from app.header_reads import header_reads
 from app.jobs import LAB, MeasuringJobs
 from app.pages.lab.controls import LabControls
 from app.session import LabSession, shipped_workloads
@@ -91,8 +92,8 @@ class LabPage(QWidget):
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
 
     def _build_layout(self) -> None:
-        """The controls in a scroll area on the left; on the right the banner, the summary, why, the charts
-        and, under a splitter, the generated text."""
+        """The controls in a scroll area on the left; on the right the run buttons, the banner, the summary,
+        why, the charts and, under a splitter, the generated text."""
         scroll = QScrollArea()
         scroll.setWidget(self.controls)
         scroll.setWidgetResizable(True)
@@ -112,6 +113,7 @@ class LabPage(QWidget):
         top = QWidget()
         top_col = QVBoxLayout(top)
         top_col.setContentsMargins(0, 0, 0, 0)
+        top_col.addWidget(self.controls.run_bar)  # Start, Stop, Baseline, Quick check: always in sight
         top_col.addWidget(self.banner)
         top_col.addWidget(self.summary)
         top_col.addWidget(self.why)
@@ -150,6 +152,7 @@ class LabPage(QWidget):
         c.knobsChanged.connect(self._knobs_moved)
         c.pairChanged.connect(self._update_chat_hint)
         c.chatModeChanged.connect(self._update_chat_hint)
+        header_reads().ready.connect(self._update_chat_hint)
         self.banner.actionClicked.connect(self._banner_action)
         controller.cycles.connect(self._on_cycles)
         controller.loaded.connect(self._on_loaded)
@@ -305,6 +308,8 @@ class LabPage(QWidget):
         return False
 
     def _update_chat_hint(self) -> None:
+        if self.session.chat_mode() == "auto" and not header_reads().warm(self.session.target()):
+            return  # "auto" reads the target's header for its template: off the GUI thread, then again here
         self.controls.chat_hint.setText(self.session.chat_summary())
 
     def start(self) -> None:

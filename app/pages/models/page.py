@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabW
 
 from app.background import BackgroundJob
 from app.engine_controller import EngineController
+from app.header_reads import header_reads
 from app.pages.models.library import LibraryPanel
 from app.pages.models.presets import PresetsPanel
 from app.pages.models.recommend import RecommendPanel
@@ -114,6 +115,7 @@ class ModelsPage(QWidget):
         c_col.addLayout(buttons)
         col.addWidget(check)
         session.pairChanged.connect(self.check_pair)
+        header_reads().ready.connect(self.check_pair)
         session.loadChanged.connect(self.check_pair)  # the context and the GPU layers change the plan
         self.check_pair()
 
@@ -238,6 +240,9 @@ class ModelsPage(QWidget):
             self.methods_badge.setText("")
             self.fit_badge.setText("")
             self.plan_label.setText("")
+            return
+        if not header_reads().warm(target, draft):  # read off the GUI thread; this runs again when read
+            self.compat_badge.setText("reading the files' headers…")
             return
         from engine.planning.budget import Budget
         from engine.planning.preflight import preflight

@@ -88,6 +88,7 @@ class ServePage(QWidget):
         self._job: BackgroundJob | None = None  # a start, a stop or a restart under way
         self._starting = None  # the session being started (a Stop aborts it)
         self._shown = 0  # requests on the charts and in the table
+        self._counters_shown = None  # llama-server's counters last summed up
         self._log_shown = ""  # the server log's text last put on screen
         self._tuned: float | None = None
         self._abort_start = threading.Event()
@@ -277,7 +278,7 @@ class ServePage(QWidget):
     def _on_started(self, serving) -> None:
         self._starting = None
         self.serving = serving
-        self._shown = 0
+        self._shown, self._counters_shown = 0, None
         self.url.setText(serving.base_url)
         self._set_state("serving")
         recording = f"; recording chat requests to {serving.recorder.path}" if serving.recorder else ""
@@ -364,9 +365,9 @@ class ServePage(QWidget):
             self._log_shown = log
             self.log.setPlainText(log)
             self.log.verticalScrollBar().setValue(self.log.verticalScrollBar().maximum())
-        if serving.watch.total == self._shown:
+        if serving.watch.total == self._shown and serving.watch.counters is self._counters_shown:
             return
-        self._shown = serving.watch.total
+        self._shown, self._counters_shown = serving.watch.total, serving.watch.counters
         records = serving.watch.records(TABLE_ROWS)
         self.charts.show_records(records, self._tuned)
         self._fill_table(records)
@@ -385,9 +386,12 @@ class ServePage(QWidget):
         if r.max_overlapped > slots:
             text += (
                 f" Your tools sent up to {r.max_overlapped} requests at once and the server runs {slots} at a time"
-                f" (slots): the others wait. Tune at that concurrency (spectune tune --clients {r.max_overlapped})"
-                " before raising the slots."
+                f" (slots): the others wait. Tune at that concurrency (the Tune page's clients, or spectune tune"
+                f" --clients {r.max_overlapped}) before raising the slots."
             )
+        counters = serving.watch.counters.line() if serving.watch.counters is not None else ""
+        if counters:
+            text += f"<br>{counters[0].upper()}{counters[1:]}."
         alert = acceptance_alert(r, self._tuned)
         self.summary.setText(text + (f"<br>{error_text(alert, bold=False)}" if alert else ""))
         self._set_state(self.state)  # the recording may exist now: Tune on this traffic

@@ -36,7 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.jobs import MeasuringJobs
-from app.pages.tune.runner import TuneRunner
+from app.pages.tune.concurrent_runner import ConcurrentTuneRunner
+from app.pages.tune.runner import TuneRunner, TuneThread
 from app.session import PICK_FILE, LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.forms import spin_box
@@ -47,7 +48,8 @@ from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
 from app.widgets.workload_box import WorkloadBox
 from engine.core.chat import Prompt
-from engine.core.settings import SettingsError
+from engine.core.settings import SettingsError, SpecSettings
+from engine.measure.concurrent_tune import ConcurrentTuneResult
 from engine.measure.tuner import TuneResult
 
 JOB = "tune"  # the name this page asks app.jobs with
@@ -55,20 +57,21 @@ LAB_PROMPT = "the Lab's prompt"
 KILL_AFTER_MS = 3000  # a cancel not honoured by then (loading, measuring) ends the tune's worker
 PROGRESS_INTERVAL_MS = 500  # the progress line's refresh (elapsed time, runs)
 LOG_LINES = 5000
-_STRAY_RUNNERS: list[TuneRunner] = []  # runners that outlived a shutdown; kept so Qt never deletes them running
+_STRAY_RUNNERS: list[TuneThread] = []  # runners that outlived a shutdown; kept so Qt never deletes them running
 
 
 class TunePage(QWidget):
     tuneRecorded = Signal(int)  # history entry id of a finished tune
     exportRequested = Signal()  # the best setting is in the session; show the Export page
+    clientsTuned = Signal(int)  # a concurrency tune's pick was applied: the server slots it was measured at
 
     def __init__(self, session: LabSession, jobs: MeasuringJobs, parent: QWidget | None = None):
         super().__init__(parent)
         self.session = session
         self.jobs = jobs
         self.mode = "idle"  # idle | running | stopping
-        self.runner: TuneRunner | None = None
-        self.result: TuneResult | None = None
+        self.runner: TuneRunner | ConcurrentTuneRunner | None = None
+        self.result: TuneResult | ConcurrentTuneResult | None = None
         self.last_error: tuple[str, str] | None = None
         self._started_at = 0.0
         self._run_load = self._run_sampling = None
@@ -129,6 +132,14 @@ class TunePage(QWidget):
         self.max_tokens = spin_box(4, 4096, 128, "tokens generated per prompt and candidate")
         self.k_max = spin_box(1, 32, 12, "the largest K the cost model considers for draft-simple")
         self.seed = spin_box(0, 2**31 - 1, 0, "prompt order and tie-breaks (the same seed replays the same plan)")
+        self.clients = spin_box(
+            1,
+            16,  # the Serve page's most slots
+            1,
+            "how many requests your tools send at once. 1: the search in SpecTune's engine. Above 1: each of a "
+            "few settings served by llama-server at -np N with N requests at once, against no speculation at "
+            "the same N (speculation that pays for one client can cost for four)",
+        )
         inputs = QHBoxLayout()
         for label, widget in (
             ("workload", self.workload),
@@ -164,6 +175,8 @@ class TunePage(QWidget):
         self.status.setWordWrap(True)
         self.banner = Banner()
         buttons = QHBoxLayout()
+        buttons.addWidget(QLabel("clients"))  # beside Start: it decides which tune Start runs
+        buttons.addWidget(self.clients)
         for b in (self.start_button, self.cancel_button, self.apply_button, self.export_button):
             buttons.addWidget(b)
         buttons.addWidget(self.progress_bar)
@@ -224,8 +237,15 @@ class TunePage(QWidget):
         self.workload.set_sets(names, [LAB_PROMPT])
 
     def set_workload_file(self, path: str | Path) -> None:
-        """Use a workload file (a set's JSON, or chat requests as JSONL); it joins the list before 'a file…'."""
+        """Use a workload file (a set's JSON, or chat requests as JSONL); it joins the list before 'a file…'.
+        A recording from the Serve page that saw several requests at once sets the clients to that many."""
+        from engine.serve.record import recorded_concurrency
+
         self.workload.add_file(path)
+        seen = recorded_concurrency(path) if str(path).endswith(".jsonl") else None
+        if seen is not None and seen > 1:
+            self.clients.setValue(seen)
+            self._log(f"{Path(path).name}: the recording saw {seen} requests at once; the tune runs {seen} clients")
 
     def collect_prompts(self) -> list[Prompt]:
         """The chosen set's prompts, as the Lab runs them (raw text, or conversations in chat mode)."""
@@ -283,15 +303,22 @@ class TunePage(QWidget):
         self.log.clear()
         self.last_error = None
         self._run_load, self._run_sampling = load, sampling
-        self.runner = TuneRunner(
-            load,
-            prompts,
-            self.max_tokens.value(),
-            sampling,
-            float(self.budget.value()),
-            self.seed.value(),
-            self.k_max.value(),
-            parent=self,
+        clients = self.clients.value()
+        self.runner = (
+            TuneRunner(
+                load,
+                prompts,
+                self.max_tokens.value(),
+                sampling,
+                float(self.budget.value()),
+                self.seed.value(),
+                self.k_max.value(),
+                parent=self,
+            )
+            if clients == 1
+            else ConcurrentTuneRunner(
+                load, prompts, clients, self.max_tokens.value(), sampling, self.session.spec_settings(), parent=self
+            )
         )
         notes = self.jobs.make_room(JOB, self.runner.lab_freed)  # the Lab's run stopped, its GPU copy freed
         self.runner.progress.connect(self._on_progress)
@@ -307,6 +334,7 @@ class TunePage(QWidget):
             f"tune of {load.target.name}"
             + (f" with {load.draft.name}" if load.draft else "")
             + f" on {len(prompts)} prompt(s) of {self.workload.currentText()}"
+            + (f", {clients} clients at once through llama-server -np {clients}" if clients > 1 else "")
         )
         for note in notes:
             self._log(note)
@@ -332,13 +360,15 @@ class TunePage(QWidget):
     def apply_to_lab(self) -> bool:
         if self.result is None:
             return False
-        self.session.set_spec_settings(self.result.best.spec)
+        self.session.set_spec_settings(self.picked_spec())
         try:
             same_pair = self.session.load_settings() == self._run_load
         except SettingsError:
             same_pair = False
+        if isinstance(self.result, ConcurrentTuneResult):
+            self.clientsTuned.emit(self.result.clients)  # the Serve page's slots
         self.status.setText(
-            f"The Lab now uses {self.result.best.label}."
+            f"The Lab now uses {self.picked_label()}."
             + (
                 ""
                 if same_pair
@@ -347,6 +377,18 @@ class TunePage(QWidget):
             )
         )
         return True
+
+    def picked_spec(self) -> SpecSettings:
+        """What the last tune says to run: its best; after a concurrency tune whose best does not beat no
+        speculation, no speculation."""
+        assert self.result is not None
+        if isinstance(self.result, ConcurrentTuneResult) and not self.result.beats_baseline:
+            return SpecSettings("none")
+        return self.result.best.spec
+
+    def picked_label(self) -> str:
+        assert self.result is not None
+        return "no speculation" if self.picked_spec().spec_type == "none" else self.result.best.label
 
     def export_best(self) -> None:
         if self.apply_to_lab():
@@ -377,7 +419,10 @@ class TunePage(QWidget):
         self._log(message)
         self._show_progress(message.strip())
 
-    def _on_succeeded(self, result: TuneResult) -> None:
+    def _on_succeeded(self, result: TuneResult | ConcurrentTuneResult) -> None:
+        if isinstance(result, ConcurrentTuneResult):
+            self._on_concurrent_result(result)
+            return
         self.result = result
         self.table.show_result(result)
         self.charts.show_result(result)
@@ -397,13 +442,44 @@ class TunePage(QWidget):
             f"Tune finished in {result.elapsed_s:.0f} s" + (", saved to the history." if saved else ".")
         )
 
-    def _record(self, result: TuneResult) -> bool:
+    def _on_concurrent_result(self, result: ConcurrentTuneResult) -> None:
+        """The table and the charts are the search's; a concurrency tune's few settings go in the summary."""
+        self.result = result
+        rows = []
+        for c in result.candidates:
+            acc = f", acceptance {c.acceptance:.0%}" if c.acceptance is not None else ""
+            verdict = c.ratio.describe() if c.ratio is not None else "not measured"
+            rows.append(
+                f"{c.label}: {c.aggregate_tps:.1f} tokens/s in aggregate against {c.baseline_tps:.1f}; "
+                f"per client {c.per_client_tps:.1f} against {c.baseline_per_client_tps:.1f}{acc}; {verdict}"
+            )
+            self._log(rows[-1])
+        self.summary.setText(
+            f"{result.clients} clients at once, each setting against no speculation at -np {result.clients}, "
+            f"in {result.elapsed_s:.0f} s:<br>"
+            + "<br>".join(f"• {r}" for r in rows)
+            + "<br>"
+            + (ok_text if result.beats_baseline else error_text)("Verdict:")
+            + f" {result.verdict_text()}. Apply sets the Lab to "
+            + f"{self.picked_label()} and the Serve page's slots to {result.clients}."
+        )
+        self._log(result.verdict_text())
+        saved = self._record(result)
+        self.status.setText(
+            f"Tune finished in {result.elapsed_s:.0f} s" + (", saved to the history." if saved else ".")
+        )
+
+    def _record(self, result: TuneResult | ConcurrentTuneResult) -> bool:
         """As ``spectune tune`` does; the best's tokens/s as tokens_per_s so the History page shows it."""
         from engine.measure.history import HistoryError, record_summary
 
         out = result.to_dict()
-        out["tokens_per_s"] = out["best"]["measured_tps"]
-        hello = self.runner.client.hello if self.runner is not None else None
+        if isinstance(result, ConcurrentTuneResult):
+            out["tokens_per_s"] = result.best.aggregate_tps
+            hello = None  # measured through llama-server: no engine worker to name the build
+        else:
+            out["tokens_per_s"] = out["best"]["measured_tps"]
+            hello = self.runner.client.hello if isinstance(self.runner, TuneRunner) else None
         try:
             entry = record_summary(
                 "tune",
@@ -460,7 +536,7 @@ class TunePage(QWidget):
         has_result = self.result is not None and not running
         self.apply_button.setEnabled(has_result)
         self.export_button.setEnabled(has_result)
-        for w in (self.workload, self.max_prompts, self.budget, self.max_tokens, self.k_max, self.seed):
+        for w in (self.workload, self.max_prompts, self.budget, self.max_tokens, self.k_max, self.seed, self.clients):
             w.setEnabled(not running)
         # a busy indicator while running (the tuner cannot say how many runs are left); full when done
         self.progress_bar.setRange(0, 0 if running else 1)
@@ -470,12 +546,17 @@ class TunePage(QWidget):
         if message:
             self._last_message = message
         if self.mode == "idle" or self.runner is None:
-            if self.result is not None:
+            if isinstance(self.result, ConcurrentTuneResult):
+                self.progress_line.setText(f"done: {self.result.clients} clients in {self.result.elapsed_s:.0f} s")
+            elif self.result is not None:
                 self.progress_line.setText(f"done: {self.result.runs} runs in {self.result.elapsed_s:.0f} s")
             else:
                 self.progress_line.setText("idle")
             return
         elapsed = time.monotonic() - self._started_at
+        if isinstance(self.runner, ConcurrentTuneRunner):  # no budget: every setting is measured fully
+            self.progress_line.setText(f"{elapsed:.0f} s · {self.runner.runs} batches · {self._last_message}")
+            return
         self.progress_line.setText(
             f"{elapsed:.0f} s of {self.budget.value()} s budget · {self.runner.runs} runs · {self._last_message}"
         )
@@ -492,6 +573,7 @@ class TunePage(QWidget):
             "max_tokens": self.max_tokens.value(),
             "k_max": self.k_max.value(),
             "seed": self.seed.value(),
+            "clients": self.clients.value(),
         }
 
     def restore_state(self, state: dict) -> None:
@@ -511,5 +593,6 @@ class TunePage(QWidget):
             ("max_tokens", self.max_tokens),
             ("k_max", self.k_max),
             ("seed", self.seed),
+            ("clients", self.clients),
         ):
             spin.setValue(get(key, spin.value()))

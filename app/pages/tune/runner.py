@@ -39,12 +39,82 @@ from engine.runtime.client import EngineClient, EngineError
 LAB_FREE_TIMEOUT_S = 60.0  # a Lab generation ends within a cycle of its cancel, a load at its next progress report
 
 
-class TuneRunner(QThread):
+class TuneThread(QThread):
+    """What the page sees of a tune's thread, whichever tune it runs: its signals, a stop flag, and the
+    Lab's room (``lab_freed``: set by the page once nothing else holds the pair)."""
+
     progress = Signal(str)
     succeeded = Signal(object)
     failed = Signal(str, str)
     cancelled = Signal()
 
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._stop = threading.Event()
+        self.lab_freed = threading.Event()
+        self.lab_freed.set()
+        self.lab_free_timeout_s = LAB_FREE_TIMEOUT_S
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def runs(self) -> int:
+        return 0
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def kill_worker(self) -> None:
+        """End whatever process the tune waits on, now."""
+
+    def wait_for_lab(self, stopped: type[Exception]) -> None:
+        """Until the Lab has freed its copy of the pair, or for at most lab_free_timeout_s; ``stopped`` is
+        raised when a stop is asked meanwhile."""
+        if self.lab_freed.is_set():
+            return
+        self.progress.emit("waiting for the Lab to free its copy of the pair (it is on the GPU) ...")
+        t_end = time.monotonic() + self.lab_free_timeout_s
+        while not self.lab_freed.wait(0.05):
+            if self._stop.is_set():
+                raise stopped()
+            if time.monotonic() > t_end:
+                self.progress.emit(
+                    f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; loading anyway"
+                )
+                return
+
+    # -- the thread ---------------------------------------------------------
+    def run(self) -> None:
+        try:
+            result = self.tune()
+        except Exception as exc:  # noqa: BLE001 - whatever happens here must reach the page, not kill the thread
+            failure = self.failure(exc)
+            if failure is None:
+                self.cancelled.emit()
+            else:
+                self.failed.emit(*failure)
+        else:
+            self.succeeded.emit(result)
+        finally:
+            self.finish()
+
+    def tune(self) -> object:
+        raise NotImplementedError
+
+    def failure(self, exc: Exception) -> tuple[str, str] | None:
+        """What the page is told of an exception: (kind, message), or None when it means the tune stopped
+        because it was asked to."""
+        if isinstance(exc, (ValueError, OSError, TimeoutError)):
+            return "error", f"{type(exc).__name__}: {exc}"
+        return "internal", f"{type(exc).__name__}: {exc}"
+
+    def finish(self) -> None:
+        """Whatever the tune leaves to close, in its thread."""
+
+
+class TuneRunner(TuneThread):
     def __init__(
         self,
         load: LoadSettings,
@@ -62,16 +132,8 @@ class TuneRunner(QThread):
         self.budget_s, self.seed, self.k_max = budget_s, seed, k_max
         self.client = EngineClient()  # created here so the GUI thread can reach it to cancel or kill
         self.tuner: Tuner | None = None
-        self._stop = threading.Event()
-        self.lab_freed = threading.Event()  # set by the page: nothing else holds the pair now
-        self.lab_freed.set()
-        self.lab_free_timeout_s = LAB_FREE_TIMEOUT_S
 
     # -- called from the GUI thread ----------------------------------------
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop.is_set()
-
     @property
     def runs(self) -> int:
         return self.tuner.runs if self.tuner is not None else 0
@@ -96,63 +158,47 @@ class TuneRunner(QThread):
             pass  # it has already exited
 
     # -- the thread ---------------------------------------------------------
-    def run(self) -> None:
-        try:
-            if self._stop.is_set():
-                raise TuneCancelled()
-            self.progress.emit("starting a separate engine process for the tune ...")
-            self.client.start()
-            if self._stop.is_set():
-                raise TuneCancelled()
-            if not self.lab_freed.is_set():
-                self.progress.emit("waiting for the Lab to free its copy of the pair (it is on the GPU) ...")
-                t_end = time.monotonic() + self.lab_free_timeout_s
-                while not self.lab_freed.wait(0.05):
-                    if self._stop.is_set():
-                        raise TuneCancelled()
-                    if time.monotonic() > t_end:
-                        self.progress.emit(
-                            f"the Lab did not free its pair within {self.lab_free_timeout_s:g} s; loading anyway"
-                        )
-                        break
-            self.progress.emit(
-                f"engine process {self.client.pid} ready; loading {self.load.target.name}"
-                + (f" and {self.load.draft.name}" if self.load.draft else "")
-                + " ..."
-            )
-            loaded = self.client.load(self.load)
-            self.progress.emit(
-                f"loaded (n_ctx {loaded.get('n_ctx')}); {len(self.prompts)} prompt(s), "
-                f"max {self.max_tokens} tokens each, budget {self.budget_s:g} s"
-            )
-            self.tuner = Tuner(
-                self.client,
-                self.load,
-                self.prompts,
-                max_tokens=self.max_tokens,
-                sampling=self.sampling,
-                budget_s=self.budget_s,
-                seed=self.seed,
-                k_max=self.k_max,
-                progress=self.progress.emit,
-                should_stop=self._stop.is_set,
-            )
-            result = self.tuner.run()
-        except TuneCancelled:
-            self.cancelled.emit()
-        except EngineError as exc:
-            if self._stop.is_set():
-                self.cancelled.emit()  # the worker was ended on purpose
-            else:
-                self.failed.emit(exc.kind, str(exc) or exc.kind)
-        except (ValueError, OSError, TimeoutError) as exc:
-            self.failed.emit("error", f"{type(exc).__name__}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - whatever happens here must reach the page, not kill the thread
-            self.failed.emit("internal", f"{type(exc).__name__}: {exc}")
-        else:
-            self.succeeded.emit(result)
-        finally:
-            self._close_client()
+    def tune(self) -> object:
+        if self._stop.is_set():
+            raise TuneCancelled()
+        self.progress.emit("starting a separate engine process for the tune ...")
+        self.client.start()
+        if self._stop.is_set():
+            raise TuneCancelled()
+        self.wait_for_lab(TuneCancelled)
+        self.progress.emit(
+            f"engine process {self.client.pid} ready; loading {self.load.target.name}"
+            + (f" and {self.load.draft.name}" if self.load.draft else "")
+            + " ..."
+        )
+        loaded = self.client.load(self.load)
+        self.progress.emit(
+            f"loaded (n_ctx {loaded.get('n_ctx')}); {len(self.prompts)} prompt(s), "
+            f"max {self.max_tokens} tokens each, budget {self.budget_s:g} s"
+        )
+        self.tuner = Tuner(
+            self.client,
+            self.load,
+            self.prompts,
+            max_tokens=self.max_tokens,
+            sampling=self.sampling,
+            budget_s=self.budget_s,
+            seed=self.seed,
+            k_max=self.k_max,
+            progress=self.progress.emit,
+            should_stop=self._stop.is_set,
+        )
+        return self.tuner.run()
+
+    def failure(self, exc: Exception) -> tuple[str, str] | None:
+        if isinstance(exc, TuneCancelled):
+            return None
+        if isinstance(exc, EngineError):  # ended on purpose when a stop was asked
+            return None if self._stop.is_set() else (exc.kind, str(exc) or exc.kind)
+        return super().failure(exc)
+
+    def finish(self) -> None:
+        self._close_client()
 
     def _close_client(self) -> None:
         # every request has returned by now, so the worker is idle and exits at once when asked
