@@ -16,7 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from app.background import BackgroundJob
-from engine.models.gguf_inspect import GGUFInspectError, header_cached, inspect_gguf
+from engine.models.gguf_inspect import GGUFInspectError, file_identity, header_cached, inspect_gguf
 
 # A file this small is a demo, toy or test model: its header (a few thousand tokens) reads in milliseconds,
 # so the page reads it at once rather than wait a round trip through a thread. Real models are hundreds of
@@ -43,7 +43,7 @@ class HeaderReads(QObject):
             and p.is_file()
             and p.stat().st_size >= SMALL_FILE
             and not header_cached(p)
-            and _stamp(p) not in self._not_kept
+            and file_identity(p) not in self._not_kept
         ]
         for path in missing:
             if str(path) not in self._reading:
@@ -56,17 +56,10 @@ class HeaderReads(QObject):
         job = self._reading.pop(str(path), None)
         if job is not None:
             job.deleteLater()
-        if not header_cached(path):
-            self._not_kept.add(_stamp(path))
+        identity = file_identity(path)
+        if identity is not None and not header_cached(path):
+            self._not_kept.add(identity)
         self.ready.emit()
-
-
-def _stamp(path: Path) -> tuple:
-    try:
-        st = path.stat()
-    except OSError:
-        return (str(path),)
-    return (str(path), st.st_size, st.st_mtime_ns)
 
 
 def _read(path: Path) -> None:

@@ -532,7 +532,9 @@ _read_cache: OrderedDict[tuple, ModelInfo | GGUFInspectError] = OrderedDict()
 _read_cache_lock = threading.Lock()
 
 
-def _identity(path: Path) -> tuple | None:
+def file_identity(path: Path) -> tuple | None:
+    """What tells one version of a file from another: path, device, inode, size, mtime and ctime (None:
+    no such file)."""
     try:
         st = path.stat()
     except OSError:
@@ -546,7 +548,7 @@ def _settled(key: tuple) -> bool:
 
 def header_cached(path: str | Path) -> bool:
     """True when inspect_gguf(path) would answer from what it already read, without parsing."""
-    key = _identity(Path(path))
+    key = file_identity(Path(path))
     with _read_cache_lock:
         return key is not None and key in _read_cache
 
@@ -558,7 +560,7 @@ def inspect_gguf(path: str | Path, keep: bool = True) -> ModelInfo:
     tensor list (a plan may set a key on its copy), sharing the immutable vocabulary. keep=False reads
     without keeping: a scan of a whole library must not push the pair in use out of the cache."""
     path = Path(path)
-    key = _identity(path)
+    key = file_identity(path)
     if key is not None:
         with _read_cache_lock:
             kept = _read_cache.get(key)
@@ -572,7 +574,7 @@ def inspect_gguf(path: str | Path, keep: bool = True) -> ModelInfo:
         info: ModelInfo | GGUFInspectError = _read(path)
     except GGUFInspectError as exc:
         info = exc
-    if keep and key is not None and key == _identity(path) and _settled(key):  # unchanged while it was read
+    if keep and key is not None and key == file_identity(path) and _settled(key):  # unchanged while it was read
         with _read_cache_lock:
             _read_cache[key] = info
             while len(_read_cache) > _READ_CACHE_SIZE:
