@@ -8,6 +8,7 @@ session          the Lab session the pages share: the model pair, the knobs and 
 engine_controller  the GUI's one handle on the engine worker
 jobs             one measuring job at a time
 background       a thread that runs one engine function for a page, its result back by signal
+header_reads     model files' headers read off the GUI thread, for every page that needs them
 scripted         a short scripted session on the demo pair (--selftest, --demo, screenshots)
 settings_store   the app's settings, an INI file in the platformdirs config folder
 gui_gc           Python's cycle collector, run in the GUI thread only

@@ -73,7 +73,8 @@ class ExportPage(QWidget):
         # warnings and all) only while it is on screen, and on showing when something changed meanwhile
         for changed in (session.pairChanged, session.loadChanged, session.knobsChanged):
             changed.connect(self._lab_changed)
-        header_reads().ready.connect(lambda: self._stale and self._lab_changed())
+        # a bound method, not a lambda: Qt drops the connection when this page is deleted (the reader is shared)
+        header_reads().ready.connect(self._headers_read)
         # a validation measures with an engine of its own: nothing else measures beside it
         jobs.register(JOB, lambda: self.validating, "a validation is running on the Export page", "llama-server's")
         self.refresh()
@@ -141,6 +142,10 @@ class ExportPage(QWidget):
             self.refresh()
         else:
             self._stale = True
+
+    def _headers_read(self) -> None:
+        if self._stale:
+            self._lab_changed()
 
     def showEvent(self, event) -> None:
         if self._stale:
