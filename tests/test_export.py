@@ -82,7 +82,7 @@ def test_every_flag_the_current_export_writes_is_an_option_in_the_pinned_arg_cpp
     except LlamaInstallError as exc:
         pytest.skip(f"the pinned sources are not here: {exc}")
     target, draft = pair
-    load = LoadSettings(target, draft, ngl=3, ngl_draft=2, threads=2, threads_batch=2)
+    load = LoadSettings(target, draft, ngl=3, ngl_draft=2, threads=2, threads_batch=2, lock_in_ram=True)
     spec = SpecSettings(",".join(SPEC_TYPES), draft_n_max=5, draft_n_min=1, draft_p_min=0.5)
     argv = llama_server_argv(load, spec, SamplingSettings(seed=7), host="127.0.0.1", port=8080)
     flags = [a for a in argv[1:] if a.startswith("-") and not re.fullmatch(r"-?[0-9.]+", a)]

@@ -55,6 +55,26 @@ def test_load_reports_progress_for_target_then_draft(client, pair):
     assert max(i for i, s in enumerate(stages) if s == "target") < min(i for i, s in enumerate(stages) if s == "draft")
 
 
+def locked_kib(pid: int) -> int:
+    """The process's locked memory (VmLck), in KiB."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmLck:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the locked memory from Linux's /proc")
+@pytest.mark.skipif(os.geteuid() != 0, reason="locking a model needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK")
+def test_lock_in_ram_locks_both_models_weights(client, pair):
+    """A benchmark's models stay resident: the weights of target and draft are locked (VmLck), and a load
+    without the setting locks nothing."""
+    weights = sum(p.stat().st_size for p in pair) // 1024
+    load(client, pair, lock_in_ram=True)
+    assert locked_kib(client.pid) >= 0.9 * weights
+    with EngineClient() as plain:
+        plain.start()
+        load(plain, pair)
+        assert locked_kib(plain.pid) == 0
+
+
 def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair):
     target, draft = pair
     load(client, pair)  # a pair is loaded; a new load frees it first, so a cancelled one leaves none

@@ -79,6 +79,12 @@ class LoadSettings:
     # draft of up to K tokens rolls back in place; a larger K set later rolls back by checkpoint and replay,
     # which gives the same text in more steps than a server started with that K
     draft_n_max_at_load: int = 0
+    # map the weights and lock them in RAM (llama-server's --load-mode mmap+mlock). A system that pages out
+    # file pages left idle (a VM's proactive reclaim: this project's 2-core VM drops mapped pages unread
+    # for a minute) makes a model's speed depend on what it did a minute ago; a benchmark or the CPU probe
+    # locks its models so that each arm starts from the same state. Without the right to lock that much
+    # (RLIMIT_MEMLOCK), llama.cpp warns and loads unlocked.
+    lock_in_ram: bool = False
 
     @property
     def offloads(self) -> bool:

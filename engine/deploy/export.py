@@ -132,6 +132,8 @@ def _add_load(b: _ArgvBuilder, load: LoadSettings, parallel: int = N_PARALLEL) -
         b.add("-tb", str(load.threads_batch), "batch threads")
     if not load.repack:
         b.add("-nr", None, "no CPU weight repacking")
+    if load.lock_in_ram:
+        b.add("-lm", "mmap+mlock", "the weights locked in RAM")
     if load.n_cpu_moe < 0:
         b.add("--cpu-moe", None, "every layer's expert weights on the CPU")
     elif load.n_cpu_moe > 0:

@@ -8,8 +8,11 @@ attention's own rate); short plain generations time a whole step. A thin pair of
 llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) is timed the same way, since
 llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones and than each other.
 engine.planning.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which is cached per
-processor, core count and llama.cpp build. The models are written to a scratch folder in the user cache;
-each quantized copy is deleted once timed, the F16 pair last (about 1.4 GB at most).
+processor, core count and llama.cpp build. Every probe model is locked in RAM while timed
+(LoadSettings.lock_in_ram): a system that pages out mapped files left idle for a while (this project's
+VM does, a minute after) would otherwise time page faults as the machine's speed. The models are
+written to a scratch folder in the user cache; each quantized copy is deleted once timed, the F16 pair
+last (about 1.4 GB at most).
 """
 
 from __future__ import annotations
@@ -139,7 +142,7 @@ def _time_pair(target: Path, draft: Path, reps: int, long: bool = False) -> tupl
     target's one-token pass at PROBE_LONG_PAST too."""
     with EngineClient() as client:
         client.start()
-        client.load(LoadSettings(target, draft, ctx=2 * PROBE_LONG_PAST))
+        client.load(LoadSettings(target, draft, ctx=2 * PROBE_LONG_PAST, lock_in_ram=True))
         times = _fastest_passes(client, reps, long)
     return model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft)), times
 
@@ -153,7 +156,7 @@ def _beyond_the_pass(model: Path, reps: int) -> float:
     beyond: list[float] = []
     with EngineClient() as client:
         client.start()
-        client.load(LoadSettings(model, model, ctx=2048))
+        client.load(LoadSettings(model, model, ctx=2048, lock_in_ram=True))
         for _ in range(REPEATS):
             one = client.measure("target", [1], n_past=PROBE_N_PAST, reps=reps)[1]
             run = generate(client, PROBE_PROMPT, PROBE_TOKENS, SpecSettings("none"), SamplingSettings(), baseline=True)

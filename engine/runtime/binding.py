@@ -22,7 +22,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.llama.backends import load_backends
 from engine.runtime.native_build import ensure_built
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -72,6 +72,7 @@ class _LoadParams(C.Structure):
         ("draft_devices", C.c_char_p),
         ("devices", C.c_char_p),
         ("draft_n_max_at_load", C.c_int32),
+        ("lock_in_ram", C.c_int32),
     ]
 
 
@@ -265,6 +266,7 @@ class Engine:
             n_cpu_moe=settings.n_cpu_moe,
             n_cpu_moe_draft=settings.n_cpu_moe_draft,
             draft_n_max_at_load=settings.draft_n_max_at_load,
+            lock_in_ram=1 if settings.lock_in_ram else 0,
             draft_devices=settings.device_draft.encode() if settings.device_draft else None,
             devices=settings.device.encode() if settings.device else None,
         )

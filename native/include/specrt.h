@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 6
+#define SPECRT_ABI_VERSION 7
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -87,6 +87,8 @@ typedef struct specrt_load_params {
                                          start): with draft-mtp on a hybrid model such as Qwen3.5 it is how
                                          many recurrent-state snapshots roll a rejected draft back; a larger K
                                          set later rolls back by checkpoint and replay. 0 = llama.cpp's 3 */
+    int32_t lock_in_ram;              /* 1 = map the weights and lock them in RAM (llama-server's
+                                         --load-mode mmap+mlock): the system never pages them out */
 } specrt_load_params;
 
 typedef struct specrt_spec_params {

@@ -827,6 +827,9 @@ void set_target_params(common_params & cp, const specrt_load_params * p) {
     cp.warmup = true;           // as llama-server: the first decode's one-time costs are paid at load, not measured
     cp.flash_attn_type = (llama_flash_attn_type) p->flash_attn;
     cp.no_extra_bufts = p->no_repack != 0;
+    if (p->lock_in_ram) {
+        cp.load_mode = LLAMA_LOAD_MODE_MMAP_MLOCK;
+    }
     keep_experts_on_cpu(p->n_cpu_moe, cp.tensor_buft_overrides);
     keep_experts_on_cpu(p->n_cpu_moe_draft, cp.speculative.draft.tensor_buft_overrides);
     // the same thread defaults llama-server's argument parser settles on
