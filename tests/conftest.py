@@ -96,7 +96,11 @@ def no_leftover_threads():
         extra = [
             t
             for t in threading.enumerate()
-            if t not in before and t.is_alive() and not t.name.startswith(("engine-std", "QThread", "Dummy"))
+            # child-launcher: the one thread that forks every llama-server, for the process's life
+            # (engine.llama.child_process)
+            if t not in before
+            and t.is_alive()
+            and not t.name.startswith(("engine-std", "QThread", "Dummy", "child-launcher"))
         ]
         if not extra:
             return

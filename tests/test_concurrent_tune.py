@@ -4,14 +4,24 @@ each setting paired batch by batch against no speculation; and the concurrency a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 
 from engine.cli import run as run_cli
 from engine.core.chat import Conversation
 from engine.core.settings import LoadSettings, SettingsError, SpecSettings
-from engine.measure.concurrent_tune import _batches, candidate_specs, tune_concurrent
+from engine.measure.concurrent_tune import (
+    ConcurrentTuneError,
+    _batches,
+    candidate_specs,
+    side_by_side_refusal,
+    tune_concurrent,
+)
 from engine.models.demo_models import demo_pair
+from engine.planning.budget import Budget
+from engine.planning.memory_plan import GpuBudget
+from engine.planning.preflight import preflight_load
 from engine.serve.record import Recorder, recorded_concurrency
 
 PROMPTS = [Conversation.user(t) for t in ("def add(a, b):", "class Stack:", "import os\nfor", "def main():")]
@@ -66,3 +76,20 @@ def test_a_recording_that_saw_several_requests_at_once_sets_the_tunes_concurrenc
     assert run_cli._clients(a) == 1  # the user's word wins
     with pytest.raises(SettingsError, match="at least 1"):
         run_cli._clients(p.parse_args(["tune", "--demo", "--workload", str(path), "--clients", "0"]))
+
+
+def test_two_servers_that_would_not_fit_side_by_side_are_refused_before_either_starts():
+    """Each server holds its own copy on the GPU, so each must fit in half: a GPU that holds one server at
+    -np 4 but not two is refused with the plan's reason, and with room for both nothing is said."""
+    target, draft = demo_pair("f16")
+    load = LoadSettings(target, draft, ctx=512)
+    alone = preflight_load(dataclasses.replace(load, ctx=4 * 512), Budget((GpuBudget("CUDA0", 1 << 40),)))
+    assert alone.fit is not None
+    needed = alone.fit.needed_bytes  # one server at -np 4, by the memory plan
+    roomy = Budget((GpuBudget("CUDA0", 3 * needed),), ram_bytes=1 << 40)
+    assert side_by_side_refusal(load, 4, roomy) is None
+    tight = Budget((GpuBudget("CUDA0", int(1.5 * needed)),), ram_bytes=1 << 40)  # one fits, two do not
+    why = side_by_side_refusal(load, 4, tight)
+    assert why is not None and "side by side" in why and "4 slots of 512 tokens" in why and "CUDA0" in why
+    with pytest.raises(ConcurrentTuneError, match="fewer clients"):
+        tune_concurrent(load, PROMPTS, clients=4, budget=tight, server="/nonexistent/llama-server")

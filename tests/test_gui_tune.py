@@ -349,3 +349,17 @@ def test_a_recording_of_overlapping_requests_sets_the_tunes_clients(qtbot, windo
             rec.record({"messages": [{"role": "user", "content": f"q{n}"}]}, in_flight=n)
     window.tune.set_workload_file(path)
     assert window.tune.clients.value() == 3 and window.tune.workload.currentText() == str(path)
+
+
+def test_the_search_only_inputs_are_off_while_several_clients_are_tuned(qtbot, window):
+    """Budget, K max and seed steer the one-client search; a tune of several clients measures a fixed list of
+    settings fully, so those inputs are off (and say why) while clients is above 1."""
+    page = window.tune
+    search_only = (page.budget, page.k_max, page.seed)
+    assert all(w.isEnabled() for w in search_only)
+    page.clients.setValue(3)
+    assert not any(w.isEnabled() for w in search_only)
+    assert all("one-client" in w.statusTip() for w in search_only)
+    assert page.max_tokens.isEnabled() and page.workload.isEnabled()
+    page.clients.setValue(1)
+    assert all(w.isEnabled() for w in search_only)

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from engine.llama.child_process import popen_tied
 from engine.llama.install import server_path
 
 
@@ -87,9 +88,8 @@ class LlamaServer:
     def start(self) -> LlamaServer:
         if self._aborted:
             raise ServerError("llama-server was stopped before it started")
-        self._proc = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        # tied: a SpecTune killed outright takes its server with it (engine.llama.child_process)
+        self._proc = popen_tied(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._pump, daemon=True).start()
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:

@@ -8,7 +8,9 @@ against 26.4 with MTP drafting, which won at -np 1). So this tune measures throu
 itself, as the user will run it:
 
 - Two llama-servers run side by side, started from the argv the export writes with ``-np N`` and a
-  ``-c`` that gives each slot the context: one without speculation, one with the candidate.
+  ``-c`` that gives each slot the context: one without speculation, one with the candidate. Before any
+  starts, the memory plan checks that each fits in half the memory there is (side_by_side_refusal):
+  two servers that do not fit would fail to load, or worse, push the machine into swapping.
 - A batch is N requests sent at once, one per client, each a different prompt of the workload.
   Each batch runs on one server and then on the other, the order alternating from batch to batch
   (A B, B A). Every request has prompt caching off, so both sides start from the same state.
@@ -38,17 +40,39 @@ from pathlib import Path
 
 from engine.core.chat import Conversation, Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
-from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 from engine.deploy.export import llama_server_argv
 from engine.llama.install import server_path
 from engine.llama.server import LlamaServer, ServerError
+from engine.planning.budget import Budget
+from engine.planning.hardware import probe
+from engine.planning.preflight import preflight_load
 
 REQUEST_TIMEOUT_S = 600.0
 NONE = SpecSettings("none")
+SIDE_BY_SIDE = 2  # servers loaded at once: no speculation and the candidate
 
 
 class ConcurrentTuneCancelled(Exception):
     """The tune was asked to stop; its servers are stopped."""
+
+
+class ConcurrentTuneError(SettingsError):
+    """The tune cannot run with these settings on this machine; the message says what to change."""
+
+
+def side_by_side_refusal(load: LoadSettings, clients: int, budget: Budget) -> str | None:
+    """Why two servers at ``-np clients``, each with ``clients`` slots of ``load.ctx`` tokens, would not fit
+    side by side in ``budget``; None when they fit, or when the plan cannot compare (the servers then say)."""
+    one = dataclasses.replace(load, ctx=load.ctx * clients)
+    too_big = preflight_load(one, budget.share(SIDE_BY_SIDE)).too_big
+    if too_big is None:
+        return None
+    return (
+        f"the concurrency tune runs {SIDE_BY_SIDE} llama-servers side by side (no speculation and each candidate), "
+        f"each with {clients} slots of {load.ctx} tokens, so each gets half the memory, and one does not fit in half. "
+        f"{too_big} Or tune fewer clients."
+    )
 
 
 @dataclass(frozen=True)
@@ -229,13 +253,19 @@ def tune_concurrent(
     server: str | Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
     stop: threading.Event | None = None,
+    budget: Budget | None = None,
 ) -> ConcurrentTuneResult:
     """Each candidate against no speculation, both served with -np ``clients``; rounds: how many times every
-    prompt is sent (each round's batches walk the prompts from a later start, so batches differ)."""
+    prompt is sent (each round's batches walk the prompts from a later start, so batches differ). budget:
+    the memory the two servers share (default: this machine's, read now); ConcurrentTuneError when they
+    would not fit."""
     if clients < 1:
         raise ValueError(f"clients must be at least 1, not {clients}")
     if not prompts:
         raise ValueError("no prompts to tune on")
+    refusal = side_by_side_refusal(load, clients, budget if budget is not None else Budget.from_report(probe()))
+    if refusal:
+        raise ConcurrentTuneError(refusal[0].upper() + refusal[1:])
     sampling = sampling or SamplingSettings(temp=0.0)
     binary = server if server is not None else server_path()
     specs = specs if specs is not None else candidate_specs(load)

@@ -385,7 +385,7 @@ def _write(
     w = gguf.GGUFWriter(str(path), spec.shape.arch)
     mtp = spec.mtp and role == "target"
     _write_model_keys(w, spec, n_layer, role, mtp, len(vocab))
-    _write_tokenizer(w, spec, vocab, scores, types)
+    write_tokenizer(w, vocab, scores, types, spec.chat_template)
     _write_tensors(w, spec, n_layer, embd, output, blocks, mtp)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -445,7 +445,10 @@ def _write_qwen35_keys(w: Any, shape: ModelShape) -> None:
     w.add_ssm_group_count(SSM_GROUPS)
 
 
-def _write_tokenizer(w: Any, spec: PairSpec, vocab: list[str], scores: list[float], types: list[int]) -> None:
+def write_tokenizer(
+    w: Any, vocab: list[str], scores: list[float], types: list[int], chat_template: str | None = None
+) -> None:
+    """The synthetic vocabulary's tokenizer keys (a llama SentencePiece layout), for every writer here."""
     w.add_tokenizer_model("llama")
     w.add_token_list(vocab)
     w.add_token_scores(scores)
@@ -455,8 +458,8 @@ def _write_tokenizer(w: Any, spec: PairSpec, vocab: list[str], scores: list[floa
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
-    if spec.chat_template is not None:
-        w.add_chat_template(spec.chat_template)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
 
 
 def _write_tensors(

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.models.synthetic import ModelShape, build_vocab
+from engine.models.synthetic import ModelShape, build_vocab, write_tokenizer
 
 MTP_ARCH = "glm4moe"
 SYNTHETIC_TARGET = ModelShape()  # engine.models.synthetic's default target, which the heads draft for
@@ -96,15 +96,7 @@ def _writer(path: Path, arch: str, name: str, n_ctx_train: int, n_embd: int, n_l
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(len(tokens))
     w.add_file_type(int(gguf.LlamaFileType.ALL_F32))
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
+    write_tokenizer(w, tokens, scores, types)
     return w
 
 

@@ -9,7 +9,7 @@ the fit check before a load compares with the free bytes themselves (engine.plan
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 from engine.core.units import format_plan_bytes
@@ -99,6 +99,16 @@ class Budget:
     @property
     def free_bytes(self) -> int:
         return sum(g.free_bytes for g in self.gpus) if self.kind == "gpu" else (self.ram_bytes or 0)
+
+    def share(self, n: int) -> Budget:
+        """What each of ``n`` programs loaded side by side may use: every device's free memory and the RAM
+        split evenly (two llama-servers each hold their own GPU copy, KV cache and compute buffers)."""
+        return replace(
+            self,
+            gpus=tuple(GpuBudget(g.name, g.free_bytes // n) for g in self.gpus),
+            ram_bytes=None if self.ram_bytes is None else self.ram_bytes // n,
+            source=f"{self.source}, one {n}th each" if self.source else f"one {n}th each",
+        )
 
     @property
     def headroom_bytes(self) -> int:

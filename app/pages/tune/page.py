@@ -229,6 +229,7 @@ class TunePage(QWidget):
         for changed in (self.session.pairChanged, self.session.loadChanged, self.session.knobsChanged):
             changed.connect(self.refresh_lab_summary)
         add_page_shortcuts(self, (("Ctrl+Return", self.start), ("Ctrl+Enter", self.start), ("Esc", self.cancel)))
+        self.clients.valueChanged.connect(self._clients_changed)
         # a tune measures with an engine of its own: nothing else measures beside it
         self.jobs.register(JOB, lambda: self.mode != "idle", "a tune is running on the Tune page", "the tune's")
 
@@ -530,14 +531,22 @@ class TunePage(QWidget):
         self._show_progress()
 
     # -- display ------------------------------------------------------------------------------------
+    def _clients_changed(self, _clients: int) -> None:
+        self._set_running(self.mode != "idle")
+
     def _set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         has_result = self.result is not None and not running
         self.apply_button.setEnabled(has_result)
         self.export_button.setEnabled(has_result)
-        for w in (self.workload, self.max_prompts, self.budget, self.max_tokens, self.k_max, self.seed, self.clients):
+        for w in (self.workload, self.max_prompts, self.max_tokens, self.clients):
             w.setEnabled(not running)
+        # the search's own inputs: a tune of several clients measures a few settings fully, in a fixed order
+        single = self.clients.value() == 1
+        for w in (self.budget, self.k_max, self.seed):
+            w.setEnabled(not running and single)
+            w.setStatusTip("" if single else "used by the one-client search only")
         # a busy indicator while running (the tuner cannot say how many runs are left); full when done
         self.progress_bar.setRange(0, 0 if running else 1)
         self.progress_bar.setValue(1 if has_result else 0)
