@@ -269,7 +269,8 @@ def bench_pair(
     sampling = SamplingSettings(temp=0.0)
     rows: dict[str, Row] = {}
 
-    with EngineClient() as client:
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")  # a crash prints the Python frames to the worker's stderr
+    with EngineClient(env=env, stderr_lines=80) as client:
         client.start()
         sampler.phase = f"{pp.label} load"
         loaded = client.load(load)
@@ -305,6 +306,8 @@ def bench_pair(
                 row.note = f"FAILED{' (server)' if with_server else ''}: {exc}"[:300]
                 report.failures.append(f"{pp.label} {name}: {type(exc).__name__}: {exc}")
                 if client.state in ("crashed", "stopped"):
+                    for line in client.stderr_tail.splitlines()[-40:]:
+                        report.say(f"#   worker: {line[:300]}")
                     break
 
 
@@ -346,6 +349,159 @@ def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
     row.server_tps = statistics.median(srv_tps)
     row.lab_over_server = statistics.median(lab_tps) / row.server_tps if row.server_tps else None
     row.counts_match = same
+
+
+ORDERS = ("specrt-first", "modules-first")
+
+
+def diagnose(pair_dir: Path, ngl: int, order: str) -> None:
+    """The lab's path step by step in this process, each step announced before it runs, llama.cpp's log
+    on: after a crash the last line printed says which step died (run under -X faulthandler for the Python
+    frames, under gdb where there is one for the native ones). The engine worker keeps its stderr short.
+
+    order "specrt-first" is the engine's (engine.runtime.binding.load_library) and goes on to load and run
+    the pair; "modules-first" is the order that died in dlopen(libspecrt) on the H200 on 2026-12-04: the
+    backend modules, then llama.cpp's libraries one by one, and libspecrt, and no model."""
+    import ctypes
+
+    from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+    from engine.llama.backends import load_backends
+    from engine.llama.install import find_install
+    from engine.runtime.binding import Engine, build_info, devices, load_library
+
+    def step(text: str) -> None:
+        print(f"[diagnose] {text}", flush=True)
+
+    if order == "modules-first":
+        step("load_backends()")
+        step(f"devices: {[d.name for d in load_backends().devices]}")
+        for name in ("libllama.so.0", "libllama-common.so.0"):
+            step(f"dlopen {name}")
+            ctypes.CDLL(str(find_install().lib_dir / name))
+        step("load_library()")
+        load_library()
+        step(f"devices: {devices()}")
+        step("closed")
+        return
+    step("load_library()")
+    load_library()
+    step(f"backends: {load_backends().to_dict()}")
+    step(f"build_info: {build_info()}")
+    step(f"devices: {devices()}")
+    load = LoadSettings(
+        pair_dir / "target.gguf", pair_dir / "draft.gguf", ctx=2048, ngl=ngl, ngl_draft=ngl, verbose=True
+    )
+    step(f"Engine(load) ngl={ngl}")
+    with Engine(load) as eng:
+        step(f"loaded; memory {eng.memory()}")
+        eng.set_sampling(SamplingSettings(temp=0.0))
+        for spec in (SpecSettings("none"), SpecSettings("draft-simple", draft_n_max=4)):
+            step(f"set_spec({label(spec)})")
+            eng.set_spec(spec)
+            step("begin()")
+            eng.begin("def the value of the data is", 32, baseline=not spec.types)
+            n = 0
+            while (cycle := eng.step()) is not None:
+                if n < 3:
+                    step(f"cycle {cycle.index}: {cycle.emitted} out, {cycle.drafted} drafted, {cycle.cycle_ms:.2f} ms")
+                n += 1
+            step(f"{label(spec)}: {n} cycles")
+    step("closed")
+
+
+# what of a diagnose child's output the report keeps when it fails (the whole goes to $OUT): the steps,
+# the loader's "calling init" lines (LD_DEBUG=files), Python's and gdb's words on the crash
+_TELLING = re.compile(r"\[diagnose\]|calling init|Fatal|File \"|Segmentation|signal|^#\d+ |Error|error")
+
+
+def run_diagnose(
+    models: Path, label_: str, ngl: int, order: str, report: Report, out_dir: str | None, timeout: float
+) -> bool:
+    """diagnose() in a child (under gdb when the machine has it; the loader's LD_DEBUG=files on for the
+    modules-first order, which says which library's initialiser ran last); its output goes to the report.
+    True: it ended cleanly."""
+    import shutil
+
+    argv = [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), "diagnose"]
+    argv += [str(models / label_), str(ngl), order]
+    gdb = shutil.which("gdb")
+    if gdb:
+        bt = ["-ex", "run", "-ex", "thread apply all bt 30"]
+        argv = [gdb, "-q", "-batch", "-iex", "set auto-load python-scripts off", *bt, "--args", *argv]
+    env = dict(os.environ)
+    if order == "modules-first":
+        env["LD_DEBUG"] = "files"
+    try:
+        done = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=env,
+        )
+        text, rc = done.stdout, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        text, rc = f"{partial}\n(timed out after {timeout:.0f} s)", None
+    clean = rc == 0 and "[diagnose] closed" in text and "SIGSEGV" not in text
+    how = f"{order}{' under gdb' if gdb else ''}"
+    report.say(f"# diagnose {label_} ngl={ngl} {how}: {'clean' if clean else f'FAILED (exit {rc})'}")
+    if out_dir:
+        Path(out_dir, f"diagnose-{label_}-{order}.log").write_text(text)
+    if not clean:
+        keep = [ln for ln in text.splitlines() if _TELLING.search(ln)]
+        for line in keep[-50:]:
+            report.say(f"#   {line[:300]}")
+    return clean
+
+
+def _server_only(load, spec, sampling, plan: Plan, row: Row) -> None:
+    """llama-server alone on the settings, when the lab's worker cannot run: the GPU's numbers still come."""
+    from engine.deploy.export import llama_server_argv
+    from engine.llama.install import server_path
+    from engine.llama.server import LlamaServer, server_summary
+
+    argv = llama_server_argv(load, spec, sampling, server_path(), extra=["--fit", "off"])
+    summaries = []
+    with LlamaServer(argv, startup_timeout=300) as srv:
+        for p in plan.prompts:
+            srv.complete(p, 8)
+        for _ in range(plan.rounds):
+            for p in plan.prompts:
+                summaries.append(server_summary(srv.complete(p, plan.tokens)))
+    row.server_tps = statistics.median(s["tokens_per_s"] for s in summaries)
+    drafted = sum(s["drafted"] or 0 for s in summaries)
+    accepted = sum(s["accepted"] or 0 for s in summaries)
+    row.acceptance = accepted / drafted if drafted else None
+
+
+def server_pair(
+    pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sampler: NvmlSampler, deadline: float, report: Report
+) -> None:
+    """The server rows of a pair whose lab crashed; the bandwidth share of its plain row is the server's."""
+    from engine.core.settings import LoadSettings, SamplingSettings
+
+    target, draft = models / pp.label / "target.gguf", models / pp.label / "draft.gguf"
+    load = LoadSettings(target, draft, ctx=2048, ngl=plan.ngl, ngl_draft=plan.ngl, threads=plan.threads)
+    for spec, with_server in tasks():
+        if not with_server:
+            continue
+        row = Row(pp.label, label(spec).replace(" (no speculation)", "") + " (server only)")
+        report.rows.append(row)
+        if time.monotonic() + plan.server_s > deadline:
+            row.note = "skipped: time budget"
+            continue
+        sampler.phase = f"{pp.label} {row.setting}"
+        try:
+            _server_only(load, spec, SamplingSettings(temp=0.0), plan, row)
+            row.nvml = sampler.summary(sampler.phase)
+            if not spec.types and peak_bw and row.server_tps:
+                row.bandwidth_share = target.stat().st_size * row.server_tps / peak_bw
+        except Exception as exc:
+            row.note = f"FAILED: {exc}"[:300]
+            report.failures.append(f"{pp.label} {row.setting}: {type(exc).__name__}: {exc}")
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -478,11 +634,18 @@ def run(a: argparse.Namespace) -> int:
             if time.monotonic() > deadline:
                 report.rows.append(Row(pp.label, "-", note="skipped: time budget"))
                 continue
+            if a.diagnose and pp is plan.pairs[0]:  # one is enough to say where a crash that hits every pair is
+                for order in ORDERS:
+                    left = deadline - time.monotonic()
+                    run_diagnose(models, pp.label, plan.ngl, order, report, a.out_dir, max(10.0, min(120.0, left)))
             try:
                 bench_pair(pp, models, plan, peak_bw, sampler, deadline, report)
             except Exception as exc:  # one pair's failure leaves the other's numbers in the report
                 report.failures.append(f"{pp.label}: {type(exc).__name__}: {exc}")
                 report.rows.append(Row(pp.label, "-", note=f"FAILED: {exc}"[:200]))
+                for line in str(exc).splitlines()[1:]:
+                    report.say(f"#   worker: {line[:300]}")
+                server_pair(pp, models, plan, peak_bw, sampler, deadline, report)
     finally:
         sampler.stop()
     report.say()
@@ -522,10 +685,22 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--work", default="/tmp/gpu_check-work")
     r.add_argument("--budget-s", type=float, default=540.0)
     r.add_argument("--out-dir", help="also write the report, raw rows and build log here ($OUT)")
+    r.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="before each pair, the lab's path step by step in a child (gdb when present), its output in the report",
+    )
     m = sub.add_parser("models")
     m.add_argument("--mode", choices=sorted(PLANS), required=True)
     m.add_argument("out_dir", type=Path)
+    d = sub.add_parser("diagnose")
+    d.add_argument("pair_dir", type=Path)
+    d.add_argument("ngl", type=int)
+    d.add_argument("order", choices=ORDERS)
     a = ap.parse_args(argv)
+    if a.cmd == "diagnose":
+        diagnose(a.pair_dir, a.ngl, a.order)
+        return 0
     if a.cmd == "models":
         write_models(a.mode, a.out_dir)
         return 0

@@ -7,13 +7,14 @@
 # the memory-bandwidth limit, speculative tok/s per method and K, the lab against
 # llama-server, and NVML readings. bench/gpu_check.py does the work; see its docstring.
 #
-# Time: NOT YET RUN ON A GPU. The CUDA module (144 CUDA objects for one architecture; 89
-# CPU-minutes measured here, bench/results/llama_wheel-cuda.txt) is estimated at 6 minutes
-# on 16 cores, the 8B model (14 GiB, single-threaded numpy) at 2-4 minutes beside it, the
-# measurements at 1-2 minutes: tight in an 8-minute call. The Python side keeps to
-# GPU_CHECK_BUDGET_S (default 540 s from its start): rows that would start too late are
-# reported as skipped, most telling ones first (8B plain, K=4, server comparisons). If
-# the call is cut off anyway, $OUT/gpu_check.log shows how far it got.
+# Time, measured on the H200 on 2026-12-04 (bench/results/gpu_check-2026-12-04-1332.txt): the CUDA module
+# built in 224-268 s on 16 cores, the 8B models written in 216-253 s beside it, so the measurements start
+# about 280 s into the call (plus about 30 s to start the machine). The Python side keeps to
+# GPU_CHECK_BUDGET_S (default 540 s from its start): rows that would start too late are reported as
+# skipped, most telling ones first (8B plain, K=4, server comparisons). If the call is cut off anyway,
+# $OUT/gpu_check.log shows how far it got. Before the pairs, --diagnose runs the lab's path step by step
+# in a child (gdb where there is one; the device image had none) in both load orders; a pair whose lab
+# worker dies still gets llama-server-only rows.
 #
 # Prepare here, once, from the repository root, with network to PyPI:
 #   bash bench/gpu_check.sh --prepare
@@ -55,7 +56,7 @@ case "${1:-}" in
   "") ;;
   --cpu-dry-run) mode=cpu ;;
   --prepare) mode=prepare ;;
-  -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"; exit 0 ;;
   *) echo "gpu_check.sh: unknown option $1 (--prepare, --cpu-dry-run, or nothing on the GPU machine)" >&2; exit 2 ;;
 esac
 py=python3
@@ -97,7 +98,7 @@ log=$work/gpu_check.log
   "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   budget=540; [ "$mode" = cpu ] && budget=100
-  args=(run --mode "$mode" --site "$site" --sdist "$sdist" --wheel "$wheel" --work "$work" --budget-s "${GPU_CHECK_BUDGET_S:-$budget}")
+  args=(run --mode "$mode" --site "$site" --sdist "$sdist" --wheel "$wheel" --work "$work" --budget-s "${GPU_CHECK_BUDGET_S:-$budget}" --diagnose)
   [ -n "$out" ] && args+=(--out-dir "$out")
   if [ "$mode" = cpu ]; then
     # what the device image has and this Python may lack, fetched here (the device needs no network)

@@ -85,7 +85,8 @@ def test_the_install_loads_the_best_cpu_variant_and_says_why_not_the_others():
 
 
 def test_specrt_runs_on_the_backends_loaded_here():
-    """libspecrt, loaded after them, shares libggml with engine.llama.backends: the same devices."""
+    """libspecrt, loaded before the modules (llama-server's order), shares libggml with engine.llama.backends:
+    the same devices."""
     from engine.runtime.binding import devices
 
     assert [d["name"] for d in devices()] == [d.name for d in load_backends().devices]
@@ -94,6 +95,26 @@ def test_specrt_runs_on_the_backends_loaded_here():
 def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
     """A fresh process: ggml's registry is one per process, and this one's is loaded already."""
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps")
+def test_the_engine_loads_llama_cpps_libraries_before_the_backend_modules(tmp_path):
+    """llama-server's order: libspecrt with libllama and libllama-common first, the modules after. The other
+    order died inside dlopen(libspecrt) on an H200 with the CUDA module loaded (engine.runtime.binding)."""
+    r = run_python(
+        "import engine.runtime.binding as b\n"
+        "first = b.load_backends\n"
+        "def spy():\n"
+        "    maps = open('/proc/self/maps').read()\n"
+        "    print('libspecrt' in maps, 'libllama-common' in maps, 'libggml-cpu' in maps)\n"
+        "    return first()\n"
+        "b.load_backends = spy\n"
+        "b.load_library()\n"
+        "print('libggml-cpu' in open('/proc/self/maps').read())",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "True", "False", "True"], r.stdout
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps")

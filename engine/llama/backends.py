@@ -17,9 +17,11 @@ module that was not loaded, why (the loader's own message for one that would not
 The Python bindings of llama-cpp-python 0.3.36 do not expose ggml_backend_load_all_from_path
 (upstream request #2069), so this calls libggml through ctypes. It must be the libggml that
 libllama uses: the one file the loader resolves for libllama's NEEDED entry (lib/libggml.so.0).
-A process loads it here first, and what it loads afterwards shares it, since the loader matches
-libraries by SONAME: libspecrt (engine.runtime.binding), and llama-cpp-python's own bindings,
-which nothing in SpecTune imports today (tests/test_backends.py shows the order that works).
+Whichever of them a process loads first, the others share it, since the loader matches libraries
+by SONAME (or by file when a path is given): the engine worker loads libspecrt first and the
+modules after it, as llama-server does (engine.runtime.binding says why); the GUI process loads
+the modules alone; llama-cpp-python's own bindings, which nothing in SpecTune imports today, load
+after this (tests/test_backends.py shows the orders that work).
 """
 
 from __future__ import annotations

@@ -176,12 +176,17 @@ def load_library(path: Path | None = None) -> C.CDLL:
             from engine.llama.install import find_install
 
             os.add_dll_directory(str(find_install().bin_dir))
-        # first the backend modules, from the install: libspecrt's llama_backend_init() would otherwise
-        # look for them beside the Python interpreter and in the working directory (engine.llama.backends)
+        # libspecrt first, with libllama, libllama-common and libggml behind it, then the backend modules
+        # from the install: llama-server's order (its libraries come with the program, the modules when it
+        # starts). The other order, modules first, died inside dlopen(libspecrt) on an H200 with the CUDA
+        # module loaded while llama-server ran there (bench/results/gpu_check-2026-12-04-1332.txt).
+        # Nothing runs llama_backend_init() before the modules are in: libspecrt calls it on first use, and
+        # it would otherwise look for them beside the Python interpreter and in the working directory
+        # (engine.llama.backends).
+        lib = C.CDLL(str(path))
         backends = load_backends()
         if backends.error:
             raise SpecrtError(-2, f"llama.cpp has no backend to run on: {backends.error}")
-        lib = C.CDLL(str(path))
         P = C.POINTER
         sig = {
             "specrt_abi_version": ([], C.c_int32),
