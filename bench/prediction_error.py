@@ -272,7 +272,8 @@ def run_case(
     rates = ", ".join(f"{c} {bw / 1e9:.1f}" for c, (bw, _, _) in device.class_rates.items())
     log(
         f"# {name}: probe GB/s {rates}; {device.overhead_ms:.2f} ms per pass, {device.layer_ms:.3f} per layer,"
-        f" attention {device.attention_flops_per_s / 1e9:.1f} GFLOPs ({device.source})"
+        f" attention {device.attention_flops_per_s / 1e9:.1f} GFLOPs; ns per row"
+        f" {', '.join(f'{c} {ns:.1f}' for c, ns in device.row_ns.items()) or 'not timed'} ({device.source})"
     )
     gauge = DriftGauge() if probe == "fresh" else None
     t_cost = model_cost(inspect_gguf(target))

@@ -224,6 +224,53 @@ def test_the_cpu_solve_tells_a_layers_fixed_cost_from_the_bandwidth():
     assert blind.layer_ms == 0.0 and blind.forward_ms(narrow, 1, 16) < truth.forward_ms(narrow, 1, 16)
 
 
+def test_the_cpu_solve_tells_a_rows_fixed_cost_from_the_bandwidth_by_class():
+    """The wide and thin pairs and, by class, two models that differ in their vocabulary alone: the output
+    layer's 256-long rows weigh their bytes differently from the wide pair's, so the solve recovers each
+    class's cost per row beside its bandwidth and the layers' cost, and a narrow model (more rows per byte)
+    is predicted as slow as it runs. Without the vocabularies the bandwidth carries the rows, as before."""
+
+    def model(n_bytes: int, layers: int, rows: int, cls: str = "F16") -> ModelCost:
+        return ModelCost(
+            n_bytes, n_bytes // 2, 0, 0, by_class=((cls, n_bytes, n_bytes // 2),), n_layers=layers,
+            rows_by_class=((cls, rows),),
+        )  # fmt: skip
+
+    truth = DeviceSpeed(
+        "CPU", bandwidth_bytes_per_s=20e9, flops_per_s=100e9, overhead_ms=0.4, overlap=False, layer_ms=0.02,
+        class_rates={"Q8_0": (30e9, 100e9, 0.0)}, row_ns={"F16": 8.0, "Q8_0": 12.0},
+    )  # fmt: skip
+
+    def timed(cost: ModelCost, small: ModelCost) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+        batches = {b: truth.forward_ms(cost, b, 16) for b in (1, *PROBE_BATCHES)}
+        return cost, small, ProbeTimes(batches, truth.forward_ms(small, 1, 16))
+
+    def pairs(cls: str, per_weight: float) -> tuple:
+        wide = timed(model(int(690e6 * per_weight), 16, 216_000, cls), model(int(80e6 * per_weight), 1, 43_000, cls))
+        rows = timed(model(int(70e6 * per_weight), 2, 267_000, cls), model(int(20e6 * per_weight), 2, 70_000, cls))
+        return wide, rows
+
+    (wide, rows), (wide8, rows8) = pairs("F16", 1.0), pairs("Q8_0", 0.53)
+    thin = timed(model(40 * 2**20, 16, 39_000), model(17 * 2**20, 1, 34_000))
+    got = solve_cpu_speed({"F16": wide, "Q8_0": wide8}, 0.0, thin, {"F16": rows, "Q8_0": rows8})
+    assert got.layer_ms == pytest.approx(0.02) and got.row_ns["F16"] == pytest.approx(8.0)
+    assert got.row_ns["Q8_0"] == pytest.approx(12.0) and got.rates("Q8_0")[0] == pytest.approx(30e9)
+    assert got.bandwidth_bytes_per_s == pytest.approx(20e9) and got.overhead_ms == pytest.approx(0.4)
+    narrow = model(int(400e6 * 0.53), 24, 456_000, "Q8_0")  # 896 wide, as Qwen2.5 0.5B
+    assert got.forward_ms(narrow, 1, 16) == pytest.approx(truth.forward_ms(narrow, 1, 16))
+    blind = solve_cpu_speed({"F16": wide, "Q8_0": wide8}, 0.0, thin)
+    assert blind.row_ns == {} and blind.forward_ms(narrow, 1, 16) < 0.9 * truth.forward_ms(narrow, 1, 16)
+
+
+def test_a_models_rows_are_counted_with_the_output_layers_and_not_the_embeddings_lookup(pair):
+    """rows_by_class: every matrix's rows (ggml's shape: the row length first), the output layer's vocabulary
+    rows among them, the untied token embedding (a lookup of one row) not."""
+    info = inspect_gguf(pair[0])
+    matrices = [t for t in info.tensors if len(t.shape) >= 2 and t.name != "token_embd.weight"]
+    output = next(t for t in matrices if t.name == "output.weight")
+    assert model_cost(info).rows == sum(t.n_elements // t.shape[0] for t in matrices) > output.shape[1]
+
+
 def test_the_cpu_solve_tells_the_attentions_rate_from_reading_the_cache():
     """A one-token pass deep in the context takes its extra positions' K and V at the bandwidth plus their
     attention at its own rate (on a CPU far below the matrix products'): the solve recovers that rate from
@@ -353,6 +400,9 @@ def test_the_cpu_probe_times_llama_cpp_once_and_then_reads_its_cache(tmp_path):
     assert set(speed.class_rates) == set(WEIGHT_CLASSES) and not speed.overlap
     assert all(bw > 0 and fl > 0 and r >= 0 for bw, fl, r in speed.class_rates.values())
     assert any("Q6_K forward passes" in s for s in said) and any("Q5_0" in s for s in said)
+    # and a matrix row's fixed cost by class, from the two vocabularies (0 where noise left none)
+    assert any("what a matrix row costs" in s for s in said)
+    assert set(speed.row_ns) == set(WEIGHT_CLASSES) and all(ns >= 0 for ns in speed.row_ns.values())
     again: list[str] = []
     assert probe_cpu_speed(progress=again.append, cache=tmp_path) == speed and again == []
 

@@ -4,8 +4,9 @@ A model of a real one's proportions (PROBE_SHAPE: 0.37B parameters, 730 MB as F1
 draft (engine.models.synthetic) are loaded in an engine worker; the worker times forward passes of 1 to
 16 tokens (PROBE_BATCHES) and, on the F16 pair, one token deep in the context (PROBE_LONG_PAST: the
 attention's own rate); short plain generations time a whole step. A thin pair of as many layers
-(PROBE_THIN_SHAPE, 256 wide) tells a layer's fixed cost from the bandwidth. The same pair quantized by
-llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) is timed the same way, since
+(PROBE_THIN_SHAPE, 256 wide) tells a layer's fixed cost from the bandwidth, and two small models that
+differ in their vocabulary alone (PROBE_ROWS_VOCABS) a matrix row's. The same models quantized by
+llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) are timed the same way, since
 llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones and than each other.
 engine.planning.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which is cached per
 processor, core count and llama.cpp build. Every probe model is locked in RAM while timed
@@ -36,11 +37,15 @@ from engine.planning.device_speed import (
     PROBE_LONG_ROUNDS,
     PROBE_N_PAST,
     PROBE_QUANTS,
+    PROBE_ROWS_ROUNDS,
+    PROBE_ROWS_SHAPE,
+    PROBE_ROWS_VOCABS,
     PROBE_SHAPE,
     PROBE_THIN_SHAPE,
     PROBE_VERSION,
     PROBE_VOCAB,
     DeviceSpeed,
+    ProbePair,
     ProbeTimes,
     cached_cpu_speed,
     cpu_key,
@@ -109,21 +114,26 @@ def probe_cpu_speed(
         thin = _time_pair(thin_target, thin_draft, reps)
         step("timing short plain generations: what a token takes beyond its forward pass")
         beyond = _beyond_the_pass(draft, reps)
+        vocabs = _rows_models(folder / "rows")
+        step("timing two vocabularies' output layers: what a matrix row costs beyond its bytes")
+        rows = {"F16": _time_rows(*vocabs, reps)}
         for cls, ftype in PROBE_QUANTS.items():
             files = [folder / f"{cls}-pure" / p.name for p in (target, draft)]
-            if not all(f.is_file() for f in files):
+            quantized = [folder / f"{cls}-pure" / f"rows-{p.name}" for p in vocabs]
+            if not all(f.is_file() for f in (*files, *quantized)):
                 step(f"quantizing the model to {cls}, whose kernels differ from F16's")
                 files[0].parent.mkdir(parents=True, exist_ok=True)
-                for src, dst in zip((target, draft), files):
+                for src, dst in zip((target, draft, *vocabs), (*files, *quantized)):
                     quantize(src, dst, ftype, pure=True)
             step(f"timing {cls} forward passes")
             timed[cls] = _time_pair(files[0], files[1], reps)
+            rows[cls] = _time_rows(quantized[0], quantized[1], reps)
             if scratch:
                 shutil.rmtree(files[0].parent, ignore_errors=True)
     finally:
         if scratch:
             shutil.rmtree(folder, ignore_errors=True)
-    speed = solve_cpu_speed(timed, beyond, thin)
+    speed = solve_cpu_speed(timed, beyond, thin, rows)
     save_cpu_speed(key, speed, cache)
     return speed
 
@@ -145,6 +155,38 @@ def _time_pair(target: Path, draft: Path, reps: int, long: bool = False) -> tupl
         client.load(LoadSettings(target, draft, ctx=2 * PROBE_LONG_PAST, lock_in_ram=True))
         times = _fastest_passes(client, reps, long)
     return model_cost(inspect_gguf(target)), model_cost(inspect_gguf(draft)), times
+
+
+def _rows_models(folder: Path) -> tuple[Path, Path]:
+    """The two F16 models of PROBE_ROWS_SHAPE that differ in their vocabulary alone (PROBE_ROWS_VOCABS),
+    written once into folder (their drafts are not needed)."""
+    paths = tuple(folder / f"{n}.gguf" for n in PROBE_ROWS_VOCABS)
+    for n, path in zip(PROBE_ROWS_VOCABS, paths):
+        if not path.is_file():
+            spec = PairSpec(shape=PROBE_ROWS_SHAPE, draft_layers=1, dtype="f16", n_vocab=n)
+            written, unused = write_pair(folder / f"v{n}", spec)
+            written.replace(path)
+            shutil.rmtree(unused.parent, ignore_errors=True)
+    return paths[0], paths[1]
+
+
+def _time_rows(large: Path, small: Path, reps: int) -> ProbePair:
+    """Two models that differ only in their vocabulary, as a probe pair (ProbeTimes: the larger one's one-token
+    pass and the smaller one's): each in a worker of its own, both loaded at once, their passes timed side by
+    side PROBE_ROWS_ROUNDS times in alternating order. The larger pass is the smaller one's fastest plus the
+    median difference, so that a slow spell slows both sides of a difference alike."""
+    with EngineClient() as one, EngineClient() as other:
+        for client, path in ((one, large), (other, small)):
+            client.start()
+            client.load(LoadSettings(path, None, ctx=256, lock_in_ram=True))
+        diffs, fastest = [], float("inf")
+        for r in range(PROBE_ROWS_ROUNDS):
+            order = (one, other) if r % 2 == 0 else (other, one)
+            t = {id(c): c.measure("target", [1], n_past=PROBE_N_PAST, reps=reps)[1] for c in order}
+            diffs.append(t[id(one)] - t[id(other)])
+            fastest = min(fastest, t[id(other)])
+    costs = [model_cost(inspect_gguf(p)) for p in (large, small)]
+    return costs[0], costs[1], ProbeTimes({1: fastest + statistics.median(diffs)}, fastest)
 
 
 def _beyond_the_pass(model: Path, reps: int) -> float:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
 from engine.core.paths import cache_dir
 from engine.models.synthetic import ModelShape
 from engine.planning.cost_model import CostCurve
@@ -97,6 +99,18 @@ PROBE_DRAFT_LAYERS = 1
 # Q4_K still measured 27.5 GB/s, the fixed cost 0.020 ms a layer, and the real 1.5B Q4_K_M was still
 # predicted 20 % too slow.)
 PROBE_THIN_SHAPE = ModelShape(n_embd=256, n_layer=16, n_head=4, n_head_kv=2, n_ff=704, n_ctx_train=2048)
+# Two models of 2 layers of 256, one with a 262144-token vocabulary and one with 65536, each timed alone
+# (PROBE_ROWS_VOCABS): their one-token passes differ only by 196608 rows of the output layer, each 256 long,
+# which weigh as many bytes as 77 of the wide probe's 1280-wide rows do. A CPU kernel pays a fixed time per
+# row beyond its bytes (ggml hands each thread rows and sets up each row's dot product), so the wide probe
+# alone folded that time into its bandwidth, and a narrower model was predicted too fast: on the 2-core VM
+# the real Qwen2.5-Coder 0.5B (896 wide, mostly Q5_0) by 11-23 % and Gemma 3 270M (640 wide, a 262144-token
+# output layer) by 29-37 %. Measured there on 2-layer models of 256 and 1024 wide (session 20): about 8 ns a
+# row for F16, 12 for Q8_0 and Q5_0, 16 for Q6_K, and none for the repacked Q4_K.
+PROBE_ROWS_SHAPE = ModelShape(n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=704, n_ctx_train=2048)
+PROBE_ROWS_VOCABS = (262144, 65536)
+# the two are timed side by side this many times, in alternating order, and the median difference kept
+PROBE_ROWS_ROUNDS = 7
 # the batch sizes the probe times besides one token: every size speculation verifies with K = 1..7, and two
 # beyond, which the batch tables (DeviceSpeed.batch_extra) are interpolated and extended from
 PROBE_BATCHES = (2, 3, 4, 5, 6, 8, 12, 16)
@@ -119,8 +133,9 @@ PROBE_QUANTS = {"Q8_0": "Q8_0", "Q5_0": "Q5_0", "Q4_K": "Q4_K_M", "Q6_K": "Q6_K"
 # bumped when the probe measures otherwise, so that an older probe's figures are measured again
 # (4: Q5_0 and Q6_K timed, each class on a file of its type alone; 5: the engine's timed passes start warm,
 # which made the one-layer drafts' passes up to 2x faster; 6: batch tables by class, a layer's fixed cost;
-# 7: the attention's own rate, from a pass deep in the context; 8: that pass at 2048, paired with the short one)
-PROBE_VERSION = 8
+# 7: the attention's own rate, from a pass deep in the context; 8: that pass at 2048, paired with the short one;
+# 9: a row's fixed cost by class, from two vocabularies)
+PROBE_VERSION = 9
 
 
 @dataclass(frozen=True)
@@ -166,6 +181,16 @@ class DeviceSpeed:
     # position by position and head by head, so the attention over a long context costs a one-token pass far
     # more than reading the cache does: the probe times it (device_speed.solve_attention_flops)
     attention_flops_per_s: float = 0.0
+    # what each matrix row a one-token pass runs through costs beyond its bytes, in ns, by weight class (a class
+    # without a figure takes F16's; none: the bandwidth carries the rows, as before the probe timed them)
+    row_ns: dict[str, float] = field(default_factory=dict)
+
+    def rows_ms(self, cost: ModelCost) -> float:
+        """The rows' fixed time in a pass of one token (a batch's tokens share each row's set-up)."""
+        if not self.row_ns:
+            return 0.0
+        plain = self.row_ns.get("F16", 0.0)
+        return 1e-6 * sum(n * self.row_ns.get(cls, plain) for cls, n in cost.rows_by_class)
 
     def rates(self, cls: str) -> tuple[float, float, float]:
         return self.class_rates.get(cls, (self.bandwidth_bytes_per_s, self.flops_per_s, self.reread))
@@ -210,7 +235,7 @@ class DeviceSpeed:
         else:
             attention = 2.0 * batch * cost.attention_macs(n_past)
             seconds += self._pass(rest_bytes / self.bandwidth_bytes_per_s, attention / self.flops_per_s, 0.0, batch)
-        return self.overhead_ms + self.layer_ms * cost.n_layers + 1000.0 * seconds
+        return self.overhead_ms + self.layer_ms * cost.n_layers + self.rows_ms(cost) + 1000.0 * seconds
 
     def _batch_extra_ms(self, cost: ModelCost, groups: list[tuple[str, int, int]], batch: int, n_past: int) -> float:
         """What B tokens cost a CPU beyond one: each class's matrix products by its table, the experts the other
@@ -241,6 +266,7 @@ class DeviceSpeed:
             "overlap": self.overlap,
             "layer_ms": round(self.layer_ms, 4),
             "attention_gflops": round(self.attention_flops_per_s / 1e9, 2),
+            "row_ns": {c: round(ns, 2) for c, ns in self.row_ns.items()},
             "batch_extra_ms_per_gmac": {c: {str(b): round(ms, 3) for b, ms in t} for c, t in self.batch_extra.items()},
             "by_class": {
                 c: {"bandwidth_gb_s": round(bw / 1e9, 2), "gflops": round(fl / 1e9, 1), "reread": round(r, 3)}
@@ -360,27 +386,55 @@ class ProbeTimes:
         return self.batches[1]
 
 
-def solve_layer_ms(
-    wide: tuple[ModelCost, ModelCost, ProbeTimes], thin: tuple[ModelCost, ModelCost, ProbeTimes]
-) -> float:
-    """A layer's fixed cost in ms, from the one-token passes of the wide and the thin probe pairs (F16): in each
-    pair the target's pass exceeds its draft's by its extra layers' fixed cost plus their bytes at the
-    bandwidth, two equations for the two unknowns. 0 where the timings do not give a positive cost and
-    bandwidth (noise): the bandwidth then carries the layers, as before."""
-    (l_w, b_w, d_w), (l_t, b_t, d_t) = (
-        (
-            cost.n_layers - small.n_layers,
-            cost.bytes_read(PROBE_N_PAST) - small.bytes_read(PROBE_N_PAST),
-            t.one - t.small,
-        )
-        for cost, small, t in (wide, thin)
+ProbePair = tuple[ModelCost, ModelCost, ProbeTimes]
+
+
+def _excess(pair: ProbePair) -> tuple[float, float, float, float]:
+    """(layers, bytes, rows, ms) by which a probe pair's target's one-token pass exceeds its small model's."""
+    cost, small, t = pair
+    return (
+        cost.n_layers - small.n_layers,
+        cost.bytes_read(PROBE_N_PAST) - small.bytes_read(PROBE_N_PAST),
+        cost.rows - small.rows,
+        t.one - t.small,
     )
-    det = l_w * b_t - l_t * b_w
-    if det == 0:
-        return 0.0
-    layer_ms = (d_w * b_t - d_t * b_w) / det
-    ms_per_byte = (l_w * d_t - l_t * d_w) / det
-    return layer_ms if layer_ms > 0 and ms_per_byte > 0 else 0.0
+
+
+def _solve(equations: list[tuple[float, ...]]) -> list[float] | None:
+    """The unknowns of as many linear equations (coefficients..., right-hand side), each positive; None where
+    the system is singular or timing noise gives an unknown at or below 0."""
+    a = np.array([e[:-1] for e in equations], dtype=float)
+    b = np.array([e[-1] for e in equations], dtype=float)
+    try:
+        x = np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        return None
+    return [float(v) for v in x] if all(v > 0 for v in x) else None
+
+
+def solve_fixed_costs(wide: ProbePair, thin: ProbePair, rows: ProbePair | None = None) -> tuple[float, float]:
+    """(a layer's fixed cost, a matrix row's fixed cost), in ms, from the F16 probe's one-token passes: in the
+    wide pair, the thin pair and the rows pair (two vocabularies) the larger model's pass exceeds the other's
+    by its extra layers' and rows' fixed costs plus its extra bytes at the bandwidth, three equations for the
+    three unknowns. Without the rows pair (or where noise gives no positive solution) the rows' time stays
+    in the bandwidth: two equations for a layer's cost, as before; 0 for both where those fail too."""
+    w, t = _excess(wide), _excess(thin)
+    if rows is not None:
+        v = _excess(rows)
+        got = _solve([(w[0], w[1], w[2], w[3]), (t[0], t[1], t[2], t[3]), (v[0], v[1], v[2], v[3])])
+        if got is not None:
+            return got[0], got[2]
+    got = _solve([(w[0], w[1], w[3]), (t[0], t[1], t[3])])
+    return (got[0], 0.0) if got is not None else (0.0, 0.0)
+
+
+def solve_row_ms(wide: ProbePair, rows: ProbePair, layer_ms: float) -> float:
+    """A matrix row's fixed cost in ms for one weight class, from its wide pair and its rows pair (the layers'
+    cost known from F16): the wide rows and the output layer's narrow ones weigh their bytes differently, two
+    equations for the bytes' time and the rows'. 0 where noise gives no positive solution."""
+    w, v = _excess(wide), _excess(rows)
+    got = _solve([(w[1], w[2], w[3] - layer_ms * w[0]), (v[1], v[2], v[3] - layer_ms * v[0])])
+    return got[1] if got is not None else 0.0
 
 
 def batch_table(cost: ModelCost, t: ProbeTimes) -> tuple[tuple[int, float], ...]:
@@ -396,7 +450,7 @@ def batch_table(cost: ModelCost, t: ProbeTimes) -> tuple[tuple[int, float], ...]
 
 
 def solve_rates(
-    cost: ModelCost, small: ModelCost, t: ProbeTimes, layer_ms: float = 0.0
+    cost: ModelCost, small: ModelCost, t: ProbeTimes, layer_ms: float = 0.0, row_ms: float = 0.0
 ) -> tuple[float, float, float, float]:
     """(bandwidth, FLOPs, reread, fixed ms) of one weight class, for a CPU (DeviceSpeed.overlap False):
       a pass of 1 token   = fixed + layers x layer_ms + bytes / bandwidth
@@ -416,10 +470,11 @@ def solve_rates(
     compute_ms = max(compute_ms, 1e-6)  # one token's compute through the target
     intercept = mean_t - compute_ms * mean_b
     flops = cost.flops(1, PROBE_N_PAST) / (compute_ms / 1000.0)
-    memory_ms = max(t.one - t.small - layer_ms * (cost.n_layers - small.n_layers), 1e-6)  # the extra bytes
-    bandwidth = (cost.bytes_read(PROBE_N_PAST) - small.bytes_read(PROBE_N_PAST)) / (memory_ms / 1000.0)
+    layers, extra_bytes, rows, ms = _excess((cost, small, t))
+    memory_ms = max(ms - layer_ms * layers - row_ms * rows, 1e-6)  # the extra bytes
+    bandwidth = extra_bytes / (memory_ms / 1000.0)
     target_memory_ms = 1000.0 * cost.bytes_read(PROBE_N_PAST) / bandwidth
-    fixed_ms = max(t.one - target_memory_ms - layer_ms * cost.n_layers, 0.0)
+    fixed_ms = max(t.one - target_memory_ms - layer_ms * cost.n_layers - row_ms * cost.rows, 0.0)
     reread = max((intercept - fixed_ms - target_memory_ms) / max(target_memory_ms, 1e-9), 0.0)
     return bandwidth, flops, reread, fixed_ms
 
@@ -438,9 +493,7 @@ def solve_attention_flops(cost: ModelCost, t: ProbeTimes, bandwidth: float) -> f
     return flops / (attention_ms / 1000.0) if attention_ms > 0 and flops > 0 else 0.0
 
 
-def without_attention(
-    pair: tuple[ModelCost, ModelCost, ProbeTimes], flops_per_s: float
-) -> tuple[ModelCost, ModelCost, ProbeTimes]:
+def without_attention(pair: ProbePair, flops_per_s: float) -> ProbePair:
     """A probe pair's timings less each pass's attention at PROBE_N_PAST at that rate (none at rate 0), which
     DeviceSpeed.forward_ms charges apart: what is left is the weights' and the layers' time."""
     cost, small, t = pair
@@ -455,22 +508,30 @@ def without_attention(
 
 
 def solve_cpu_speed(
-    timed: dict[str, tuple[ModelCost, ModelCost, ProbeTimes]],
+    timed: dict[str, ProbePair],
     beyond_ms: float,
-    thin: tuple[ModelCost, ModelCost, ProbeTimes] | None = None,
+    thin: ProbePair | None = None,
+    rows: dict[str, ProbePair] | None = None,
 ) -> DeviceSpeed:
     """The CPU from the probe: for each weight class (F16 at least) the probe pair's costs and timings,
     what a token of plain generation takes beyond its forward pass (sampling, the loop, thread hand-offs),
-    which every pass pays too, and the thin F16 pair's timings, which give a layer's fixed cost. The F16
-    target's pass deep in the context (ProbeTimes.long) gives the attention's rate."""
+    which every pass pays too, the thin F16 pair's timings, which give a layer's fixed cost, and by class the
+    two vocabularies' (rows), which give a row's. The F16 target's pass deep in the context
+    (ProbeTimes.long) gives the attention's rate."""
     f16_cost, _, f16_times = timed["F16"]
     # the attention's rate from a first solve, then every timing without its attention (the passes at
     # PROBE_N_PAST hold some: 0.2-0.3 ms of the probe target's), and the rate again from the final bandwidth
     attention = solve_attention_flops(f16_cost, f16_times, solve_rates(*timed["F16"])[0])
     timed = {cls: without_attention(pair, attention) for cls, pair in timed.items()}
     thin = without_attention(thin, attention) if thin is not None else None
-    layer_ms = solve_layer_ms(timed["F16"], thin) if thin is not None else 0.0
-    rates = {cls: solve_rates(cost, small, t, layer_ms) for cls, (cost, small, t) in timed.items()}
+    rows = {cls: without_attention(pair, attention) for cls, pair in (rows or {}).items()}
+    layer_ms, f16_row_ms = solve_fixed_costs(timed["F16"], thin, rows.get("F16")) if thin is not None else (0.0, 0.0)
+    row_ms = {
+        cls: f16_row_ms if cls == "F16" else solve_row_ms(timed[cls], rows[cls], layer_ms)
+        for cls in timed
+        if cls in rows
+    }
+    rates = {cls: solve_rates(*pair, layer_ms, row_ms.get(cls, 0.0)) for cls, pair in timed.items()}
     bandwidth, flops, reread, fixed_ms = rates["F16"]
     attention = solve_attention_flops(f16_cost, f16_times, bandwidth)
     overhead_ms = fixed_ms + max(beyond_ms, 0.0)
@@ -488,6 +549,7 @@ def solve_cpu_speed(
         batch_extra={cls: batch_table(cost, t) for cls, (cost, _, t) in timed.items()},
         layer_ms=layer_ms,
         attention_flops_per_s=attention,
+        row_ns={cls: 1e6 * ms for cls, ms in row_ms.items()},
     )
 
 

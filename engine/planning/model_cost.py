@@ -115,6 +115,14 @@ class ModelCost:
     # by_class counts a type the probe does not time at its stand-in's bytes per weight (weight_class):
     # this much more than the matrices hold, which bytes_read does not count
     charged_extra_bytes: int = 0
+    # the matrix rows a pass runs through by weight class (one token's share of an MoE's experts; the output
+    # layer's included): a CPU kernel pays a fixed time for each row beyond its bytes (DeviceSpeed.row_ns),
+    # so a narrow model, or a large vocabulary's output layer, runs slower per byte than a wide one
+    rows_by_class: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return sum(n for _, n in self.rows_by_class)
 
     @property
     def output_heavy(self) -> bool:
@@ -192,6 +200,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         output_bytes=0 if mtp else w.output_bytes,
         n_layers=len(w.layers_run),
         charged_extra_bytes=w.charged_extra,
+        rows_by_class=tuple(sorted((c, int(n)) for c, n in w.rows.items())),
     )
 
 
@@ -207,6 +216,7 @@ class _Weights:
     output_bytes: int = 0
     charged_extra: int = 0
     layers_run: set[int] = field(default_factory=set)
+    rows: dict[str, float] = field(default_factory=dict)  # weight class -> matrix rows a token's pass runs
 
     def add_matrix(self, t: TensorInfo, share: float) -> None:
         """A matrix product's multiply-adds and the bytes its weight class is charged for."""
@@ -223,6 +233,8 @@ class _Weights:
             self.charged_extra += charged - held
         c[0] += charged
         c[1] += int(t.n_elements * share)
+        # ggml's shape puts the row length first: every further dimension counts rows
+        self.rows[cls] = self.rows.get(cls, 0.0) + t.n_elements / max(t.shape[0], 1) * share
 
 
 def _count_weights(
