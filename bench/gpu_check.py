@@ -383,7 +383,11 @@ def diagnose(pair_dir: Path, ngl: int, order: str) -> None:
         step(f"devices: {devices()}")
         step("closed")
         return
-    step("load_library()")
+    from engine.runtime.native_build import ensure_built
+
+    step("dlopen libspecrt, no backend module yet")
+    ctypes.CDLL(str(ensure_built()))
+    step("load_library(): the backend modules")
     load_library()
     step(f"backends: {load_backends().to_dict()}")
     step(f"build_info: {build_info()}")

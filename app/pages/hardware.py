@@ -104,7 +104,7 @@ class HardwarePage(QWidget):
         self.measure_button = QPushButton("Measure llama.cpp's speed here")
         self.measure_button.setToolTip(
             "Writes a 0.37B-parameter model and its Q8_0 and Q4_K_M copies, loads each in an engine of its own and "
-            "times llama.cpp's forward passes (about a minute and 1.4 GB of scratch disk, once per machine); "
+            "times llama.cpp's forward passes (a few minutes and about 2 GB of scratch disk, once per machine); "
             "`spectune predict` and the speed model use the result"
         )
         self.measure_button.clicked.connect(self.measure_cpu)

@@ -92,7 +92,7 @@ class StartPage(QWidget):
         self.device_label.setWordWrap(True)
         self.measure_button = QPushButton("Measure this CPU")
         self.measure_button.setToolTip(
-            "time llama.cpp on this CPU (about a minute, once) so that the predicted speeds are measured, not assumed"
+            "time llama.cpp on this CPU (a few minutes, once) so that the predicted speeds are measured, not assumed"
         )
         self.measure_button.clicked.connect(self.measureRequested)
         self.measure_button.hide()

@@ -1,4 +1,4 @@
-"""Measuring this machine's CPU for the speed model: llama.cpp's own forward passes, about a minute, once.
+"""Measuring this machine's CPU for the speed model: llama.cpp's own forward passes, a few minutes, once.
 
 A model of a real one's proportions (PROBE_SHAPE: 0.37B parameters, 730 MB as F16) and its one-layer
 draft (engine.models.synthetic) are loaded in an engine worker; the worker times forward passes of 1 to
@@ -141,7 +141,7 @@ def probe_cpu_speed(
 def measured_device(
     report: HardwareReport, cpu_only: bool = False, progress: Callable[[str], None] = lambda _: None
 ) -> DeviceSpeed:
-    """device_speed.local_device, with this CPU probed now (about a minute, once) where that would assume it
+    """device_speed.local_device, with this CPU probed now (a few minutes, once) where that would assume it
     from its core count: what the command line predicts for."""
     device = local_device(report, cpu_only=cpu_only)
     return probe_cpu_speed(progress=progress) if device.assumed else device

@@ -351,7 +351,7 @@ def assumed_cpu_speed(cores: int | None) -> DeviceSpeed:
         bandwidth_bytes_per_s=min(ASSUMED_BANDWIDTH_PER_CORE * n, ASSUMED_BANDWIDTH_CAP),
         flops_per_s=ASSUMED_FLOPS_PER_CORE * n,
         overhead_ms=ASSUMED_OVERHEAD_MS,
-        source=f"assumed from {n} cores, not measured: the CPU probe measures it (about a minute, once)",
+        source=f"assumed from {n} cores, not measured: the CPU probe measures it (a few minutes, once)",
         overlap=False,
         reread=ASSUMED_REREAD,
         assumed=True,
