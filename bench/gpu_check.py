@@ -327,7 +327,8 @@ def _in_lab(client, spec, sampling, plan: Plan, row: Row) -> None:
 
 
 def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
-    """llama-server and the lab on the same settings, alternating, so drift hits both alike."""
+    """llama-server and the lab on the same settings, alternating, so drift hits both alike. With no client
+    (the lab's worker died) llama-server alone: the GPU's numbers still come, acceptance from the server."""
     from engine.deploy.export import llama_server_argv
     from engine.llama.install import server_path
     from engine.llama.server import LlamaServer, server_summary
@@ -335,18 +336,24 @@ def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
 
     argv = llama_server_argv(load, spec, sampling, server_path(), extra=["--fit", "off"])
     baseline = not spec.types
-    srv_tps, lab_tps, same = [], [], True
+    served, lab_tps, same = [], [], True
     with LlamaServer(argv, startup_timeout=300) as srv:
         for p in plan.prompts:
             srv.complete(p, 8)
         for _ in range(plan.rounds):
             for p in plan.prompts:
                 s = server_summary(srv.complete(p, plan.tokens))
+                served.append(s)
+                if client is None:
+                    continue
                 lab = generate(client, p, plan.tokens, spec, sampling, baseline=baseline)
-                srv_tps.append(s["tokens_per_s"])
                 lab_tps.append(lab["tokens_per_s"])
                 same &= (s["drafted"], s["accepted"]) == (lab["drafted"], lab["accepted"])
-    row.server_tps = statistics.median(srv_tps)
+    row.server_tps = statistics.median(s["tokens_per_s"] for s in served)
+    if client is None:
+        drafted = sum(s["drafted"] or 0 for s in served)
+        row.acceptance = sum(s["accepted"] or 0 for s in served) / drafted if drafted else None
+        return
     row.lab_over_server = statistics.median(lab_tps) / row.server_tps if row.server_tps else None
     row.counts_match = same
 
@@ -461,26 +468,6 @@ def run_diagnose(
     return clean
 
 
-def _server_only(load, spec, sampling, plan: Plan, row: Row) -> None:
-    """llama-server alone on the settings, when the lab's worker cannot run: the GPU's numbers still come."""
-    from engine.deploy.export import llama_server_argv
-    from engine.llama.install import server_path
-    from engine.llama.server import LlamaServer, server_summary
-
-    argv = llama_server_argv(load, spec, sampling, server_path(), extra=["--fit", "off"])
-    summaries = []
-    with LlamaServer(argv, startup_timeout=300) as srv:
-        for p in plan.prompts:
-            srv.complete(p, 8)
-        for _ in range(plan.rounds):
-            for p in plan.prompts:
-                summaries.append(server_summary(srv.complete(p, plan.tokens)))
-    row.server_tps = statistics.median(s["tokens_per_s"] for s in summaries)
-    drafted = sum(s["drafted"] or 0 for s in summaries)
-    accepted = sum(s["accepted"] or 0 for s in summaries)
-    row.acceptance = accepted / drafted if drafted else None
-
-
 def server_pair(
     pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sampler: NvmlSampler, deadline: float, report: Report
 ) -> None:
@@ -499,7 +486,7 @@ def server_pair(
             continue
         sampler.phase = f"{pp.label} {row.setting}"
         try:
-            _server_only(load, spec, SamplingSettings(temp=0.0), plan, row)
+            _against_server(None, load, spec, SamplingSettings(temp=0.0), plan, row)
             row.nvml = sampler.summary(sampler.phase)
             if not spec.types and peak_bw and row.server_tps:
                 row.bandwidth_share = target.stat().st_size * row.server_tps / peak_bw
