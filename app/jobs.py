@@ -69,6 +69,13 @@ class MeasuringJobs:
             )
         return f"Not now: {busy}; the two would compete for the machine."
 
+    def refuse(self, asking: str, say: Callable[[str], object]) -> bool:
+        """True, after passing the reason to say (a page's banner or status line), when asking cannot start now."""
+        refusal = self.not_now(asking)
+        if refusal:
+            say(refusal)
+        return refusal is not None
+
     def make_room(self, name: str, freed: threading.Event) -> list[str]:
         """Job ``name`` is about to measure with an engine of its own: the Lab's run is stopped, a Lab load
         on the GPU is cancelled, and the Lab's GPU copy of the pair is freed; ``freed`` is set once it

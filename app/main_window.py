@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, QSize, Qt, QTimer
+from PySide6.QtCore import QSettings, QSize, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -40,6 +40,7 @@ from app.widgets import style
 from app.widgets.icons import app_icon
 from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
+from app.widgets.timers import make_timer
 from app.widgets.wheel_guard import install_wheel_guard
 
 STATE_COLOURS = {  # the role's colour in the current look (style.current())
@@ -94,9 +95,7 @@ class MainWindow(QMainWindow):
         self._build_central()
         self._build_status_bar()
         self._connect_status()
-        self.vram_timer = QTimer(self)
-        self.vram_timer.setInterval(2000)
-        self.vram_timer.timeout.connect(self._refresh_vram)
+        self.vram_timer = make_timer(self, 2000, self._refresh_vram)
         self.vram_timer.start()
 
         self._build_menu()

@@ -23,11 +23,14 @@ Python's GIL, so the figures tell both apart only by where the work runs. The re
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import platform
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -53,10 +56,44 @@ class StallProbe:
         self._timer = QTimer()
         self._timer.setInterval(PROBE_MS)
         self._timer.timeout.connect(self._tick)
+        self.last_tick = time.monotonic()
 
     def _tick(self) -> None:
         self.stalls.append(max(0.0, self._clock.nsecsElapsed() / 1e6 - PROBE_MS))
         self._clock.restart()
+        self.last_tick = time.monotonic()
+
+
+class StallTracer(threading.Thread):
+    """--trace MS: while the probe has not ticked for MS, what every thread is running, sampled every 10 ms
+    and counted by its innermost frames: where a stall comes from (the GUI thread's own work, or another
+    thread that keeps the GIL). Python code only: a C call that holds the GIL shows as the line that made it."""
+
+    def __init__(self, probe: StallProbe, after_ms: float) -> None:
+        super().__init__(daemon=True)
+        self.probe, self.after_s = probe, after_ms / 1000
+        self.samples: collections.Counter[str] = collections.Counter()
+        self.main_id = threading.main_thread().ident
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            time.sleep(0.01)
+            if time.monotonic() - self.probe.last_tick < self.after_s:
+                continue
+            for ident, frame in sys._current_frames().items():
+                if ident == self.ident:
+                    continue
+                where = traceback.extract_stack(frame)[-4:]
+                name = "GUI" if ident == self.main_id else f"thread {ident % 10000}"
+                self.samples[
+                    name + ": " + " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(where))
+                ] += 1
+
+    def report(self, out) -> None:
+        out("# stall trace: samples (10 ms each) per innermost frames, while the GUI had not ticked")
+        for where, n in self.samples.most_common(25):
+            out(f"#   {n:4d}  {where}")
 
     def start(self) -> None:
         self.stalls.clear()
@@ -141,6 +178,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--save", action="store_true", help="also append to bench/results/gui_stall.txt")
+    ap.add_argument("--trace", type=float, metavar="MS", help="sample every thread's stack during stalls over MS")
+    ap.add_argument("--only", choices=("load", "scan", "rank"), action="append", help="time this work only")
     a = ap.parse_args()
     try:
         target, draft = (cached_model(k) for k in REAL_PAIR)
@@ -169,6 +208,10 @@ def main() -> int:
     out(f"# gui_stall  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}")
     out(f"# {a.rounds} rounds; a {PROBE_MS} ms probe timer's lateness; real pair {target.name} + {draft.name}")
     work = {"load": time_load, "scan": time_scan, "rank": time_rank}
+    work = {k: v for k, v in work.items() if not a.only or k in a.only}
+    tracer = StallTracer(probe, a.trace) if a.trace else None
+    if tracer is not None:
+        tracer.start()
     results: dict[str, list[float]] = {k: [] for k in work}
     seconds: dict[str, list[float]] = {k: [] for k in work}
     for _ in range(a.rounds):
@@ -186,6 +229,9 @@ def main() -> int:
         mean_s, p50 = sum(seconds[kind]) / len(seconds[kind]), percentile(stalls, 0.5)
         row = f"{kind:<6} {mean_s:>8.2f} {len(stalls):>6} {p50:>7.1f} {p99:>7.1f} {worst:>9.1f}"
         out(row + f"  {'ok' if ok else 'MISSED'}")
+    if tracer is not None:
+        tracer.running = False
+        tracer.report(out)
     window.close()
     app.processEvents()
     if a.save:

@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from types import ModuleType
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from app.background import BackgroundJob
@@ -25,6 +25,7 @@ from app.jobs import MeasuringJobs
 from app.widgets import style
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
+from app.widgets.timers import make_timer
 from engine.core.units import format_gib
 from engine.llama.backends import BackendReport
 from engine.measure.device_probe import probe_cpu_speed
@@ -138,9 +139,7 @@ class HardwarePage(QWidget):
         col.addWidget(again)
         col.addStretch(1)
         controller.hello.connect(self._on_hello)
-        self.timer = QTimer(self)
-        self.timer.setInterval(2000)
-        self.timer.timeout.connect(self._poll)
+        self.timer = make_timer(self, 2000, self._poll)
         self.timer.start()
         self._show()
 
@@ -199,9 +198,7 @@ class HardwarePage(QWidget):
     def measure_cpu(self) -> None:
         if self._probing():
             return
-        busy = self.jobs.not_now(PROBE_JOB) if self.jobs is not None else None
-        if busy:
-            self._say(busy)
+        if self.jobs is not None and self.jobs.refuse(PROBE_JOB, self._say):
             return
         notes = self.jobs.make_room(PROBE_JOB, threading.Event()) if self.jobs is not None else []
         self.measure_button.setEnabled(False)

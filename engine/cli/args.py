@@ -26,6 +26,21 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no CPU weight repacking (AMX / AVX-512 layouts), as llama-server's -nr",
     )
+    add_placement_args(p)
+    p.add_argument(
+        "--device", default="", metavar="DEV", help="the GPU(s) the target uses, e.g. CUDA0 (llama-server's -dev)"
+    )
+    p.add_argument(
+        "--demo",
+        nargs="?",
+        const="f16",
+        choices=("f16", "q8_0"),
+        help="use the bundled demo pair (resources/models) in this quantization (default f16)",
+    )
+
+
+def add_placement_args(p: argparse.ArgumentParser) -> None:
+    """Where the weights go beyond the GPU layers: the MoE experts kept on the CPU, and the draft's GPUs."""
     p.add_argument(
         "--n-cpu-moe",
         type=int,
@@ -35,20 +50,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--n-cpu-moe)",
     )
     p.add_argument(
-        "--device", default="", metavar="DEV", help="the GPU(s) the target uses, e.g. CUDA0 (llama-server's -dev)"
-    )
-    p.add_argument(
         "--device-draft",
         default="",
         metavar="DEV",
         help="the GPU(s) the draft uses, e.g. CUDA1 (llama-server's -devd; default: the target's GPUs)",
-    )
-    p.add_argument(
-        "--demo",
-        nargs="?",
-        const="f16",
-        choices=("f16", "q8_0"),
-        help="use the bundled demo pair (resources/models) in this quantization (default f16)",
     )
 
 

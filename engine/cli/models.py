@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from engine.cli.args import add_placement_args
 from engine.cli.errors import guarded
+from engine.core.settings import LoadSettings
 from engine.llama.backends import load_backends
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
@@ -28,7 +30,7 @@ from engine.planning.budget import Budget
 from engine.planning.hardware import cpu_features, probe, ram
 from engine.planning.hardware import format_report as format_hardware
 from engine.planning.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size
-from engine.planning.preflight import VOCAB, preflight
+from engine.planning.preflight import VOCAB, preflight_and_place
 
 EXIT_INCOMPATIBLE = 1
 
@@ -83,14 +85,6 @@ def _ram(a: argparse.Namespace) -> int | None:
     return None if a.vram is not None else ram()[1]
 
 
-def _placed(a: argparse.Namespace, budget: Budget):
-    """The first arrangement of the pair that fits the budget's GPUs and RAM (engine.planning.placement), with
-    its plan."""
-    from engine.planning.placement import placement_for
-
-    return placement_for(a.target, a.draft, a.ctx, budget, cache_type_k=a.cache_type_k, cache_type_v=a.cache_type_v)
-
-
 def cmd_plan(a: argparse.Namespace) -> int:
     if a.ctx < 0:
         raise PlanError(f"--ctx must be 0 (the trained context) or more, got {a.ctx}")
@@ -99,25 +93,23 @@ def cmd_plan(a: argparse.Namespace) -> int:
     # GPU is planned
     ram_bytes = _ram(a)
     budget = Budget(tuple(gpus), ram_bytes, tuple(cpu_features()))
-    check = preflight(
+    load = LoadSettings(
         a.target,
         a.draft,
-        a.ctx,
-        budget,
+        ctx=a.ctx,
         ngl=a.ngl,
         ngl_draft=a.ngl_draft,
-        check_files=False,
-        cache_type_k=a.cache_type_k,
-        cache_type_v=a.cache_type_v,
         n_cpu_moe=a.n_cpu_moe,
         n_cpu_moe_draft=a.n_cpu_moe_draft,
-        draft_devices=a.device_draft.split(",") if a.device_draft else None,
-        draft_n_max=a.draft_n_max,
+        device_draft=a.device_draft,
+        draft_n_max_at_load=a.draft_n_max,
+    )
+    check, placed = preflight_and_place(
+        load, budget, check_files=False, cache_type_k=a.cache_type_k, cache_type_v=a.cache_type_v
     )
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
         raise PlanError(check.reasons[0].message)
-    placed = _placed(a, budget) if fit.fits is False else None
     if a.json:
         print(
             json.dumps(
@@ -174,14 +166,7 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument("--ngl-draft", type=int, default=-1, help="draft layers on the GPU (-1: all)")
     p.add_argument("--cache-type-k", default="f16", choices=KV_CACHE_TYPES, help="K cache type (default f16)")
     p.add_argument("--cache-type-v", default="f16", choices=KV_CACHE_TYPES, help="V cache type (default f16)")
-    p.add_argument(
-        "--n-cpu-moe",
-        type=int,
-        default=0,
-        metavar="N",
-        help="MoE: keep the expert weights of the first N target layers on the CPU (-1: all), as llama-server's "
-        "--n-cpu-moe",
-    )
+    add_placement_args(p)
     p.add_argument("--n-cpu-moe-draft", type=int, default=0, metavar="N", help="the same for the draft")
     p.add_argument(
         "--draft-n-max",
@@ -190,9 +175,6 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
         metavar="K",
         help="the K the pair is loaded for (0: llama.cpp's 3): with draft-mtp on a hybrid model (Qwen3.5) "
         "llama.cpp keeps K recurrent-state snapshots",
-    )
-    p.add_argument(
-        "--device-draft", default="", metavar="DEV", help="the GPU(s) the draft uses, e.g. CUDA1 (llama-server's -devd)"
     )
     p.add_argument(
         "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"

@@ -11,6 +11,8 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -110,6 +112,14 @@ class LoadProgressLine:
             self._shown = ""
 
 
+@contextmanager
+def _loaded_engine(load: LoadSettings) -> Iterator[tuple[EngineClient, LoadSettings]]:
+    """A started engine with the pair loaded, and the settings it loaded with; the engine stops on leaving."""
+    with EngineClient() as client:
+        client.start()
+        yield client, _load(client, load)
+
+
 def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
     """Load the pair; returns the settings actually used (the client may have had to turn repacking off)."""
     previous = client.on_event
@@ -154,9 +164,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             flush=True,
         )
 
-    with EngineClient() as client:
-        client.start()
-        load = _load(client, load)
+    with _loaded_engine(load) as (client, load):
         runs = run_prompts(
             client,
             prompts,
@@ -217,9 +225,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     clients = _clients(a)
     if clients is not None:
         return _tune_concurrent(a, load, spec, sampling, prompts, clients)
-    with EngineClient() as client:
-        client.start()
-        load = _load(client, load)
+    with _loaded_engine(load) as (client, load):
         result = Tuner(
             client,
             load,

@@ -115,12 +115,21 @@ def _sampling_warning(sampling: SamplingSettings | None, engine: str) -> list[st
     ]
 
 
-def _check_tp(tensor_parallel_size: int) -> None:
-    if tensor_parallel_size < 1:
-        raise EngineExportError(f"the tensor-parallel size must be 1 or more, got {tensor_parallel_size}")
+@dataclass
+class _Request:
+    """What both engines' commands are made from: the method, the model names, the parallelism and context,
+    and the warnings gathered so far."""
+
+    method: _Method
+    target: str
+    draft: str | None
+    tensor_parallel_size: int
+    ctx: int
+    warnings: list[str]
 
 
-def vllm_export(
+def engine_export(
+    engine: str,
     load: LoadSettings,
     spec: SpecSettings,
     sampling: SamplingSettings | None = None,
@@ -129,10 +138,33 @@ def vllm_export(
     draft_model: str | None = None,
     tensor_parallel_size: int = 1,
 ) -> EngineExport:
-    _check_tp(tensor_parallel_size)
+    """The serve command of `engine` (vllm | sglang) for these settings, with a warning per approximation."""
+    if engine not in ENGINES:
+        raise EngineExportError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if tensor_parallel_size < 1:
+        raise EngineExportError(f"the tensor-parallel size must be 1 or more, got {tensor_parallel_size}")
     warnings: list[str] = []
-    method = _pick_method(spec, "vllm", warnings)
-    target, draft = _model_names(load, method, target_model, draft_model, "vllm", warnings)
+    method = _pick_method(spec, engine, warnings)
+    target, draft = _model_names(load, method, target_model, draft_model, engine, warnings)
+    request = _Request(method, target, draft, tensor_parallel_size, load.ctx, warnings)
+    argv = _vllm_argv(request) if engine == "vllm" else _sglang_argv(request)
+    return EngineExport(argv, request.warnings + _sampling_warning(sampling, engine))
+
+
+def vllm_export(
+    load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None, **options
+) -> EngineExport:
+    return engine_export("vllm", load, spec, sampling, **options)
+
+
+def sglang_export(
+    load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None, **options
+) -> EngineExport:
+    return engine_export("sglang", load, spec, sampling, **options)
+
+
+def _vllm_argv(r: _Request) -> list[str]:
+    method, draft = r.method, r.draft
     config: dict = {"num_speculative_tokens": method.draft_tokens}
     if method.spec_type == "draft-simple":
         config.update(method="draft_model", model=draft)
@@ -143,48 +175,36 @@ def vllm_export(
     else:
         # llama.cpp matches exactly `lookup` tokens; vLLM tries lengths from max down to min
         config.update(method="ngram", prompt_lookup_max=method.lookup, prompt_lookup_min=method.lookup)
-    argv = [
+    return [
         "vllm",
         "serve",
-        target,
+        r.target,
         "--tensor-parallel-size",
-        str(tensor_parallel_size),
+        str(r.tensor_parallel_size),
         "--max-model-len",
-        str(load.ctx),
+        str(r.ctx),
         "--speculative-config",
         json.dumps(config),
     ]
-    return EngineExport(argv, warnings + _sampling_warning(sampling, "vllm"))
 
 
-def sglang_export(
-    load: LoadSettings,
-    spec: SpecSettings,
-    sampling: SamplingSettings | None = None,
-    *,
-    target_model: str | None = None,
-    draft_model: str | None = None,
-    tensor_parallel_size: int = 1,
-) -> EngineExport:
-    _check_tp(tensor_parallel_size)
-    warnings: list[str] = []
-    method = _pick_method(spec, "sglang", warnings)
+def _sglang_argv(r: _Request) -> list[str]:
+    method, draft, warnings = r.method, r.draft, r.warnings
     if method.spec_type == "draft-mtp":
         raise EngineExportError(
             "SGLang's multi-token prediction is set up per model family (see its MTP "
             "documentation); SpecTune does not export it"
         )
-    target, draft = _model_names(load, method, target_model, draft_model, "sglang", warnings)
     argv = [
         "python",
         "-m",
         "sglang.launch_server",
         "--model-path",
-        target,
+        r.target,
         "--tp-size",
-        str(tensor_parallel_size),
+        str(r.tensor_parallel_size),
         "--context-length",
-        str(load.ctx),
+        str(r.ctx),
     ]
     if method.spec_type in ("draft-simple", "draft-eagle3"):
         algorithm = "STANDALONE" if method.spec_type == "draft-simple" else "EAGLE3"
@@ -207,14 +227,4 @@ def sglang_export(
         warnings.append(
             "SGLang's NGRAM speculation runs on CUDA only; its match-window settings are left at SGLang's defaults"
         )
-    return EngineExport(argv, warnings + _sampling_warning(sampling, "sglang"))
-
-
-def engine_export(
-    engine: str, load: LoadSettings, spec: SpecSettings, sampling: SamplingSettings | None = None, **options
-) -> EngineExport:
-    if engine == "vllm":
-        return vllm_export(load, spec, sampling, **options)
-    if engine == "sglang":
-        return sglang_export(load, spec, sampling, **options)
-    raise EngineExportError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    return argv

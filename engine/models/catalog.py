@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.core.paths import RESOURCES_DIR
 from engine.models.draft_heads import HEAD_ARCHITECTURES
+from engine.models.tensor_layout import HYBRID_ARCHITECTURES, ArchitectureNumbers, parameter_count
 
 CATALOG_DIR = RESOURCES_DIR / "catalog"
 FORMAT_VERSION = 1
@@ -89,23 +90,13 @@ class Hybrid:
     ssm_time_step_rank: int  # linear_num_value_heads
     ssm_inner_size: int  # linear_num_value_heads x linear_value_head_dim
 
-    def recurrent(self, il: int) -> bool:
-        return (il + 1) % self.full_attention_interval != 0
-
-    def layer_params(self, n_embd: int) -> int:
-        """Weights of one delta-net layer's token mixer: qkv, the output gate z, alpha and beta, the output
-        projection and the short convolution."""
-        key, value = self.ssm_state_size * self.ssm_group_count, self.ssm_inner_size
-        conv = 2 * key + value
-        return n_embd * (conv + 2 * value + 2 * self.ssm_time_step_rank) + self.ssm_conv_kernel * conv
-
 
 @dataclass(frozen=True)
 class Gemma4Layers:
     """Gemma 4's layers differ one from the next (llama.cpp's gemma4), as its config.json states them: the
     Architecture's head_dim and n_head_kv are the sliding layers'; every global_every-th layer is global, with
-    other heads. The field names are model_info_from_numbers' keywords, which writes them as the GGUF keys
-    engine.planning.kv_layers and sliding_window read."""
+    other heads. The field names are engine.models.tensor_layout.ArchitectureNumbers', which lays the layers out;
+    engine.planning.model_numbers writes them as the GGUF keys engine.planning.kv_layers and sliding_window read."""
 
     global_every: int  # layer il is global when il % global_every == global_every - 1 (config: layer_types)
     head_dim_global: int  # global_head_dim
@@ -118,26 +109,6 @@ class Gemma4Layers:
 
     def is_global(self, il: int) -> bool:
         return il % self.global_every == self.global_every - 1
-
-    def layer_params(self, a: Architecture, il: int, experts: int) -> int:
-        """One layer's weights as src/models/gemma4.cpp creates them (norms left out): q and o at this
-        layer's head size, k and v where it keeps a cache (k only on a k_eq_v global layer), the dense FFN,
-        the router and experts of an MoE beside it, and the per-layer embedding's gate and projection."""
-        glob = self.is_global(il)
-        head_dim = self.head_dim_global if glob else a.head_dim
-        n_head_kv = self.n_head_kv_global if glob else a.n_head_kv
-        params = 2 * a.n_embd * a.n_head * head_dim
-        shared = il >= a.n_layer - self.shared_kv_layers
-        if not shared:
-            params += a.n_embd * n_head_kv * head_dim * (1 if glob and self.k_eq_v else 2)
-        params += 3 * a.n_embd * a.n_ff * (2 if shared and self.double_wide_ffn else 1)
-        if a.is_moe:
-            params += a.n_embd * a.n_expert + experts * 3 * a.n_embd * a.n_ff_exp
-        return params + 2 * a.n_embd * self.n_embd_per_layer
-
-    def embedding_params(self, a: Architecture) -> int:
-        """The per-layer embedding table (looked up, one row per token) and its projection from the trunk."""
-        return (a.n_vocab + a.n_embd) * self.n_embd_per_layer * a.n_layer
 
 
 @dataclass(frozen=True)
@@ -172,40 +143,39 @@ class Architecture:
     def is_moe(self) -> bool:
         return self.n_expert > 0
 
-    def _layer_params(self, experts: int, il: int = -1) -> int:
-        if self.gemma4 is not None:
-            return self.gemma4.layer_params(self, il, experts)
-        if self.hybrid is not None and il >= 0 and self.hybrid.recurrent(il):
-            mixer = self.hybrid.layer_params(self.n_embd)
-        else:  # Qwen3.5's query projection also yields its output gate: twice the rows
-            query = 2 * self.n_head if self.hybrid is not None else self.n_head
-            mixer = self.n_embd * self.head_dim * (query + self.n_head + 2 * self.n_head_kv)
-        if self.is_moe:  # the router and `experts` experts' gate, up and down, and a shared expert if any
-            ffn = self.n_embd * self.n_expert + experts * 3 * self.n_embd * self.n_ff_exp
-            ffn += 3 * self.n_embd * self.n_ff_shared
-        else:
-            ffn = 3 * self.n_embd * self.n_ff
-        return mixer + ffn
-
-    def _layers_params(self, experts: int) -> int:
-        if self.hybrid is None and self.gemma4 is None:
-            return self.n_layer * self._layer_params(experts)
-        return sum(self._layer_params(experts, il) for il in range(self.n_layer))
+    def numbers(self) -> ArchitectureNumbers:
+        """These numbers as the tensor layout (engine.models.tensor_layout) and the planner read them."""
+        return ArchitectureNumbers(
+            architecture=self.llama_arch,
+            n_layer=self.n_layer,
+            n_embd=self.n_embd,
+            n_head=self.n_head,
+            n_head_kv=self.n_head_kv,
+            head_dim=self.head_dim,
+            n_ff=self.n_ff,
+            n_vocab=self.n_vocab,
+            n_ctx_train=self.n_ctx_train,
+            tied_embeddings=self.tied_embeddings,
+            n_expert=self.n_expert,
+            n_expert_used=self.n_expert_used,
+            n_ff_exp=self.n_ff_exp,
+            n_ff_shared=self.n_ff_shared,
+            sliding_window=self.sliding_window,
+            nextn_layers=self.nextn_layers,
+            **(vars(self.hybrid) if self.hybrid else {}),
+            **(vars(self.gemma4) if self.gemma4 else {}),
+        )
 
     def estimated_params(self) -> int:
         """Parameters of a decoder with these numbers (norms and biases left out); an MoE model counts every
         expert, a hybrid one its delta-net layers as such; an MTP block is not counted."""
-        embeddings = self.n_vocab * self.n_embd * (1 if self.tied_embeddings else 2)
-        if self.gemma4 is not None:
-            embeddings += self.gemma4.embedding_params(self)
-        return self._layers_params(self.n_expert) + embeddings
+        return parameter_count(self.numbers())
 
     def estimated_active_params(self) -> int:
         """The parameters one token passes through: the used experts only, and the output matrix but not the
         input embeddings (a row is looked up, not multiplied). Equal to estimated_params less the input
         embeddings for a dense model."""
-        output = self.n_vocab * self.n_embd
-        return self._layers_params(self.n_expert_used if self.is_moe else 0) + output
+        return parameter_count(self.numbers(), per_token=True)
 
     @property
     def active_params(self) -> int:
@@ -402,6 +372,22 @@ class _Entry:
             raise self.fail(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}")
 
 
+def _named_entries(
+    top: _Entry, list_key: str, path: Path, kind: str, key: str, check: Callable[[str], str | None]
+) -> Iterator[tuple[_Entry, str]]:
+    """Each object of top's list list_key as an _Entry named after its own `key` field (a quant, a tokenizer,
+    a preset), with that name; a name given twice is a fault."""
+    seen: set[str] = set()
+    for i, raw in enumerate(top.get(list_key, list)):
+        e = _Entry(raw, f"{path}: {list_key}[{i}]")
+        name = e.get(key, str, check=check)
+        e.where = f"{path}: {kind} {name!r}"
+        if name in seen:
+            raise e.fail(f"the {key} is used twice")
+        seen.add(name)
+        yield e, name
+
+
 def _positive(value: Any) -> str | None:
     return None if value > 0 else "must be positive"
 
@@ -443,10 +429,7 @@ def _check_format(doc: Any, path: Path) -> _Entry:
 def _quants(path: Path) -> list[Quant]:
     top = _check_format(_read_json(path), path)
     out = []
-    for i, raw in enumerate(top.get("quants", list)):
-        e = _Entry(raw, f"{path}: quants[{i}]")
-        name = e.get("name", str, check=_nonempty)
-        e.where = f"{path}: quant {name!r}"
+    for e, name in _named_entries(top, "quants", path, "quant", "name", _nonempty):
         q = Quant(
             name=name,
             weight_type=e.get("weight_type", str, check=_nonempty),
@@ -472,8 +455,7 @@ _HYBRID_KEYS = (
     "ssm_time_step_rank",
     "ssm_inner_size",
 )
-# general.architecture values whose layout is hybrid (engine.planning.recurrent.HYBRID_ARCHITECTURES)
-_HYBRID_ARCHS = ("qwen35", "qwen35moe", "qwen3next")
+_HYBRID_ARCHS = tuple(sorted(HYBRID_ARCHITECTURES))
 
 
 def _hybrid(raw: Any, where: str) -> Hybrid:
@@ -751,12 +733,7 @@ def _vocab_file(value: str | None) -> str | None:
 def _tokenizers(path: Path) -> list[Tokenizer]:
     top = _check_format(_read_json(path), path)
     out: list[Tokenizer] = []
-    for i, raw in enumerate(top.get("tokenizers", list)):
-        e = _Entry(raw, f"{path}: tokenizers[{i}]")
-        tokenizer_id = e.get("id", str, check=_identifier)
-        e.where = f"{path}: tokenizer {tokenizer_id!r}"
-        if any(t.id == tokenizer_id for t in out):
-            raise e.fail("the id is declared twice")
+    for e, tokenizer_id in _named_entries(top, "tokenizers", path, "tokenizer", "id", _identifier):
         t = Tokenizer(
             id=tokenizer_id,
             name=e.get("name", str, check=_nonempty),
@@ -794,12 +771,7 @@ def _check_pair(target: str, draft: str, by_id: dict[str, Model], tokenizer: dic
 def _presets(path: Path, by_id: dict[str, Model], tokenizer: dict[str, str]) -> list[Preset]:
     top = _check_format(_read_json(path), path)
     out: list[Preset] = []
-    for i, raw in enumerate(top.get("presets", list)):
-        e = _Entry(raw, f"{path}: presets[{i}]")
-        name = e.get("name", str, check=_identifier)
-        e.where = f"{path}: preset {name!r}"
-        if any(p.name == name for p in out):
-            raise e.fail("the name is used twice")
+    for e, name in _named_entries(top, "presets", path, "preset", "name", _identifier):
         description = e.get("description", str, check=_nonempty)
         files = {}
         for role in ("target", "draft"):

@@ -54,6 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from engine.models.tensor_layout import ArchitectureNumbers, layer_tensors
+
 WORDS = (
     "the of and to in is that for it as with was on be by this are from at or an have not "
     "but which all one their has were can more will if when there so what about other into "
@@ -128,6 +130,49 @@ class ModelShape:
     def expert_ff(self) -> int:
         return self.n_ff_exp or self.n_ff // max(self.n_expert_used, 1)
 
+    def numbers(self, n_layer: int | None = None, n_vocab: int = 0, mtp: bool = False) -> ArchitectureNumbers:
+        """This shape as engine.models.tensor_layout describes an architecture: the tensors a written model
+        holds are those it lists. n_layer: the model's depth (the draft's is shallower); n_vocab: 0 where
+        only the blocks matter; mtp: a hybrid target's MTP block after its trunk."""
+        head_dim, n_layer = self.n_embd // self.n_head, n_layer or self.n_layer
+        extra: dict[str, Any] = {}
+        if self.hybrid:  # the shared expert of a qwen35moe is n_ff rows wide
+            extra.update(
+                full_attention_interval=FULL_ATTENTION_INTERVAL,
+                ssm_conv_kernel=SSM_CONV_KERNEL,
+                ssm_state_size=SSM_STATE,
+                ssm_group_count=SSM_GROUPS,
+                ssm_time_step_rank=SSM_V_HEADS,
+                ssm_inner_size=SSM_STATE * SSM_V_HEADS,
+                n_ff_shared=self.n_ff if self.is_moe else 0,
+                nextn_layers=1 if mtp else 0,
+            )
+        if self.gemma4:
+            head_dim_global, n_head_kv_global = self.gemma4_attention(GEMMA4_PERIOD - 1)
+            extra.update(
+                global_every=GEMMA4_PERIOD,
+                head_dim_global=head_dim_global,
+                n_head_kv_global=n_head_kv_global,
+                # the target's last shared_kv_layers share; a draft (its first layers) keeps a cache in each
+                shared_kv_layers=max(0, n_layer - (self.n_layer - self.shared_kv_layers)),
+            )
+        return ArchitectureNumbers(
+            architecture=self.arch,
+            n_layer=n_layer,
+            n_embd=self.n_embd,
+            n_head=self.n_head,
+            n_head_kv=self.n_head_kv,
+            head_dim=head_dim,
+            n_ff=self.n_ff,
+            n_vocab=n_vocab,
+            n_ctx_train=self.n_ctx_train,
+            n_expert=self.n_expert,
+            n_expert_used=self.n_expert_used,
+            n_ff_exp=self.expert_ff,
+            sliding_window=self.sliding_window or None,
+            **extra,
+        )
+
     def gemma4_attention(self, layer: int) -> tuple[int, int]:
         """(head size, KV heads) of a gemma4 layer: the sliding layers' or the global layers'."""
         if gemma4_is_sliding(layer):
@@ -201,10 +246,6 @@ def build_vocab(variant: int = 0, n_vocab: int = 0, chat: bool = False) -> tuple
 
 
 def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float, layer: int) -> dict[str, np.ndarray]:
-    d, ff = shape.n_embd, shape.n_ff
-    head_dim = d // shape.n_head
-    kv = shape.n_head_kv * head_dim
-
     def w(*dims: int, gain: float = 1.0) -> np.ndarray:
         return (rng.standard_normal(dims) * gain / np.sqrt(dims[-1])).astype(np.float32)
 
@@ -212,35 +253,23 @@ def _block_tensors(rng: np.random.Generator, shape: ModelShape, scale_out: float
         return _qwen35_block(rng, shape, scale_out, layer, w)
     if shape.gemma4:
         return _gemma4_block(shape, scale_out, layer, w)
-    block = {
-        "attn_norm.weight": np.ones(d, dtype=np.float32),
-        "attn_q.weight": w(d, d),
-        "attn_k.weight": w(kv, d),
-        "attn_v.weight": w(kv, d),
-        "attn_output.weight": w(d, d, gain=scale_out),
-        "ffn_norm.weight": np.ones(d, dtype=np.float32),
-    }
-    if shape.sliding_window:
-        # gemma3: RMS norms on q and k per head, and after attention and after the FFN
-        block["attn_q_norm.weight"] = np.ones(head_dim, dtype=np.float32)
-        block["attn_k_norm.weight"] = np.ones(head_dim, dtype=np.float32)
-        block["post_attention_norm.weight"] = np.ones(d, dtype=np.float32)
-        block["post_ffw_norm.weight"] = np.ones(d, dtype=np.float32)
-    if not shape.is_moe:
-        block["ffn_gate.weight"] = w(ff, d)
-        block["ffn_up.weight"] = w(ff, d)
-        block["ffn_down.weight"] = w(d, ff, gain=scale_out)
-        return block
-    # qwen3moe: RMS norms on q and k per head, a router, and the experts stacked in one tensor each
-    # (numpy's shape is GGUF's reversed: {n_embd, n_ff_exp, n_expert} is (n_expert, n_ff_exp, n_embd))
-    e, ffe = shape.n_expert, shape.expert_ff
-    block["attn_q_norm.weight"] = np.ones(head_dim, dtype=np.float32)
-    block["attn_k_norm.weight"] = np.ones(head_dim, dtype=np.float32)
-    block["ffn_gate_inp.weight"] = w(e, d, gain=4.0)  # a sharp router: tokens prefer different experts
-    block["ffn_gate_exps.weight"] = w(e, ffe, d)
-    block["ffn_up_exps.weight"] = w(e, ffe, d)
-    block["ffn_down_exps.weight"] = w(e, d, ffe, gain=scale_out)
+    # the tensors llama.cpp's converter writes for this architecture (engine.models.tensor_layout), filled
+    # with random matrices and unit norms; numpy's shape is GGUF's reversed ({n_embd, n_ff} is (n_ff, n_embd))
+    block = {}
+    for t in layer_tensors(shape.numbers(), layer):
+        key = t.name.removeprefix(f"blk.{layer}.")
+        dims = t.shape[::-1]
+        if len(dims) == 1:
+            block[key] = np.ones(dims, dtype=np.float32)
+        else:
+            block[key] = w(*dims, gain=scale_out if key in _OUTPUT_PROJECTIONS else _GAINS.get(key, 1.0))
     return block
+
+
+# the matrices that write back into the residual stream: scaled by the draft's divergence in the target's
+# layers past the draft's; and a sharp router, so that tokens prefer different experts
+_OUTPUT_PROJECTIONS = frozenset({"attn_output.weight", "ffn_down.weight", "ffn_down_exps.weight"})
+_GAINS = {"ffn_gate_inp.weight": 4.0}
 
 
 def qwen35_is_recurrent(layer: int) -> bool:

@@ -12,7 +12,7 @@ from engine.models.gguf_inspect import ModelInfo
 from engine.planning.budget import Budget
 from engine.planning.memory_plan import KV_PAD, MemoryPlan, plan_memory
 from engine.planning.model_cost import ModelCost, model_cost, mtp_cost
-from engine.planning.model_numbers import model_info_from_numbers
+from engine.planning.model_numbers import model_info_from_architecture
 
 
 class CatalogModels:
@@ -30,29 +30,8 @@ class CatalogModels:
         key = (model.id, quant)
         if key not in self._cache:
             q = self.catalog.quant(quant)
-            a = model.architecture
-            self._cache[key] = model_info_from_numbers(
-                architecture=a.llama_arch,
-                n_layer=a.n_layer,
-                n_embd=a.n_embd,
-                n_head=a.n_head,
-                n_head_kv=a.n_head_kv,
-                head_dim=a.head_dim,
-                n_ff=a.n_ff,
-                n_vocab=a.n_vocab,
-                n_ctx_train=a.n_ctx_train,
-                tied_embeddings=a.tied_embeddings,
-                weight_type=q.weight_type,
-                bits_per_weight=q.bits_per_weight,
-                name=model.id,
-                n_expert=a.n_expert,
-                n_expert_used=a.n_expert_used,
-                n_ff_exp=a.n_ff_exp,
-                sliding_window=a.sliding_window,
-                n_ff_shared=a.n_ff_shared,
-                nextn_layers=a.nextn_layers,
-                **(vars(a.hybrid) if a.hybrid else {}),
-                **(vars(a.gemma4) if a.gemma4 else {}),
+            self._cache[key] = model_info_from_architecture(
+                model.architecture.numbers(), q.weight_type, q.bits_per_weight, model.id
             )
         return self._cache[key]
 

@@ -27,7 +27,8 @@ from engine.models.gguf_check import GGUFError, check_gguf
 from engine.models.gguf_inspect import GGUFInspectError, ModelInfo, inspect_gguf
 from engine.planning.budget import Budget
 from engine.planning.fit import FitVerdict, plan_fit
-from engine.planning.memory_plan import PlanError
+from engine.planning.memory_plan import MemoryPlan, PlanError
+from engine.planning.placement import Placement, placement_for
 
 FILE, VOCAB, MEMORY, NO_PLAN = "file", "vocab", "memory", "no-plan"
 
@@ -129,9 +130,10 @@ def preflight(
     return result
 
 
-def preflight_load(load: LoadSettings, budget: Budget | None) -> Preflight:
+def preflight_load(load: LoadSettings, budget: Budget | None, **options: Any) -> Preflight:
     """preflight for an engine load's settings: its files, context and GPU layers, the experts it keeps on the
-    CPU, the devices it names and the K it loads for (the Lab's check before a load, the session's refusal)."""
+    CPU, the devices it names and the K it loads for (the Lab's check before a load, the session's refusal,
+    `spectune plan`). options: preflight's check_files and plan options (cache types, ...)."""
     return preflight(
         load.target,
         load.draft,
@@ -144,7 +146,28 @@ def preflight_load(load: LoadSettings, budget: Budget | None) -> Preflight:
         target_devices=load.device.split(",") if load.device else None,
         draft_devices=load.device_draft.split(",") if load.device_draft else None,
         draft_n_max=load.draft_n_max_at_load,
+        **options,
     )
+
+
+def preflight_and_place(
+    load: LoadSettings, budget: Budget | None, **options: Any
+) -> tuple[Preflight, tuple[Placement, MemoryPlan] | None]:
+    """The pre-load check and, for a pair too big for the budget, the first arrangement that fits its GPUs
+    and RAM with its plan (engine.planning.placement; None: it fits, no GPU, nowhere fits, or a file the search
+    could not read, which the check's reasons already name). What the Lab does before a load and `spectune
+    plan` prints. options: as preflight_load's."""
+    check = preflight_load(load, budget, **options)
+    if not check.too_big or budget is None or not budget.gpus:
+        return check, None
+    plan_options = {k: v for k, v in options.items() if k != "check_files"}
+    try:
+        placed = placement_for(
+            load.target, load.draft, load.ctx, budget, draft_n_max=load.draft_n_max_at_load, **plan_options
+        )
+    except (GGUFInspectError, OSError, ValueError):
+        placed = None
+    return check, placed
 
 
 def _check_memory(

@@ -35,9 +35,8 @@ from dataclasses import dataclass
 
 from engine.models.draft_heads import MTP_ARCHITECTURES
 from engine.models.gguf_inspect import ModelInfo
+from engine.models.tensor_layout import DEFAULT_FULL_ATTENTION_INTERVAL, HYBRID_ARCHITECTURES
 
-# llm_arch_is_hybrid and the qwen filter in create_memory: attention where il < n_layer() and not is_recr(il)
-HYBRID_ARCHITECTURES = frozenset({"qwen35", "qwen35moe", "qwen3next"})
 # llm_arch_supports_rs_rollback (of the architectures above)
 ROLLBACK_ARCHITECTURES = frozenset({"qwen35", "qwen35moe"})
 # common_params_speculative::need_n_rs_seq: the types whose target context keeps draft n_max snapshots
@@ -46,7 +45,6 @@ SNAPSHOT_TYPES = frozenset({"draft-mtp", "draft-eagle3", "draft-dflash", "draft-
 # architecture whose graph builds an MTP head, and nemotron_h, whose loader (shared with nemotron_h_moe) skips
 # its next-n tensors the same way though its own graph has no MTP head
 MTP_LOADED_ON_DEMAND = MTP_ARCHITECTURES | {"nemotron_h"}
-DEFAULT_FULL_ATTENTION_INTERVAL = 4
 DEFAULT_DRAFT_N_MAX = 3  # common_params_speculative draft.n_max: llama-server's --spec-draft-n-max default
 STATE_BYTES = 4  # r and s are F32 (GGML_TYPE_F32 in create_memory)
 

@@ -182,9 +182,7 @@ class ExportPage(QWidget):
         """Validate the Lab's current settings; False (with the reason shown) when it cannot start."""
         if self.runner is not None:
             return False
-        refusal = self.jobs.not_now(JOB)
-        if refusal:
-            self._say(refusal, error=True)
+        if self.jobs.refuse(JOB, lambda why: self._say(why, error=True)):
             return False
         s = self.session
         try:

@@ -15,7 +15,7 @@ jobs (app.jobs), which stops it when a tune or a validation starts.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineController
@@ -27,13 +27,14 @@ from app.widgets.banner import Banner
 from app.widgets.live_charts import LiveCharts
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
+from app.widgets.timers import make_timer
 from app.widgets.token_text import TokenText
 from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SettingsError, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
 from engine.planning.budget import Budget
-from engine.planning.preflight import Preflight, preflight_load
+from engine.planning.preflight import Preflight, preflight_and_place, preflight_load
 
 CHART_INTERVAL_MS = 40  # 25 Hz
 TEXT_INTERVAL_MS = 250  # 4 Hz
@@ -128,16 +129,9 @@ class LabPage(QWidget):
 
     def _start_timers(self) -> None:
         """The charts repaint at 25 Hz and the text at 4 Hz; a moved knob is sent once it has rested."""
-        self.chart_timer = QTimer(self)
-        self.chart_timer.setInterval(CHART_INTERVAL_MS)
-        self.chart_timer.timeout.connect(self._repaint)
-        self.text_timer = QTimer(self)
-        self.text_timer.setInterval(TEXT_INTERVAL_MS)
-        self.text_timer.timeout.connect(self._flush_text)
-        self.knob_timer = QTimer(self)
-        self.knob_timer.setSingleShot(True)
-        self.knob_timer.setInterval(KNOB_SETTLE_MS)
-        self.knob_timer.timeout.connect(self._send_knobs)
+        self.chart_timer = make_timer(self, CHART_INTERVAL_MS, self._repaint)
+        self.text_timer = make_timer(self, TEXT_INTERVAL_MS, self._flush_text)
+        self.knob_timer = make_timer(self, KNOB_SETTLE_MS, self._send_knobs, single_shot=True)
         self.chart_timer.start()
         self.text_timer.start()
 
@@ -181,10 +175,7 @@ class LabPage(QWidget):
     def _refused_while_busy(self) -> bool:
         """A tune or a validation measures speed with an engine of its own: the Lab refuses to load or run
         beside it (and says so) until it ends."""
-        refusal = self.jobs.not_now(LAB)
-        if refusal:
-            self.banner.show_message(refusal, "warning")
-        return bool(refusal)
+        return self.jobs.refuse(LAB, lambda why: self.banner.show_message(why, "warning"))
 
     def load(self) -> bool:
         """Check the pair in the controls (engine.planning.preflight: its files, llama.cpp's vocabulary rule,
@@ -687,16 +678,5 @@ def _check_pair(settings: LoadSettings, budget: Budget | None):
     """The pre-load check and, for a pair that does not fit, a placement that does (engine.planning.placement;
     None: no GPU, a file that cannot be read, or no arrangement fits). Runs in a background thread: pure
     engine work, no widget touched."""
-    check = preflight_load(settings, budget)
-    if not check.too_big or budget is None or not budget.gpus:
-        return check, None
-    from engine.models.gguf_inspect import GGUFInspectError
-    from engine.planning.placement import placement_for
-
-    try:
-        placed = placement_for(
-            settings.target, settings.draft, settings.ctx, budget, draft_n_max=settings.draft_n_max_at_load
-        )
-    except (GGUFInspectError, OSError, ValueError):
-        return check, None
+    check, placed = preflight_and_place(settings, budget)
     return check, None if placed is None or placed[0].is_default else placed[0]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -47,6 +47,7 @@ from app.widgets.forms import spin_box
 from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
+from app.widgets.timers import make_timer
 from engine.core.paths import data_dir
 from engine.core.settings import SettingsError
 from engine.serve.watch import ROLLING, RequestRecord, acceptance_alert
@@ -105,9 +106,7 @@ class ServePage(QWidget):
         self._build_watch(col)
         add_page_shortcuts(self, (("Ctrl+Shift+S", self.start), (Qt.Key.Key_Escape, self.stop)))
         jobs.register(JOB, lambda: self.busy, "a server is running on the Serve page", "the server's")
-        self.timer = QTimer(self)
-        self.timer.setInterval(1000)
-        self.timer.timeout.connect(self._tick)
+        self.timer = make_timer(self, 1000, self._tick)
         self._set_state("idle")
 
     # -- layout -----------------------------------------------------------------------------------
@@ -219,9 +218,7 @@ class ServePage(QWidget):
 
         if self.state != "idle":
             return False
-        refusal = self.jobs.not_now(JOB)
-        if refusal:
-            self._say(refusal, error=True)
+        if self.jobs.refuse(JOB, lambda why: self._say(why, error=True)):
             return False
         s = self.session
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -44,6 +44,7 @@ from app.widgets.forms import spin_box
 from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
+from app.widgets.timers import make_timer
 from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
 from app.widgets.workload_box import WorkloadBox
@@ -213,13 +214,8 @@ class TunePage(QWidget):
         return body
 
     def _build_timers(self) -> None:
-        self.progress_timer = QTimer(self)
-        self.progress_timer.setInterval(PROGRESS_INTERVAL_MS)
-        self.progress_timer.timeout.connect(self._show_progress)
-        self.kill_timer = QTimer(self)
-        self.kill_timer.setSingleShot(True)
-        self.kill_timer.setInterval(KILL_AFTER_MS)
-        self.kill_timer.timeout.connect(self._kill_if_still_running)
+        self.progress_timer = make_timer(self, PROGRESS_INTERVAL_MS, self._show_progress)
+        self.kill_timer = make_timer(self, KILL_AFTER_MS, self._kill_if_still_running, single_shot=True)
 
     def _connect(self) -> None:
         self.start_button.clicked.connect(self.start)
@@ -280,9 +276,7 @@ class TunePage(QWidget):
     def start(self) -> None:
         if self.mode != "idle":
             return
-        refusal = self.jobs.not_now(JOB)
-        if refusal:
-            self.banner.show_message(refusal, "warning")
+        if self.jobs.refuse(JOB, lambda why: self.banner.show_message(why, "warning")):
             return
         try:
             load = self.session.load_settings()
