@@ -12,6 +12,7 @@ header_reads     model files' headers read off the GUI thread, for every page th
 scripted         a short scripted session on the demo pair (--selftest, --demo, screenshots)
 settings_store   the app's settings, an INI file in the platformdirs config folder
 gui_gc           Python's cycle collector, run in the GUI thread only
+gil_handover     background threads hand the GUI thread Python's GIL within a millisecond
 pages            the main window's pages
 widgets          widgets and look the pages share
 """

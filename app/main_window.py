@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
+from app.gil_handover import hand_over_quickly
 from app.gui_gc import collect_in_gui_thread
 from app.jobs import MeasuringJobs
 from app.page_list import PAGE_NAMES, PAGES
@@ -41,7 +42,7 @@ from app.widgets.icons import app_icon
 from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
 from app.widgets.timers import make_timer
-from app.widgets.wheel_guard import install_wheel_guard
+from app.widgets.wheel_guard import guard_knobs
 
 STATE_COLOURS = {  # the role's colour in the current look (style.current())
     STARTING: "busy",
@@ -81,6 +82,7 @@ class MainWindow(QMainWindow):
         """nvml: a stand-in for the pynvml module (tests on machines without a GPU)."""
         super().__init__()
         collect_in_gui_thread()
+        hand_over_quickly()  # background threads give the GUI thread the GIL within 1 ms, not 5
         self.setWindowTitle("SpecTune")
         self.setWindowIcon(app_icon())
         self.controller = controller or EngineController(self)
@@ -89,10 +91,10 @@ class MainWindow(QMainWindow):
         self.session = LabSession(self)
         self._demo: ScriptedSession | None = None  # the Start page's demo run
         self.jobs = MeasuringJobs()
-        install_wheel_guard()  # the wheel scrolls the pages; a knob takes it only with the focus
         self._build_pages(nvml)
         self._connect_pages()
         self._build_central()
+        guard_knobs(self)  # the wheel scrolls the pages; a knob takes it only with the focus
         self._build_status_bar()
         self._connect_status()
         self.vram_timer = make_timer(self, 2000, self._refresh_vram)

@@ -56,12 +56,23 @@ class StallProbe:
         self._timer = QTimer()
         self._timer.setInterval(PROBE_MS)
         self._timer.timeout.connect(self._tick)
-        self.last_tick = time.monotonic()
+        self.last_tick, self.active = time.monotonic(), False
 
     def _tick(self) -> None:
         self.stalls.append(max(0.0, self._clock.nsecsElapsed() / 1e6 - PROBE_MS))
         self._clock.restart()
         self.last_tick = time.monotonic()
+
+    def start(self) -> None:
+        self.stalls.clear()
+        self._clock.start()
+        self._timer.start()
+        self.last_tick, self.active = time.monotonic(), True
+
+    def stop(self) -> list[float]:
+        self._timer.stop()
+        self.active = False
+        return list(self.stalls)
 
 
 class StallTracer(threading.Thread):
@@ -79,7 +90,7 @@ class StallTracer(threading.Thread):
     def run(self) -> None:
         while self.running:
             time.sleep(0.01)
-            if time.monotonic() - self.probe.last_tick < self.after_s:
+            if not self.probe.active or time.monotonic() - self.probe.last_tick < self.after_s:
                 continue
             for ident, frame in sys._current_frames().items():
                 if ident == self.ident:
@@ -94,15 +105,6 @@ class StallTracer(threading.Thread):
         out("# stall trace: samples (10 ms each) per innermost frames, while the GUI had not ticked")
         for where, n in self.samples.most_common(25):
             out(f"#   {n:4d}  {where}")
-
-    def start(self) -> None:
-        self.stalls.clear()
-        self._clock.start()
-        self._timer.start()
-
-    def stop(self) -> list[float]:
-        self._timer.stop()
-        return list(self.stalls)
 
 
 def run_until(cond, timeout_s: float) -> float:

@@ -247,10 +247,10 @@ def test_models_page_checks_the_pair_before_loading(qtbot, tmp_path, monkeypatch
     w = MainWindow(settings=QSettings(str(tmp_path / "m.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(w)
     set_pair(w, pair)
-    assert "compatible" in w.models.compat_badge.text() and "✓" in w.models.compat_badge.text()
+    qtbot.waitUntil(lambda: "✓ compatible" in w.models.compat_badge.text(), timeout=WAIT)  # checked in a thread
     assert "fits" in w.models.fit_badge.text() and "target kv_cache" in w.models.plan_label.text()
     set_pair(w, incompatible_pair)
-    assert "incompatible" in w.models.compat_badge.text()
+    qtbot.waitUntil(lambda: "incompatible" in w.models.compat_badge.text(), timeout=WAIT)
     w.lab.load()
     qtbot.waitUntil(lambda: "vocabulary" in w.lab.banner.label.text(), timeout=WAIT)
     assert w.lab.mode == "idle" and w.controller.loaded_info is None
@@ -380,7 +380,7 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
     assert lab.mode == "idle" and w.controller.loaded_info is None
     assert "does not fit on CUDA0" in text and "1.0 MiB free" in text and "smaller context" in text, text
     assert lab.banner.button.isVisible() and lab.banner.button.text() == "Load anyway"
-    assert "does not fit in VRAM" in w.models.fit_badge.text()
+    qtbot.waitUntil(lambda: "does not fit in VRAM" in w.models.fit_badge.text(), timeout=WAIT)
     lab.banner.button.click()  # loads (a CPU build here: it does fit) and then runs
     qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
     lab.stop()

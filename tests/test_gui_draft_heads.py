@@ -138,7 +138,8 @@ def test_the_models_page_names_draft_heads_and_lists_the_bundled_pair(qtbot, win
     assert "EAGLE-3 draft" in page.library.selection_label.text()
     page.library.use_button.click()
     assert window.lab.session.draft() == folder / eagle3 and window.lab.session.target() == pair[0]
-    assert "draft-eagle3" in page.methods_badge.text() and "draft-simple" not in page.methods_badge.text()
+    qtbot.waitUntil(lambda: "draft-eagle3" in page.methods_badge.text(), timeout=30_000)  # checked in a thread
+    assert "draft-simple" not in page.methods_badge.text()
     assert window.lab.controls.method.model().item(window.lab.controls.method.findText("draft-eagle3")).isEnabled()
 
 

@@ -243,7 +243,7 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     # the Lab had no workload (issue 30 #3: Start then said "write a prompt"): the pair brings the set that
     # suits its target, and Start can run at once
     assert session.workload() == suggested_workload(str(hf_t)) and session.collect_prompts()
-    assert "✓ compatible" in page.compat_badge.text()
+    qtbot.waitUntil(lambda: "✓ compatible" in page.compat_badge.text(), timeout=WAIT)
     # a broken file cannot be handed over
     lib.select_paths(broken)
     assert not lib.use_button.isEnabled()
@@ -306,7 +306,7 @@ def test_preset_download_shows_progress_cancels_and_resumes(qtbot, make_page, hu
     session = page.session
     assert session.target().name == TARGET and session.draft().name == DRAFT
     assert session.target().read_bytes() == target_bytes
-    assert "✓ compatible" in page.compat_badge.text()
+    qtbot.waitUntil(lambda: "✓ compatible" in page.compat_badge.text(), timeout=WAIT)
     # the finished download is in the library, and the preset knows its files from there
     qtbot.waitUntil(
         lambda: (

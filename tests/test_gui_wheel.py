@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (  # noqa: E402
     QWidget,
 )
 
-from app.widgets.wheel_guard import install_wheel_guard  # noqa: E402
+from app.widgets.wheel_guard import guard_knobs  # noqa: E402
 
 
 def _wheel(widget: QWidget, notches: int = -1) -> None:
@@ -38,8 +38,6 @@ def _wheel(widget: QWidget, notches: int = -1) -> None:
 
 
 def test_an_unfocused_knob_keeps_its_value_and_the_panel_scrolls(qtbot):
-    install_wheel_guard()
-    assert install_wheel_guard() is install_wheel_guard()  # once per application
     area, panel = QScrollArea(), QWidget()
     layout = QVBoxLayout(panel)
     spin, combo, slider = QSpinBox(), QComboBox(), QSlider(Qt.Orientation.Horizontal)
@@ -53,6 +51,7 @@ def test_an_unfocused_knob_keeps_its_value_and_the_panel_scrolls(qtbot):
         layout.addWidget(w)
     layout.addSpacing(3000)  # taller than the area: there is something to scroll
     area.setWidget(panel)
+    assert guard_knobs(area) is guard_knobs(area)  # one guard per application
     area.resize(300, 200)
     qtbot.addWidget(area)
     area.show()
@@ -72,3 +71,14 @@ def test_an_unfocused_knob_keeps_its_value_and_the_panel_scrolls(qtbot):
 
 def _value(knob) -> int:
     return knob.currentIndex() if isinstance(knob, QComboBox) else knob.value()
+
+
+def test_every_knob_of_the_main_window_is_guarded(window, qtbot):
+    """The guard sits on each knob (not on the application, where every event would wait for Python's GIL):
+    the Lab's K knob, unfocused under the wheel, keeps its value."""
+    k = window.lab.controls.k
+    window.lab.controls.setFocus()
+    before = k.value()
+    assert 0 < before < k.maximum()  # room to move either way, unguarded
+    _wheel(k)
+    assert k.value() == before and not k.hasFocus()

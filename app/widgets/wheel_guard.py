@@ -2,8 +2,13 @@
 
 Qt's spin boxes, combo boxes and sliders take every wheel event over them, focused or not, so scrolling the
 Lab's left panel turned whichever knob passed under the pointer (issue 30: 12 of 17 knobs changed on one
-notch). One filter on the application covers every page: a wheel event over an unfocused knob goes to the
-scroll area around it instead, or nowhere when there is none.
+notch). One filter, put on every knob of a window once its pages are built: a wheel event over an unfocused
+knob goes to the scroll area around it instead, or nowhere when there is none.
+
+On the knobs, not on the application: a Python filter on the application sees every event of every widget
+(each paint, each timer), and each must take Python's GIL first. With a background thread holding the GIL
+(a header read, the catalog's ranking) each handover waits up to the interpreter's 5 ms switch interval,
+and a window's repaint of a few hundred events froze the window for up to 1.6 s (bench/gui_stall.py).
 """
 
 from __future__ import annotations
@@ -54,12 +59,16 @@ def _scroll_area_around(widget: QWidget) -> QAbstractScrollArea | None:
     return parent
 
 
-def install_wheel_guard(app: QCoreApplication | None = None) -> WheelGuard:
-    """Install the guard on the application once (a second call returns the first guard)."""
-    app = app or QApplication.instance()
+def guard_knobs(root: QWidget) -> WheelGuard:
+    """Put the guard (one per application) on every knob under root: call it once the knobs exist. A knob
+    made later needs a call of its own."""
+    app = QApplication.instance()
     assert app is not None, "a QApplication must exist first"
     guard = app.findChild(WheelGuard)
     if guard is None:
         guard = WheelGuard(app)
-        app.installEventFilter(guard)
+    for kind in _KNOBS:
+        for knob in root.findChildren(kind):
+            if not isinstance(knob, QScrollBar):
+                knob.installEventFilter(guard)  # a second install of the same filter keeps one
     return guard

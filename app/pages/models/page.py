@@ -74,6 +74,8 @@ class ModelsPage(QWidget):
         self.catalog_view: CatalogView | None = None
         self.rank_job: BackgroundJob | None = None
         self.speeds_job: BackgroundJob | None = None
+        self.check_job: BackgroundJob | None = None
+        self._checks = 0  # pair checks asked for: a result arriving after a newer request is dropped
         self._started = False
         self._rank_again = False
         self._hooked: QObject | None = None
@@ -135,7 +137,7 @@ class ModelsPage(QWidget):
     @property
     def background_busy(self) -> bool:
         """A scan, a ranking or the library's speed predictions still running."""
-        jobs = (self.rank_job, self.speeds_job)
+        jobs = (self.rank_job, self.speeds_job, self.check_job)
         return self.library.scanning or any(j is not None and j.running for j in jobs)
 
     def rank(self) -> None:
@@ -225,7 +227,7 @@ class ModelsPage(QWidget):
         self._rank_again = False
         self.presets.shutdown()
         self.library.shutdown()
-        for job in (self.rank_job, self.speeds_job):
+        for job in (self.rank_job, self.speeds_job, self.check_job):
             if job is not None:
                 job.stop(timeout_s=10.0)
 
@@ -234,6 +236,8 @@ class ModelsPage(QWidget):
 
     # -- the pair check ---------------------------------------------------
     def check_pair(self) -> None:
+        self._checks += 1  # whatever a check still running finds, it is no longer for this pair
+        asked = self._checks
         target, draft = self.session.target(), self.session.draft()
         if target is None or not target.is_file():
             self.compat_badge.setText("choose a target model in the Lab")
@@ -249,14 +253,23 @@ class ModelsPage(QWidget):
 
         report = self.hardware.report if self.hardware is not None else None
         lab_engine = self.controller.fit_context() if self.controller is not None else {}
-        check = preflight(
-            target,
-            draft if draft and draft.is_file() else None,
-            self.session.context(),
-            Budget.from_report(report, **lab_engine),
-            ngl=self.session.gpu_layers(),
-            check_files=False,
+        budget = Budget.from_report(report, **lab_engine)
+        draft = draft if draft and draft.is_file() else None
+        ctx, ngl = self.session.context(), self.session.gpu_layers()
+        # the vocabulary rule and the memory plan in a thread (issue 30 #7): over a real pair's two
+        # 151936-token vocabularies they held the GUI thread for up to 1.6 s
+        self.check_job = BackgroundJob(
+            "models-pair-check",
+            lambda _: preflight(target, draft, ctx, budget, ngl=ngl, check_files=False),
+            self,
         )
+        self.check_job.on(
+            done=lambda check: self._show_check(check) if asked == self._checks else None,
+            failed=lambda exc: self.fit_badge.setText(error_text(f"the pair check failed: {exc}")),
+        ).start()
+
+    def _show_check(self, check) -> None:
+        """The pre-load check's verdict in the badges: vocabularies, methods, the memory plan."""
         if check.target is None or target_refusal(check.target):  # unreadable, or a draft head: the reason says why
             self.compat_badge.setText(error_text(f"✗ {check.reasons[0].message}"))
             self.methods_badge.setText("")
