@@ -79,6 +79,7 @@ class LabSession(QObject):
         widgets.pairChanged.connect(self.pairChanged)
         widgets.loadChanged.connect(self.loadChanged)
         widgets.knobsChanged.connect(self.knobsChanged)
+        widgets.pairChanged.connect(self._suggest_workload)
 
     @property
     def _w(self) -> SessionWidgets:
@@ -98,16 +99,22 @@ class LabSession(QObject):
         self._w.set_pair(target, draft)
 
     def offer_pair(self, target: str | Path, draft: str | Path | None) -> str | None:
-        """A pair chosen outside the Lab (the Models page): set it and, when the Lab has neither a workload set
-        nor a typed prompt, choose the set that suits the target (engine.core.workloads.suggested_workload),
-        so that Start runs at once. The set chosen, or None when the Lab's choice stayed."""
+        """A pair chosen outside the Lab (the Models page): set it. The workload set it brought along
+        (_suggest_workload), or None when the Lab's choice stayed."""
+        before = self.workload()
+        self.set_pair(target, draft)
+        return self.workload() if self.workload() != before else None
+
+    def _suggest_workload(self) -> None:
+        """A new pair, while the Lab has neither a workload set nor a typed prompt, gets the set that suits its
+        target (engine.core.workloads.suggested_workload), however it was chosen (the Models page, the Lab's
+        file boxes, a preset), so that Start runs at once instead of asking for a prompt (issue 30 #3)."""
         from engine.core.workloads import suggested_workload
 
-        self.set_pair(target, draft)
-        if self.workload() != CUSTOM_PROMPT or self.custom_prompt().strip():
-            return None
-        name = suggested_workload(str(target))
-        return name if self.set_workload(name) else None
+        target = self.target()
+        if target is None or self.workload() != CUSTOM_PROMPT or self.custom_prompt().strip():
+            return
+        self.set_workload(suggested_workload(str(target)))
 
     def set_target(self, path: str | Path | None) -> None:
         """The target alone; the draft stays."""

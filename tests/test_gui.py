@@ -412,3 +412,21 @@ def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tm
     qtbot.waitUntil(lambda: lab.live.cycles >= 1, timeout=WAIT)
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_a_pair_chosen_in_the_lab_brings_a_workload_unless_a_prompt_is_typed(window, pair, tmp_path):
+    """Issue 30 #3 for every way a pair arrives (here the Lab's own file boxes): with neither a workload set
+    nor a typed prompt, the set that suits the target is chosen, so Start runs at once; a typed prompt stays."""
+    from app.session import CUSTOM_PROMPT
+    from engine.core.workloads import suggested_workload
+
+    session, controls = window.session, window.lab.controls
+    session.set_pair(None, None)
+    session.set_workload(CUSTOM_PROMPT)
+    session.set_custom_prompt("")
+    controls.target.set_path(str(pair[0]))
+    assert session.workload() == suggested_workload(str(pair[0])) and session.collect_prompts()
+    session.set_workload(CUSTOM_PROMPT)
+    session.set_custom_prompt("my own prompt")
+    controls.draft.set_path(str(pair[1]))
+    assert session.workload() == CUSTOM_PROMPT and session.custom_prompt() == "my own prompt"
