@@ -265,8 +265,11 @@ class ModelsPage(QWidget):
         )
         self.check_job.on(
             done=lambda check: self._show_check(check) if asked == self._checks else None,
-            failed=lambda exc: self.fit_badge.setText(error_text(f"the pair check failed: {exc}")),
+            failed=lambda exc: self._check_failed(exc) if asked == self._checks else None,
         ).start()
+
+    def _check_failed(self, exc: BaseException) -> None:
+        self.fit_badge.setText(error_text(f"the pair check failed: {exc}"))
 
     def _show_check(self, check) -> None:
         """The pre-load check's verdict in the badges: vocabularies, methods, the memory plan."""
