@@ -25,7 +25,7 @@
 #     -d .whl gguf==0.19.0 platformdirs==4.14.8
 #   python3 packaging/cuda_build.py trim-sdist ~/.cache/spectune/llama/sdist/llama_cpp_python-VERSION.tar.gz \
 #     .whl/llama_cpp_python-VERSION.tar.gz
-#   cp ~/.cache/spectune/llama/wheels/VERSION-cpu-*/llama_cpp_python-*.whl .whl/llama/   # the newest
+#   cp ~/.cache/spectune/llama/wheels/VERSION-cpu-*/llama_cpp_python-*.whl .whl/llama/   # the newest portable one (setup.sh --portable)
 # The machine's image has numpy, pyyaml, requests, tqdm, nvidia-ml-py, packaging, cmake and
 # ninja already; the wheels above are what it lacks. The sdist (73 MiB, over the 64 MiB a
 # call may carry) is repacked without git history, docs, benchmark data and test
@@ -72,7 +72,7 @@ if [ "$mode" = prepare ]; then
     -d .whl $CARRIED
   "$py" packaging/cuda_build.py trim-sdist "$src" "$sdist"
   cpu_wheel=$(ls -t "$cache"/llama/wheels/"$LLAMA_CPP_VERSION"-cpu-*/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
-  [ -n "$cpu_wheel" ] || { echo "gpu_check.sh: no CPU wheel in $cache/llama/wheels; run scripts/setup.sh first" >&2; exit 1; }
+  [ -n "$cpu_wheel" ] || { echo "gpu_check.sh: no portable CPU wheel in $cache/llama/wheels; run scripts/setup.sh --portable first" >&2; exit 1; }
   rm -rf .whl/llama && mkdir -p .whl/llama && cp "$cpu_wheel" .whl/llama/
   du -sh .whl
   exit 0

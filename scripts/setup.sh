@@ -11,6 +11,8 @@
 #   scripts/setup.sh            CPU build, or CUDA when nvcc and an NVIDIA GPU are both present
 #   scripts/setup.sh --cuda     force the CUDA build (CMAKE_CUDA_ARCHITECTURES honoured)
 #   scripts/setup.sh --cpu      force the CPU build
+#   scripts/setup.sh --portable llama.cpp's CPU backend for every x86-64 level (what the bundles and the
+#                               GPU check carry to other machines) instead of this machine's alone
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,10 +22,12 @@ LLAMA_CPP_VERSION=$(sed -n 's/^ *"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject
 [ -n "$LLAMA_CPP_VERSION" ] || { echo "setup.sh: no llama-cpp-python==VERSION pin in pyproject.toml" >&2; exit 1; }
 
 variant=${SPECTUNE_VARIANT:-auto}
+portable=${SPECTUNE_PORTABLE:-0}
 for arg in "$@"; do
   case "$arg" in
     --cuda) variant=cuda ;;
     --cpu) variant=cpu ;;
+    --portable) portable=1 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -65,26 +69,36 @@ if [ ! -f "$sdist" ]; then
 fi
 
 cmake_args="-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAVA_BUILD=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_TOOLS_INSTALL=ON"
-# Built as llama.cpp builds its desktop releases, so that one wheel (and one bundle) runs on any
-# x86-64 PC: every backend is a module loaded at run time (GGML_BACKEND_DL), the CPU backend once
-# per instruction-set level (GGML_CPU_ALL_VARIANTS; ggml picks the best one the CPU supports), and
-# nothing else compiled for this machine's CPU (GGML_NATIVE=OFF). The modules install into bin/
-# beside llama-server, which looks for them in its own folder; a CUDA build adds one more there.
-cmake_args="$cmake_args -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
+# Every backend is a module loaded at run time (GGML_BACKEND_DL), as in llama.cpp's desktop releases:
+# the CPU module(s) and, in a CUDA build, ggml's CUDA module install into bin/ beside llama-server, which
+# looks for them in its own folder.
+cmake_args="$cmake_args -DGGML_BACKEND_DL=ON"
 # The tools in bin/ and the modules beside them find lib/ relative to themselves, wherever the venv
 # or the bundle lies, so llama-server runs without LD_LIBRARY_PATH (lib/../lib is lib/ for the libraries).
 cmake_args="$cmake_args -DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib"
+# The CPU backend. A source install runs where it was built, so by default it gets one CPU module with the
+# features this CPU has (packaging/cpu_features.py): 12.6 CPU-minutes, 6.5 minutes on 2 idle cores.
+# --portable compiles it once per x86-64 level (GGML_CPU_ALL_VARIANTS; ggml loads the best one the CPU
+# supports), so that one wheel runs on any x86-64 PC, as the bundles and the GPU check need: 22 CPU-minutes,
+# 11.4 minutes on 2 idle cores (bench/results/llama_wheel-*.txt).
+if [ "$portable" = 1 ]; then
+  cpu_args=$("$vpy" packaging/cpu_features.py --portable)
+  kind=cpu  # the key packaging/build_linux.sh and bench/gpu_check.sh look for
+else
+  cpu_args=$("$vpy" packaging/cpu_features.py)
+  kind=native
+fi
 # The CUDA variant is this CPU wheel plus ggml's CUDA module (step 2b), so both start here.
-key="$LLAMA_CPP_VERSION-cpu-$(printf '%s' "$cmake_args" | sha256sum | cut -c1-12)"
+key="$LLAMA_CPP_VERSION-$kind-$(printf '%s %s' "$cmake_args" "$cpu_args" | sha256sum | cut -c1-12)"
 wheel_dir="$cache/llama/wheels/$key"
 wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
   jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-  say "building llama-cpp-python $LLAMA_CPP_VERSION (with llama-server and every CPU variant); about 25 minutes on 2 idle cores, once"
+  say "building llama-cpp-python $LLAMA_CPP_VERSION with llama-server, for $([ "$kind" = cpu ] && echo 'every x86-64 level: about 12' || echo 'this CPU: about 7') minutes on 2 idle cores, once"
   rm -rf "$wheel_dir.tmp" && mkdir -p "$wheel_dir.tmp"
   started=$SECONDS
   times > "$wheel_dir.tmp/times"  # second line: CPU time of this script's finished children (user, system)
-  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
+  CMAKE_ARGS="$cmake_args $cpu_args" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
     "$vpy" -m pip wheel -q --no-deps --no-cache-dir -w "$wheel_dir.tmp" "$sdist"
   times >> "$wheel_dir.tmp/times"
   # what bench/llama_wheel.py reports: how long this build took, and how. The CPU seconds and the load
@@ -94,7 +108,7 @@ if [ -z "$wheel" ]; then
   rm -f "$wheel_dir.tmp/times"
   printf 'seconds %s\ncpu_seconds %s\njobs %s\ncpus %s\nload %s\ndate %s\ncmake_args %s\n' "$((SECONDS - started))" \
     "$cpu_seconds" "$jobs" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" \
-    "$(date -u +%Y-%m-%dT%H:%MZ)" "$cmake_args" > "$wheel_dir.tmp/build.txt"
+    "$(date -u +%Y-%m-%dT%H:%MZ)" "$cmake_args $cpu_args" > "$wheel_dir.tmp/build.txt"
   rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
   wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl | head -n 1)
 fi
@@ -111,7 +125,9 @@ if [ "$variant" = cuda ]; then
     # the GPUs present, or with none the default list of packaging/cuda_arch.py (Turing to Blackwell)
     CMAKE_CUDA_ARCHITECTURES=$("$vpy" packaging/cuda_arch.py) || exit 1
   fi
-  cuda_key="$LLAMA_CPP_VERSION-cuda-$(printf '%s|%s|%s' "$key" "$CMAKE_CUDA_ARCHITECTURES" "$(sed -n '/^cuda = /p' pyproject.toml)" | sha256sum | cut -c1-12)"
+  # a CUDA wheel on the native CPU wheel is keyed apart, so that bundles never take it
+  cuda_kind=cuda; [ "$kind" = native ] && cuda_kind=native-cuda
+  cuda_key="$LLAMA_CPP_VERSION-$cuda_kind-$(printf '%s|%s|%s' "$key" "$CMAKE_CUDA_ARCHITECTURES" "$(sed -n '/^cuda = /p' pyproject.toml)" | sha256sum | cut -c1-12)"
   cuda_dir="$cache/llama/wheels/$cuda_key"
   cuda_wheel=$(ls "$cuda_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
   if [ -z "$cuda_wheel" ]; then

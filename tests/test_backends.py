@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import json
 import platform
 import shutil
@@ -12,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from engine.llama.backends import (
+    NATIVE,
+    BackendModule,
     BackendReport,
     load_backends,
     loader_message,
@@ -22,6 +26,7 @@ from engine.llama.backends import (
 from engine.llama.install import find_install
 from engine.models.synthetic import PairSpec, write_pair
 
+REPO = Path(__file__).resolve().parent.parent
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 # the variants below haswell: the x86-64 levels without AVX2 (ggml/src/CMakeLists.txt)
 BELOW_AVX2 = {"x64", "sse42", "sandybridge", "ivybridge", "piledriver"}
@@ -58,19 +63,38 @@ def test_a_missing_driver_is_said_as_such():
     assert why_not_loadable("cuda", "x.so: invalid ELF header") == "cannot be loaded: x.so: invalid ELF header"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or not X86, reason="the x86-64 CPU variants, on Linux")
-def test_the_install_loads_the_best_cpu_variant_and_says_why_not_the_others():
+def cpu_modules() -> list[BackendModule]:
+    return [m for m in load_backends().modules if m.backend == "cpu"]
+
+
+def picked_cpu_file() -> str:
+    """The CPU module file ggml took ("libggml-cpu-zen4.so", or a native build's "libggml-cpu.so")."""
+    return next(m.file for m in cpu_modules() if m.loaded)
+
+
+def test_the_cpu_module_taken_is_the_one_mapped_and_no_other():
     install = find_install()
     report = load_backends()
     assert report.error == "" and report.directory == str(install.backend_dir)
-    cpu = [m for m in report.modules if m.backend == "cpu"]
+    picked = picked_cpu_file()
+    assert [m.file for m in cpu_modules() if m.loaded] == [picked]
+    if sys.platform.startswith("linux"):  # what the loader really took, from the install's folder
+        maps = mapped_files()
+        assert str(install.backend_dir / picked) in maps
+        assert not [f for f in maps if "libggml-cpu" in f and Path(f).name != picked]
+    assert [d.type for d in report.devices] == ["CPU"] and report.devices[0].backend == "CPU"
+    assert BackendReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not X86, reason="the x86-64 CPU variants, on Linux")
+@pytest.mark.skipif(len(cpu_modules()) == 1, reason="a native build (scripts/setup.sh without --portable)")
+def test_the_portable_install_loads_the_best_cpu_variant_and_says_why_not_the_others():
+    """The build the bundles ship (setup.sh --portable; packaging/smoke_test.sh checks the bundle's)."""
+    cpu = cpu_modules()
+    report = load_backends()
     assert {"x64", "sse42", "haswell", "skylakex"} <= {m.variant for m in cpu}  # GGML_CPU_ALL_VARIANTS
     picked = report.cpu_variant
-    assert [m.variant for m in cpu if m.loaded] == [picked]
-    # what the loader really took, from the install's folder, and nothing else of ggml-cpu
-    maps = mapped_files()
-    assert str(install.backend_dir / f"libggml-cpu-{picked}.so") in maps
-    assert not [f for f in maps if "libggml-cpu-" in f and not f.endswith(f"libggml-cpu-{picked}.so")]
+    assert picked_cpu_file() == f"libggml-cpu-{picked}.so"
     # ggml's score agrees with the CPU's flags on the line that matters most (AVX2)
     assert ("avx2" in cpu_flags()) == (picked not in BELOW_AVX2)
     for m in cpu:
@@ -78,10 +102,32 @@ def test_the_install_loads_the_best_cpu_variant_and_says_why_not_the_others():
             assert m.why, m
     if picked != "x64":  # the baseline runs on any x86-64 CPU
         assert next(m for m in cpu if m.variant == "x64").why == f"runs on this CPU, but {picked} scores higher"
-    assert [d.type for d in report.devices] == ["CPU"] and report.devices[0].backend == "CPU"
-    line = report.lines()[0]
-    assert line.startswith(f"CPU: the {picked} variant of {len(cpu)}")
-    assert BackendReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+    assert report.lines()[0].startswith(f"CPU: the {picked} variant of {len(cpu)}")
+
+
+# ggml-cpu/arch/x86/cpu-feats.cpp: what each feature compiled into a module adds to its score (1 to start)
+SCORE_BITS = {"FMA": 0, "F16C": 1, "SSE42": 2, "BMI2": 3, "AVX": 4, "AVX2": 5, "AVX_VNNI": 6, "AVX512": 7}
+SCORE_BITS |= {"AVX512_VBMI": 8, "AVX512_BF16": 9, "AVX512_VNNI": 10, "AMX_INT8": 11}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not X86, reason="the native build is for x86-64 Linux")
+@pytest.mark.skipif(len(cpu_modules()) != 1, reason="a portable build (scripts/setup.sh --portable)")
+def test_the_native_install_has_one_cpu_module_with_the_features_this_cpu_has():
+    """setup.sh's default: one CPU module compiled with packaging/cpu_features.py's switches for this CPU. The
+    module's own score (ggml's check of the features compiled into it) shows which switches reached it."""
+    spec = importlib.util.spec_from_file_location("spectune_cpu_features", REPO / "packaging" / "cpu_features.py")
+    assert spec is not None and spec.loader is not None
+    cpu_features = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cpu_features)
+    install = find_install()
+    report = load_backends()
+    assert picked_cpu_file() == "libggml-cpu.so" and report.cpu_variant == NATIVE
+    assert report.lines()[0] == f"CPU: one module, built for this CPU ({NATIVE}: scripts/setup.sh without --portable)"
+    switched_on = [s.removeprefix("-DGGML_").removesuffix("=ON") for s in cpu_features.native_switches(cpu_flags())]
+    expected = 1 + sum(1 << SCORE_BITS[f] for f in switched_on if f in SCORE_BITS)
+    module = ctypes.CDLL(str(install.backend_dir / "libggml-cpu.so"))
+    assert module.ggml_backend_score() == expected
+    assert expected >= 1 + (1 << SCORE_BITS["SSE42"])  # every x86-64 CPU of the last 15 years has SSE4.2
 
 
 def test_specrt_runs_on_the_backends_loaded_here():
@@ -123,9 +169,7 @@ def test_the_working_directory_is_not_searched(tmp_path):
     directory; the engine takes them from the install only."""
     install = find_install()
     # the very module ggml would choose, so that without the engine's own loading it would come from here
-    stray = next(m for m in module_files(install.backend_dir) if m.name.startswith("libggml-cpu"))
-    if load_backends().cpu_variant:
-        stray = install.backend_dir / f"libggml-cpu-{load_backends().cpu_variant}.so"
+    stray = install.backend_dir / picked_cpu_file()
     shutil.copy2(stray, tmp_path / stray.name)
     r = run_python(
         "from engine.runtime.binding import devices; devices()\n"

@@ -33,6 +33,7 @@ cuda_arch = _load(REPO / "packaging" / "cuda_arch.py", "spectune_packaging_cuda_
 prune = _load(REPO / "packaging" / "prune.py", "spectune_packaging_prune")
 llama_bundle = _load(REPO / "packaging" / "llama_bundle.py", "spectune_packaging_llama_bundle")
 cuda_build = _load(REPO / "packaging" / "cuda_build.py", "spectune_packaging_cuda_build")
+cpu_features = _load(REPO / "packaging" / "cpu_features.py", "spectune_packaging_cpu_features")
 
 
 # -- the entry's dispatch ---------------------------------------------------------------------
@@ -265,6 +266,54 @@ def test_the_cuda_build_uses_setup_sh_arguments():
     # the same backend layout as the CPU build: CUDA is one more module beside the CPU variants
     assert "-DGGML_BACKEND_DL=ON" in args and "-DGGML_CPU_ALL_VARIANTS=ON" in args
     assert "-DCMAKE_INSTALL_RPATH=$ORIGIN/../lib" in args
+
+
+# -- the CPU backend of a source install (cpu_features.py, for scripts/setup.sh) ---------------------
+
+HASWELL = "fpu sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi1 bmi2 popcnt"
+SAPPHIRE_RAPIDS = HASWELL + " avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512_vnni avx512_bf16"
+SAPPHIRE_RAPIDS += " avx_vnni amx_tile amx_int8 amx_bf16"
+
+
+def switched_on(flags: str) -> list[str]:
+    cpuinfo = f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n"
+    chosen = cpu_features.native_switches(cpu_features.cpu_flags(cpuinfo))
+    assert chosen[:2] == ["-DGGML_NATIVE=OFF", "-DGGML_CPU_ALL_VARIANTS=OFF"]
+    return [s.removeprefix("-DGGML_").removesuffix("=ON") for s in chosen if s.endswith("=ON")]
+
+
+def test_a_native_build_switches_on_the_features_the_cpu_has_and_no_other():
+    assert switched_on(HASWELL) == ["SSE42", "AVX", "F16C", "FMA", "AVX2", "BMI2"]  # ggml's haswell variant
+    # AVX512 is one switch that needs five flags; AMX_BF16 is left off, as ggml's variants leave it
+    assert "AVX512" not in switched_on(HASWELL + " avx512f avx512cd avx512vl avx512dq")
+    # all of them: one more than ggml's sapphirerapids variant, which leaves out AVX_VNNI
+    assert switched_on(SAPPHIRE_RAPIDS) == list(cpu_features.FEATURES)
+    assert switched_on("fpu sse2") == []  # the x86-64 baseline
+
+
+def test_the_portable_build_is_every_level_and_feeds_the_cuda_build():
+    chosen, what = cpu_features.switches(portable=True)
+    assert chosen == ["-DGGML_NATIVE=OFF", "-DGGML_CPU_ALL_VARIANTS=ON"] and "portable" in what
+    assert set(cpu_features.PORTABLE) <= set(cuda_build.setup_cmake_args())
+
+
+def test_the_native_switches_cover_every_feature_of_the_pinned_ggmls_x86_variants():
+    """ggml/src/CMakeLists.txt of the pinned source: every feature its x86 variants use has a switch here."""
+    import re
+    import tarfile
+
+    from engine.llama.install import sdist_path
+
+    sdist = sdist_path()
+    if not sdist.exists():
+        pytest.skip(f"the pinned llama-cpp-python source archive is not at {sdist} (scripts/setup.sh downloads it)")
+    with tarfile.open(sdist) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("vendor/llama.cpp/ggml/src/CMakeLists.txt"))
+        text = tar.extractfile(member).read().decode()
+    start, end = 'if (GGML_SYSTEM_ARCH STREQUAL "x86")', 'elseif(GGML_SYSTEM_ARCH STREQUAL "ARM")'
+    x86 = text[text.index(start) : text.index(end)]
+    used = {f for line in re.findall(r"ggml_add_cpu_backend_variant\((.*)\)", x86) for f in line.split()[1:]}
+    assert used and used == set(cpu_features.FEATURES)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """ggml's backends: loaded from the install, and what became of each.
 
 The pinned llama.cpp is built with GGML_BACKEND_DL (scripts/setup.sh): every backend is a module
-file beside llama-server in the install's bin/ folder: the CPU backend once per x86-64 level
-(libggml-cpu-x64.so ... libggml-cpu-sapphirerapids.so), a CUDA build's libggml-cuda.so. libggml
+file beside llama-server in the install's bin/ folder: the CPU backend once per x86-64 level in the
+portable build (libggml-cpu-x64.so ... libggml-cpu-sapphirerapids.so), or once, for the CPU it was built
+on, in a source install's native build (libggml-cpu.so), and a CUDA build's libggml-cuda.so. libggml
 loads none of them until asked. llama.cpp's default, ggml_backend_load_all() (which
 llama_backend_init() calls when nothing is loaded yet), looks in the program's own folder and in
 the working directory: for a Python process that is the interpreter's folder and wherever the
@@ -41,6 +42,8 @@ DEVICE_TYPES = ("CPU", "GPU", "IGPU", "ACCEL", "META")
 _LOADED_LINE = re.compile(r"loaded (?P<backend>\S+) backend from (?P<path>.+?)\s*$")
 # the loader's message when a module needs the NVIDIA driver's library and there is none
 _NO_DRIVER = ("libcuda.so", "nvcuda.dll")
+# the name given to the one CPU module of a native build (libggml-cpu.so, packaging/cpu_features.py)
+NATIVE = "native"
 # how a module that would run here but lost to a better one is described (and recognised in lines())
 _LOWER_SCORE = "runs on this CPU"
 
@@ -71,8 +74,9 @@ class BackendReport:
 
     @property
     def cpu_variant(self) -> str | None:
-        """The CPU module ggml picked ("haswell"); None when none was loaded."""
-        return next((m.variant for m in self.modules if m.backend == "cpu" and m.loaded), None)
+        """The CPU module ggml picked ("haswell", or NATIVE for the one module of a native build); None when
+        none was loaded."""
+        return next((m.variant or NATIVE for m in self.modules if m.backend == "cpu" and m.loaded), None)
 
     def to_dict(self) -> dict:
         return asdict(self) | {"cpu_variant": self.cpu_variant}
@@ -100,6 +104,8 @@ class BackendReport:
             devices = [d for d in self.devices if d.backend.lower() == backend]
             if backend == "cpu" and len(mods) > 1:
                 out.append(_cpu_line(mods))
+            elif backend == "cpu" and loaded and not loaded[0].variant:
+                out.append(f"CPU: one module, built for this CPU ({NATIVE}: scripts/setup.sh without --portable)")
             elif loaded and devices:
                 out.append(f"{backend.upper()}: loaded; " + ", ".join(f"{d.name} ({d.description})" for d in devices))
             elif loaded:
