@@ -1,8 +1,8 @@
 """Model files' headers, read off the GUI thread.
 
-A real model's GGUF header holds its whole vocabulary: about 0.2 s of Python for Qwen2.5's 151936
-tokens. When the pair changes, the Lab's method list, the Models page's check and the Lab's chat hint
-each need both headers, and reading them on the GUI thread froze the window for over a second
+A real model's GGUF header holds its whole vocabulary: about 0.09 s of Python for Qwen2.5's 151936
+tokens and as many merges. When the pair changes, the Lab's method list, the Models page's check and the
+Lab's chat hint each need both headers, and reading them on the GUI thread froze the window for over a second
 (bench/gui_stall.py). engine.models.gguf_inspect keeps what it read by file identity, so a page asks
 here first: warm() says whether the headers are already read (the page goes on at once, reading costs
 nothing), or starts reading them in a thread and returns False (the page returns and runs again on

@@ -598,3 +598,38 @@ def test_a_header_read_once_is_kept_until_the_file_changes(tmp_path):
 
 
 TOKENS = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(12)]
+
+
+def test_callers_asking_for_one_header_at_once_share_one_parse(tmp_path, monkeypatch):
+    """The Lab's check, the Models page and the method list ask for a new pair's headers at the same moment,
+    each from a thread: the file is parsed once and the others wait for that answer (issue 30 #7)."""
+    import threading
+
+    from engine.models import gguf_inspect
+
+    path = tmp_path / "m.gguf"
+    tokens = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(20000)]
+    write_model(path, n_embd=16, n_layer=2, n_head=2, n_head_kv=1, n_ff=16, tokens=tokens, dtype="f32")
+    os.utime(path, (time.time() - 60, time.time() - 60))  # settled, so kept
+    parses: list[str] = []
+    real_read = gguf_inspect._read
+
+    def counted(p: Path):
+        parses.append(threading.current_thread().name)
+        return real_read(p)
+
+    monkeypatch.setattr(gguf_inspect, "_read", counted)
+    start = threading.Barrier(4)
+    answers: list = []
+
+    def ask() -> None:
+        start.wait()
+        answers.append(inspect_gguf(path))
+
+    threads = [threading.Thread(target=ask, name=f"asker-{i}") for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(answers) == 4 and len(parses) == 1, parses
+    assert all(a.vocab is answers[0].vocab and a.vocab.n_tokens == len(tokens) for a in answers)

@@ -380,32 +380,46 @@ class _Stream:
         return self.read(n, what)
 
     def strings(self, count: int, what: str, keep: bool) -> list[bytes] | None:
-        """count length-prefixed strings; the hot loop of a vocabulary, kept tight."""
+        """count length-prefixed strings; the hot loop of a vocabulary (two arrays of 150k strings in a real
+        model, parsed while the GUI waits on the GIL), kept tight: the strings that lie wholly in the buffer
+        are walked with locals only, and the one that crosses its end takes the checked path."""
         out: list[bytes] | None = [] if keep else None
-        length = struct.Struct(self.endian + "Q")
-        for i in range(count):
-            if len(self.buf) - self.bpos < 8:
-                self._need(8, f"the length of string {i} of {what}")
-                self._fill(8, what)
-            (n,) = length.unpack_from(self.buf, self.bpos)
-            if n > self.remaining - 8:
-                raise self.fail(
-                    f"string {i} of {what} claims {n} bytes but only {self.remaining - 8} remain in the file"
-                )
-            end = self.bpos + 8 + n
-            if end <= len(self.buf):
+        unpack = struct.Struct(self.endian + "Q").unpack_from
+        i = 0
+        while i < count:
+            buf, b = self.buf, self.bpos
+            limit = len(buf) - 8
+            # within the buffer a length cannot overrun the file: the buffer holds only bytes of the file
+            while i < count and b <= limit:
+                (n,) = unpack(buf, b)
+                end = b + 8 + n
+                if end > limit + 8:
+                    break
                 if out is not None:
-                    out.append(self.buf[self.bpos + 8 : end])
-                self.bpos = end
-                self.pos += 8 + n
-            else:
-                self.bpos += 8
-                self.pos += 8
-                if out is not None:
-                    out.append(self.read(n, f"string {i} of {what}"))
-                else:
-                    self.skip(n, f"string {i} of {what}")
+                    out.append(buf[b + 8 : end])
+                b = end
+                i += 1
+            self.pos += b - self.bpos
+            self.bpos = b
+            if i < count:
+                self._one_string(i, what, out)
+                i += 1
         return out
+
+    def _one_string(self, i: int, what: str, out: list[bytes] | None) -> None:
+        """String i, which crosses the read-ahead buffer's end: its length and bytes checked against the file."""
+        if len(self.buf) - self.bpos < 8:
+            self._need(8, f"the length of string {i} of {what}")
+            self._fill(8, what)
+        (n,) = struct.unpack_from(self.endian + "Q", self.buf, self.bpos)
+        if n > self.remaining - 8:
+            raise self.fail(f"string {i} of {what} claims {n} bytes but only {self.remaining - 8} remain in the file")
+        self.bpos += 8
+        self.pos += 8
+        if out is not None:
+            out.append(self.read(n, f"string {i} of {what}"))
+        else:
+            self.skip(n, f"string {i} of {what}")
 
 
 def _decode(raw: bytes) -> str:
@@ -561,26 +575,48 @@ def inspect_gguf(path: str | Path, keep: bool = True) -> ModelInfo:
     without keeping: a scan of a whole library must not push the pair in use out of the cache."""
     path = Path(path)
     key = file_identity(path)
-    if key is not None:
-        with _read_cache_lock:
-            kept = _read_cache.get(key)
-            if kept is not None:
-                _read_cache.move_to_end(key)
-        if isinstance(kept, GGUFInspectError):
-            raise kept.with_traceback(None)
+    if key is None:
+        return _answer(_read_or_error(path))
+    kept = _kept(key)
+    if kept is None:
+        # One parse of a file at a time: when a pair is chosen, the Lab's check, the Models page and the
+        # method list ask for the same two headers at once, and each parse of a 150k-token vocabulary is
+        # ~0.2 s of Python holding the GIL that the GUI thread waits on. The second caller waits for the
+        # first one's answer (waiting holds no GIL) instead of parsing it again.
+        with _PARSE_LOCKS[hash(key) % len(_PARSE_LOCKS)]:
+            kept = _kept(key)
+            if kept is None:
+                kept = _read_or_error(path)
+                if keep and key == file_identity(path) and _settled(key):  # unchanged while it was read
+                    with _read_cache_lock:
+                        _read_cache[key] = kept
+                        while len(_read_cache) > _READ_CACHE_SIZE:
+                            _read_cache.popitem(last=False)
+    return _answer(kept)
+
+
+# parses of different files run side by side, those of one file one after the other (by its identity's hash)
+_PARSE_LOCKS = tuple(threading.Lock() for _ in range(8))
+
+
+def _kept(key: tuple) -> ModelInfo | GGUFInspectError | None:
+    with _read_cache_lock:
+        kept = _read_cache.get(key)
         if kept is not None:
-            return _own_copy(kept)
+            _read_cache.move_to_end(key)
+        return kept
+
+
+def _read_or_error(path: Path) -> ModelInfo | GGUFInspectError:
     try:
-        info: ModelInfo | GGUFInspectError = _read(path)
+        return _read(path)
     except GGUFInspectError as exc:
-        info = exc
-    if keep and key is not None and key == file_identity(path) and _settled(key):  # unchanged while it was read
-        with _read_cache_lock:
-            _read_cache[key] = info
-            while len(_read_cache) > _READ_CACHE_SIZE:
-                _read_cache.popitem(last=False)
+        return exc
+
+
+def _answer(info: ModelInfo | GGUFInspectError) -> ModelInfo:
     if isinstance(info, GGUFInspectError):
-        raise info
+        raise info.with_traceback(None)
     return _own_copy(info)
 
 

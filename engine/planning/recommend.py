@@ -658,17 +658,55 @@ def rank_catalog(
     speed_floor: float = DEFAULT_SPEED_FLOOR,
     probe_cache: Path | None = None,
     workload: str | None = None,
+    apart: bool = False,
 ) -> CatalogView:
     """The catalog (loaded when None), the budget NVML sees (or RAM), the list ranked by the speed predicted
     on this machine's device (the GPU, else the CPU as last measured or as assumed from its cores) and the
     presets' fits; what `spectune recommend --no-probe [--workload SET]` and `spectune presets` print. A
     budget that cannot be measured still leaves the presets with their sizes. probe_cache: where the CPU
-    probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at."""
+    probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at. apart: the
+    ranking itself (all but the hardware's probe) runs in a child process (engine.planning.rank_process:
+    the desktop app's, whose GUI thread would wait on the GIL)."""
     catalog = catalog if catalog is not None else load_catalog()
     try:
         report = probe(nvml)
         budget = budget_from_hardware(nvml, report=report)
         device = local_device(report, probe_cache)
+    except (BudgetError, CatalogError, PlanError) as exc:
+        budget, device, error = None, None, str(exc)
+    else:
+        error = ""
+    if apart:
+        from engine.planning import rank_process
+
+        view: CatalogView = rank_process.call(
+            "rank_for",
+            catalog=catalog,
+            budget=budget,
+            device=device,
+            ctx=ctx,
+            error=error,
+            speed_floor=speed_floor,
+            workload=workload,
+        )
+        return view
+    return rank_for(catalog, budget, device, ctx, error, speed_floor, workload)
+
+
+def rank_for(
+    catalog: Catalog,
+    budget: Budget | None,
+    device: DeviceSpeed | None,
+    ctx: int,
+    error: str = "",
+    speed_floor: float = DEFAULT_SPEED_FLOOR,
+    workload: str | None = None,
+) -> CatalogView:
+    """rank_catalog's computation, from the hardware's budget and device (None with the error that left
+    them unmeasured)."""
+    if budget is None:
+        return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=error)
+    try:
         rec = recommend(catalog, budget, ctx=ctx, device=device, speed_floor=speed_floor, workload=workload)
     except (BudgetError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))

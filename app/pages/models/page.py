@@ -152,7 +152,9 @@ class ModelsPage(QWidget):
         cache = getattr(self.hardware, "probe_cache", None)
         self.recommend.set_busy()
         self.rank_job = BackgroundJob(
-            "models-recommend", lambda report: rank_catalog(catalog, nvml, ctx, floor, cache, workload), self
+            "models-recommend",
+            lambda report: rank_catalog(catalog, nvml, ctx, floor, cache, workload, apart=True),
+            self,
         )
         self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()
 
