@@ -77,10 +77,10 @@ cmake_args="$cmake_args -DGGML_BACKEND_DL=ON"
 # or the bundle lies, so llama-server runs without LD_LIBRARY_PATH (lib/../lib is lib/ for the libraries).
 cmake_args="$cmake_args -DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib"
 # The CPU backend. A source install runs where it was built, so by default it gets one CPU module with the
-# features this CPU has (packaging/cpu_features.py): 12.6 CPU-minutes, 6.5 minutes on 2 idle cores.
+# features this CPU has (packaging/cpu_features.py): 11-12 CPU-minutes, about 6 minutes on 2 idle cores.
 # --portable compiles it once per x86-64 level (GGML_CPU_ALL_VARIANTS; ggml loads the best one the CPU
-# supports), so that one wheel runs on any x86-64 PC, as the bundles and the GPU check need: 22 CPU-minutes,
-# 11.4 minutes on 2 idle cores (bench/results/llama_wheel-*.txt).
+# supports), so that one wheel runs on any x86-64 PC, as the bundles and the GPU check need: 20-22
+# CPU-minutes, 10.5-11.5 minutes on 2 idle cores (bench/results/llama_wheel-native.txt, -cpu.txt).
 if [ "$portable" = 1 ]; then
   cpu_args=$("$vpy" packaging/cpu_features.py --portable)
   kind=cpu  # the key packaging/build_linux.sh and bench/gpu_check.sh look for
@@ -94,7 +94,7 @@ wheel_dir="$cache/llama/wheels/$key"
 wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
   jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-  say "building llama-cpp-python $LLAMA_CPP_VERSION with llama-server, for $([ "$kind" = cpu ] && echo 'every x86-64 level: about 12' || echo 'this CPU: about 7') minutes on 2 idle cores, once"
+  say "building llama-cpp-python $LLAMA_CPP_VERSION with llama-server, for $([ "$kind" = cpu ] && echo 'every x86-64 level: about 11' || echo 'this CPU: about 6') minutes on 2 idle cores, once"
   rm -rf "$wheel_dir.tmp" && mkdir -p "$wheel_dir.tmp"
   started=$SECONDS
   times > "$wheel_dir.tmp/times"  # second line: CPU time of this script's finished children (user, system)
