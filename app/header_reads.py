@@ -65,7 +65,7 @@ class HeaderReads(QObject):
 def _read(path: Path) -> None:
     """Read into the engine's cache; a broken file's error is kept there too, for the page to show."""
     try:
-        inspect_gguf(path)
+        inspect_gguf(path, apart=True)  # a child process parses it: no GIL taken from the GUI thread
     except GGUFInspectError:
         pass
 

@@ -2,8 +2,8 @@
 
 engine.runtime.client starts the worker as ``[sys.executable, "-m", "engine.runtime.worker"]``.
 In a PyInstaller bundle sys.executable is this binary, so the same argv lands
-here and is routed to engine.runtime.worker.main() (and the app's ranking process, ``-m
-engine.planning.rank_process``, to its main()); ``spectune gui`` starts the app as
+here and is routed to engine.runtime.worker.main() (and the app's child computations, ``-m
+engine.core.child_call``, to its main()); ``spectune gui`` starts the app as
 ``-m app``, routed to the desktop app. Everything else goes to the CLI
 when the first argument is one of its subcommands (or --help), and to the
 desktop app otherwise (no arguments, or app options such as --selftest), unless
@@ -25,7 +25,7 @@ from pathlib import Path
 
 # the only modules ``spectune -m MODULE`` may run: a frozen app is not a Python interpreter
 # (``spectune gui`` starts the app as ``-m app``, since the engine never imports it)
-RUNNABLE_MODULES = ("engine.runtime.worker", "engine.planning.rank_process", "app")
+RUNNABLE_MODULES = ("engine.runtime.worker", "engine.core.child_call", "app")
 LLAMA_DIR = ("llama", "site-packages")
 
 
@@ -52,7 +52,7 @@ def prepare_frozen(bundle: Path, environ: dict | None = None, path: list | None 
 
 
 def route(argv: list[str], cli_commands: set[str], has_display: bool = True) -> tuple[str, list[str]]:
-    """Which part of SpecTune an argv (without the program name) is for: ("worker" | "rank" | "cli" | "gui",
+    """Which part of SpecTune an argv (without the program name) is for: ("worker" | "child" | "cli" | "gui",
     args).
 
     No arguments and no display (an ssh session): the CLI, whose bare ``spectune`` runs the headless
@@ -62,7 +62,7 @@ def route(argv: list[str], cli_commands: set[str], has_display: bool = True) -> 
         if len(argv) < 2 or argv[1] not in RUNNABLE_MODULES:
             wanted = argv[1] if len(argv) > 1 else "(nothing)"
             raise SystemExit(f"spectune: -m {wanted}: this build runs only -m {' / -m '.join(RUNNABLE_MODULES)}")
-        return {"app": "gui", "engine.planning.rank_process": "rank"}.get(argv[1], "worker"), argv[2:]
+        return {"app": "gui", "engine.core.child_call": "child"}.get(argv[1], "worker"), argv[2:]
     if argv and (argv[0] in cli_commands or argv[0] in ("-h", "--help")):
         return "cli", argv
     if not argv and not has_display:
@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         _std_streams_from_fds()
         sys.argv = [sys.executable] + args
         return worker_main()
-    if kind == "rank":  # the desktop app's catalog ranking, in a child process (engine.planning.rank_process)
-        from engine.planning.rank_process import main as rank_main
+    if kind == "child":  # the desktop app's ranking and header parses, in a child process
+        from engine.core.child_call import main as child_main
 
         _std_streams_from_fds()
-        return rank_main()
+        return child_main()
     if kind == "cli":
         from engine.cli.main import main as cli_main
 

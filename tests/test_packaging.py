@@ -45,7 +45,7 @@ CLI = {"run", "demo", "server-path", "gui"}
     "argv, kind, args",
     [
         (["-m", "engine.runtime.worker"], "worker", []),
-        (["-m", "engine.planning.rank_process"], "rank", []),  # the app's catalog ranking
+        (["-m", "engine.core.child_call"], "child", []),  # the app's ranking and header parses
         (["run", "--target", "t.gguf", "--prompt", "x"], "cli", ["run", "--target", "t.gguf", "--prompt", "x"]),
         (["server-path"], "cli", ["server-path"]),
         (["--help"], "cli", ["--help"]),

@@ -567,12 +567,14 @@ def header_cached(path: str | Path) -> bool:
         return key is not None and key in _read_cache
 
 
-def inspect_gguf(path: str | Path, keep: bool = True) -> ModelInfo:
+def inspect_gguf(path: str | Path, keep: bool = True, apart: bool = False) -> ModelInfo:
     """Read a GGUF file's header and tensor index. Raises GGUFInspectError for anything unreadable.
 
     What was read is kept while the file is unchanged; each caller gets its own ModelInfo, metadata dict and
     tensor list (a plan may set a key on its copy), sharing the immutable vocabulary. keep=False reads
-    without keeping: a scan of a whole library must not push the pair in use out of the cache."""
+    without keeping: a scan of a whole library must not push the pair in use out of the cache. apart: a
+    header not yet kept is parsed in a child process (engine.core.child_call: the desktop app's, whose GUI
+    thread would wait on the GIL of a parse in a thread), or here when no child can run."""
     path = Path(path)
     key = file_identity(path)
     if key is None:
@@ -586,7 +588,7 @@ def inspect_gguf(path: str | Path, keep: bool = True) -> ModelInfo:
         with _PARSE_LOCKS[hash(key) % len(_PARSE_LOCKS)]:
             kept = _kept(key)
             if kept is None:
-                kept = _read_or_error(path)
+                kept = _read_apart(path) if apart else _read_or_error(path)
                 if keep and key == file_identity(path) and _settled(key):  # unchanged while it was read
                     with _read_cache_lock:
                         _read_cache[key] = kept
@@ -612,6 +614,21 @@ def _read_or_error(path: Path) -> ModelInfo | GGUFInspectError:
         return _read(path)
     except GGUFInspectError as exc:
         return exc
+
+
+def read_header(path: str) -> ModelInfo | GGUFInspectError:
+    """The parse a child process does for inspect_gguf(apart=True): the header, or why it cannot be read."""
+    return _read_or_error(Path(path))
+
+
+def _read_apart(path: Path) -> ModelInfo | GGUFInspectError:
+    from engine.core.child_call import ChildCallError, call
+
+    try:
+        answer: ModelInfo | GGUFInspectError = call("engine.models.gguf_inspect", "read_header", path=str(path))
+        return answer
+    except ChildCallError:
+        return _read_or_error(path)  # no child process here (a broken install): parse in this one
 
 
 def _answer(info: ModelInfo | GGUFInspectError) -> ModelInfo:

@@ -665,8 +665,8 @@ def rank_catalog(
     presets' fits; what `spectune recommend --no-probe [--workload SET]` and `spectune presets` print. A
     budget that cannot be measured still leaves the presets with their sizes. probe_cache: where the CPU
     probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at. apart: the
-    ranking itself (all but the hardware's probe) runs in a child process (engine.planning.rank_process:
-    the desktop app's, whose GUI thread would wait on the GIL)."""
+    ranking itself (all but the hardware's probe) runs in a child process (engine.core.child_call: the
+    desktop app's, whose GUI thread would wait on the GIL)."""
     catalog = catalog if catalog is not None else load_catalog()
     try:
         report = probe(nvml)
@@ -677,9 +677,10 @@ def rank_catalog(
     else:
         error = ""
     if apart:
-        from engine.planning import rank_process
+        from engine.core.child_call import call
 
-        view: CatalogView = rank_process.call(
+        view: CatalogView = call(
+            "engine.planning.recommend",
             "rank_for",
             catalog=catalog,
             budget=budget,
