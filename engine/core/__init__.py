@@ -7,4 +7,6 @@ chat       conversations: prompts in the OpenAI chat format
 paired     paired comparisons: the median of paired ratios with an interval, ABBA orders
 units      bytes as SpecTune writes them: GiB and MiB at the precision each figure needs
 paths      where SpecTune's own files are: the source tree, its resources, the user's data and cache
+child_call  a function of the engine computed in a child process (the app's ranking and header parses, off
+            the GUI process's GIL); it names the module it runs there rather than importing it here
 """
