@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import platform
 import shutil
@@ -26,7 +25,8 @@ from engine.llama.backends import (
 from engine.llama.install import find_install
 from engine.models.synthetic import PairSpec, write_pair
 
-REPO = Path(__file__).resolve().parent.parent
+from .repo_sources import packaging_script
+
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 # the variants below haswell: the x86-64 levels without AVX2 (ggml/src/CMakeLists.txt)
 BELOW_AVX2 = {"x64", "sse42", "sandybridge", "ivybridge", "piledriver"}
@@ -115,10 +115,7 @@ SCORE_BITS |= {"AVX512_VBMI": 8, "AVX512_BF16": 9, "AVX512_VNNI": 10, "AMX_INT8"
 def test_the_native_install_has_one_cpu_module_with_the_features_this_cpu_has():
     """setup.sh's default: one CPU module compiled with packaging/cpu_features.py's switches for this CPU. The
     module's own score (ggml's check of the features compiled into it) shows which switches reached it."""
-    spec = importlib.util.spec_from_file_location("spectune_cpu_features", REPO / "packaging" / "cpu_features.py")
-    assert spec is not None and spec.loader is not None
-    cpu_features = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cpu_features)
+    cpu_features = packaging_script("cpu_features")
     install = find_install()
     report = load_backends()
     assert picked_cpu_file() == "libggml-cpu.so" and report.cpu_variant == NATIVE

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -230,14 +229,9 @@ def test_quant_table_is_llama_cpps(catalog):
 
 def test_quant_comments_match_the_pinned_quantize_source(catalog):
     """Every quantize_comment is the QUANT_OPTIONS comment of the pinned llama.cpp, verbatim."""
-    from engine.llama.install import sdist_path
+    from .repo_sources import pinned_llama_source
 
-    sdist = sdist_path()
-    if not sdist.exists():
-        pytest.skip(f"the pinned llama-cpp-python source archive is not at {sdist} (scripts/setup.sh downloads it)")
-    with tarfile.open(sdist) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("vendor/llama.cpp/tools/quantize/quantize.cpp"))
-        source = tar.extractfile(member).read().decode()
+    source = pinned_llama_source("tools/quantize/quantize.cpp")
     options = dict(re.findall(r'\{\s*"(\w+)",\s*LLAMA_FTYPE_\w+,\s*"([^"]*)"', source))
     for q in catalog.quants:
         assert q.name in options, q.name

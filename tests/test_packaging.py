@@ -7,7 +7,6 @@ name would shadow the PyPI ``packaging`` distribution if it were.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -16,24 +15,17 @@ from pathlib import Path
 import pytest
 
 from .fake_nvml import FakeNVML, h100, rtx4090
+from .repo_sources import packaging_script, pinned_llama_source
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-entry = _load(REPO / "packaging" / "entry.py", "spectune_packaging_entry")
-cuda_arch = _load(REPO / "packaging" / "cuda_arch.py", "spectune_packaging_cuda_arch")
-prune = _load(REPO / "packaging" / "prune.py", "spectune_packaging_prune")
-llama_bundle = _load(REPO / "packaging" / "llama_bundle.py", "spectune_packaging_llama_bundle")
-cuda_build = _load(REPO / "packaging" / "cuda_build.py", "spectune_packaging_cuda_build")
-cpu_features = _load(REPO / "packaging" / "cpu_features.py", "spectune_packaging_cpu_features")
+entry = packaging_script("entry")
+cuda_arch = packaging_script("cuda_arch")
+prune = packaging_script("prune")
+llama_bundle = packaging_script("llama_bundle")
+cuda_build = packaging_script("cuda_build")
+cpu_features = packaging_script("cpu_features")
 
 
 # -- the entry's dispatch ---------------------------------------------------------------------
@@ -301,16 +293,8 @@ def test_the_portable_build_is_every_level_and_feeds_the_cuda_build():
 def test_the_native_switches_cover_every_feature_of_the_pinned_ggmls_x86_variants():
     """ggml/src/CMakeLists.txt of the pinned source: every feature its x86 variants use has a switch here."""
     import re
-    import tarfile
 
-    from engine.llama.install import sdist_path
-
-    sdist = sdist_path()
-    if not sdist.exists():
-        pytest.skip(f"the pinned llama-cpp-python source archive is not at {sdist} (scripts/setup.sh downloads it)")
-    with tarfile.open(sdist) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("vendor/llama.cpp/ggml/src/CMakeLists.txt"))
-        text = tar.extractfile(member).read().decode()
+    text = pinned_llama_source("ggml/src/CMakeLists.txt")
     start, end = 'if (GGML_SYSTEM_ARCH STREQUAL "x86")', 'elseif(GGML_SYSTEM_ARCH STREQUAL "ARM")'
     x86 = text[text.index(start) : text.index(end)]
     used = {f for line in re.findall(r"ggml_add_cpu_backend_variant\((.*)\)", x86) for f in line.split()[1:]}
