@@ -578,17 +578,17 @@ def inspect_gguf(path: str | Path, keep: bool = True, apart: bool = False) -> Mo
     path = Path(path)
     key = file_identity(path)
     if key is None:
-        return _answer(_read_or_error(path))
+        return _answer(read_header(path))
     kept = _kept(key)
     if kept is None:
         # One parse of a file at a time: when a pair is chosen, the Lab's check, the Models page and the
         # method list ask for the same two headers at once, and each parse of a 150k-token vocabulary is
-        # ~0.2 s of Python holding the GIL that the GUI thread waits on. The second caller waits for the
+        # ~0.1 s of Python holding the GIL that the GUI thread waits on. The second caller waits for the
         # first one's answer (waiting holds no GIL) instead of parsing it again.
         with _PARSE_LOCKS[hash(key) % len(_PARSE_LOCKS)]:
             kept = _kept(key)
             if kept is None:
-                kept = _read_apart(path) if apart else _read_or_error(path)
+                kept = _read_apart(path) if apart else read_header(path)
                 if keep and key == file_identity(path) and _settled(key):  # unchanged while it was read
                     with _read_cache_lock:
                         _read_cache[key] = kept
@@ -609,16 +609,12 @@ def _kept(key: tuple) -> ModelInfo | GGUFInspectError | None:
         return kept
 
 
-def _read_or_error(path: Path) -> ModelInfo | GGUFInspectError:
+def read_header(path: str | Path) -> ModelInfo | GGUFInspectError:
+    """One parse: the header, or why it cannot be read (also what a child process runs for apart=True)."""
     try:
-        return _read(path)
+        return _read(Path(path))
     except GGUFInspectError as exc:
         return exc
-
-
-def read_header(path: str) -> ModelInfo | GGUFInspectError:
-    """The parse a child process does for inspect_gguf(apart=True): the header, or why it cannot be read."""
-    return _read_or_error(Path(path))
 
 
 def _read_apart(path: Path) -> ModelInfo | GGUFInspectError:
@@ -628,7 +624,7 @@ def _read_apart(path: Path) -> ModelInfo | GGUFInspectError:
         answer: ModelInfo | GGUFInspectError = call("engine.models.gguf_inspect", "read_header", path=str(path))
         return answer
     except ChildCallError:
-        return _read_or_error(path)  # no child process here (a broken install): parse in this one
+        return read_header(path)  # no child process here (a broken install): parse in this one
 
 
 def _answer(info: ModelInfo | GGUFInspectError) -> ModelInfo:
