@@ -110,7 +110,7 @@ def test_every_model_has_the_numbers_the_plan_needs_and_they_add_up(catalog):
         ):
             value = getattr(a, name)
             assert isinstance(value, int) and value > 0, (m.id, name)
-        assert a.n_head % a.n_head_kv == 0 and a.llama_arch
+        assert a.n_head % a.n_head_kv == 0 and a.architecture
         rounded = a.params % 1_000_000 == 0
         assert a.estimated_params() == pytest.approx(a.params, rel=0.015 if rounded else 0.0005), m.id
 
@@ -572,18 +572,14 @@ def test_tokenizers_that_differ_in_their_special_tokens_are_kept_apart(catalog):
 def test_gemma_4_26b_a4b_numbers_are_the_pinned_headers(catalog):
     """The pinned llama.cpp's ggml-vocab-gemma-4.gguf is a 26B-A4B's header: the catalog entry's numbers and
     its 'gemma4' object say what that header says, layer by layer."""
-    from engine.planning.model_numbers import model_info_from_numbers
+    from engine.planning.model_numbers import model_info_from_architecture
 
     from .test_gguf_inspect import vocab_dir
 
     path = vocab_dir() / "ggml-vocab-gemma-4.gguf"
     header = inspect_gguf(path)
     a = catalog.model("gemma-4-26b-a4b-it").architecture
-    numbers = model_info_from_numbers(
-        architecture=a.llama_arch, n_layer=a.n_layer, n_embd=a.n_embd, n_head=a.n_head, n_head_kv=a.n_head_kv,
-        head_dim=a.head_dim, n_ff=a.n_ff, n_vocab=a.n_vocab, n_ctx_train=a.n_ctx_train, n_expert=a.n_expert,
-        n_expert_used=a.n_expert_used, n_ff_exp=a.n_ff_exp, sliding_window=a.sliding_window, **vars(a.gemma4),
-    )  # fmt: skip
+    numbers = model_info_from_architecture(a)
     for key, value in numbers.metadata.items():
         if key.startswith("gemma4."):
             assert header.metadata[key] == value, key

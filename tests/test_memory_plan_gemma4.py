@@ -16,7 +16,7 @@ from engine.models.gguf_inspect import inspect_gguf
 from engine.planning.hardware import cpu_features
 from engine.planning.kv_layers import kv_layers_from_start, kv_row_widths
 from engine.planning.memory_plan import load_options, plan_memory
-from engine.planning.model_numbers import model_info_from_numbers
+from engine.planning.model_numbers import model_info_from_architecture, model_info_from_numbers
 from engine.planning.sliding_window import sliding_window
 from engine.runtime.binding import Engine
 
@@ -139,7 +139,7 @@ def test_gemma4_26b_a4b_caches_from_the_header_the_pinned_llama_cpp_ships():
 @pytest.mark.parametrize("shared", [0, 6])
 def test_a_catalog_gemma4_entry_plans_like_the_generated_file_with_its_numbers(tmp_path, shared):
     """The catalog plans Gemma 4 without a file (engine.planning.recommend: the arch numbers and its 'gemma4'
-    object through model_info_from_numbers). A generated gemma4 with the same numbers, read as a file, gets
+    object through model_info_from_architecture). A generated gemma4 with the same numbers, read as a file, gets
     the same weights and the same KV caches at several contexts, on the CPU and on a GPU: the keys the
     constructor writes are the ones kv_layers and sliding_window read from a real header."""
     from engine.models.catalog import _architecture
@@ -163,21 +163,7 @@ def test_a_catalog_gemma4_entry_plans_like_the_generated_file_with_its_numbers(t
         },
         "a generated gemma4",
     )  # fmt: skip
-    numbers = model_info_from_numbers(
-        architecture=arch.llama_arch,
-        n_layer=arch.n_layer,
-        n_embd=arch.n_embd,
-        n_head=arch.n_head,
-        n_head_kv=arch.n_head_kv,
-        head_dim=arch.head_dim,
-        n_ff=arch.n_ff,
-        n_vocab=arch.n_vocab,
-        n_ctx_train=arch.n_ctx_train,
-        tied_embeddings=arch.tied_embeddings,
-        weight_type="F32",  # the generator writes F32
-        sliding_window=arch.sliding_window,
-        **vars(arch.gemma4),
-    )
+    numbers = model_info_from_architecture(arch, weight_type="F32")  # the generator writes F32
     assert {t.name: t.shape for t in numbers.tensors} == {t.name: t.shape for t in info.tensors}
     assert numbers.tensor_bytes == info.tensor_bytes and numbers.parameter_count == info.parameter_count
     # the parameter check counts the same layers (norms and rope_freqs aside)

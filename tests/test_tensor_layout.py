@@ -65,7 +65,7 @@ def test_a_token_passes_through_the_used_experts_and_the_output_but_not_the_embe
 def test_the_catalogs_models_are_planned_and_counted_from_the_same_tensors():
     catalog = load_catalog()
     for model in catalog.models:
-        numbers = model.architecture.numbers()
+        numbers = model.architecture
         info = model_info_from_architecture(numbers, "F16")
         assert [(t.name, t.shape) for t in info.tensors] == [(t.name, t.shape) for t in tensor_layout(numbers)]
         matrices = [t for t in info.tensors if len(t.shape) >= 2 and not _mtp(t.name, numbers)]

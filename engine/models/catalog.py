@@ -77,105 +77,29 @@ class Tokenizer:
     notes: str = ""
 
 
-@dataclass(frozen=True)
-class Hybrid:
-    """A hybrid decoder's gated delta-net layers (Qwen3.5: llama.cpp's qwen35 / qwen35moe), as the GGUF's
-    ssm.* keys state them, from config.json: every full_attention_interval-th layer attends, the others
-    carry a recurrent state (engine.planning.recurrent)."""
+@dataclass(frozen=True, kw_only=True)
+class Architecture(ArchitectureNumbers):
+    """A catalog model's decoder: its numbers as its config.json / GGUF header state them (the fields of
+    engine.models.tensor_layout.ArchitectureNumbers, which lays its tensors out) and the published parameter
+    count. resources/catalog/README.md gives each field's config.json key; a hybrid's delta-net sizes and
+    Gemma 4's per-layer shapes are written as the "hybrid" and "gemma4" objects of a catalog entry."""
 
-    full_attention_interval: int  # full_attention_interval
-    ssm_conv_kernel: int  # linear_conv_kernel_dim
-    ssm_state_size: int  # linear_key_head_dim (= linear_value_head_dim in Qwen3.5)
-    ssm_group_count: int  # linear_num_key_heads
-    ssm_time_step_rank: int  # linear_num_value_heads
-    ssm_inner_size: int  # linear_num_value_heads x linear_value_head_dim
-
-
-@dataclass(frozen=True)
-class Gemma4Layers:
-    """Gemma 4's layers differ one from the next (llama.cpp's gemma4), as its config.json states them: the
-    Architecture's head_dim and n_head_kv are the sliding layers'; every global_every-th layer is global, with
-    other heads. The field names are engine.models.tensor_layout.ArchitectureNumbers', which lays the layers out;
-    engine.planning.model_numbers writes them as the GGUF keys engine.planning.kv_layers and sliding_window read."""
-
-    global_every: int  # layer il is global when il % global_every == global_every - 1 (config: layer_types)
-    head_dim_global: int  # global_head_dim
-    # the global layers' KV heads: num_global_key_value_heads where attention_k_eq_v, else num_key_value_heads
-    n_head_kv_global: int
-    shared_kv_layers: int = 0  # num_kv_shared_layers: the last ones keep no K/V and read earlier layers' caches
-    n_embd_per_layer: int = 0  # hidden_size_per_layer_input: per-layer embeddings (E2B, E4B); 0: none
-    k_eq_v: bool = False  # attention_k_eq_v: global layers have no V projection (the keys serve as values)
-    double_wide_ffn: bool = False  # use_double_wide_mlp: the shared-KV layers' FFN is twice n_ff wide
-
-    def is_global(self, il: int) -> bool:
-        return il % self.global_every == self.global_every - 1
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """The numbers engine.planning.memory_plan needs, as the model's config.json / GGUF header state them."""
-
-    llama_arch: str  # general.architecture in the GGUF: llama, qwen2, qwen3, gemma2, ...
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_ff: int
-    n_vocab: int
-    n_ctx_train: int
-    tied_embeddings: bool
     params: int  # parameter count (of the language model; vision towers excluded)
-    sliding_window: int | None = None
-    # a mixture of experts (0: dense): experts per layer, experts each token uses, rows of one expert's FFN
-    # (config.json: num_experts / num_local_experts, num_experts_per_tok, moe_intermediate_size). Every
-    # layer's FFN is then a routed one, as in qwen3moe and gpt-oss; n_ff stays the GGUF's feed_forward_length.
-    n_expert: int = 0
-    n_expert_used: int = 0
-    n_ff_exp: int = 0
-    n_ff_shared: int = 0  # rows of the shared expert beside the routed ones (shared_expert_intermediate_size)
-    hybrid: Hybrid | None = None  # Qwen3.5's delta-net layers; None for a decoder that attends in every layer
-    # MTP (next-n) blocks after the trunk (mtp_num_hidden_layers), run by draft-mtp; not counted in params
-    nextn_layers: int = 0
-    gemma4: Gemma4Layers | None = None  # Gemma 4's per-layer shapes; None for every other architecture
 
     @property
     def is_moe(self) -> bool:
         return self.n_expert > 0
 
-    def numbers(self) -> ArchitectureNumbers:
-        """These numbers as the tensor layout (engine.models.tensor_layout) and the planner read them."""
-        return ArchitectureNumbers(
-            architecture=self.llama_arch,
-            n_layer=self.n_layer,
-            n_embd=self.n_embd,
-            n_head=self.n_head,
-            n_head_kv=self.n_head_kv,
-            head_dim=self.head_dim,
-            n_ff=self.n_ff,
-            n_vocab=self.n_vocab,
-            n_ctx_train=self.n_ctx_train,
-            tied_embeddings=self.tied_embeddings,
-            n_expert=self.n_expert,
-            n_expert_used=self.n_expert_used,
-            n_ff_exp=self.n_ff_exp,
-            n_ff_shared=self.n_ff_shared,
-            sliding_window=self.sliding_window,
-            nextn_layers=self.nextn_layers,
-            **(vars(self.hybrid) if self.hybrid else {}),
-            **(vars(self.gemma4) if self.gemma4 else {}),
-        )
-
     def estimated_params(self) -> int:
         """Parameters of a decoder with these numbers (norms and biases left out); an MoE model counts every
         expert, a hybrid one its delta-net layers as such; an MTP block is not counted."""
-        return parameter_count(self.numbers())
+        return parameter_count(self)
 
     def estimated_active_params(self) -> int:
         """The parameters one token passes through: the used experts only, and the output matrix but not the
         input embeddings (a row is looked up, not multiplied). Equal to estimated_params less the input
         embeddings for a dense model."""
-        return parameter_count(self.numbers(), per_token=True)
+        return parameter_count(self, per_token=True)
 
     @property
     def active_params(self) -> int:
@@ -183,7 +107,7 @@ class Architecture:
         passes through (estimated_active_params / estimated_params), and so for a model with per-layer
         embeddings (Gemma 4 E2B: 4.6B in the file, 2.3B a token reads); for other dense models the published
         count."""
-        if not self.is_moe and not (self.gemma4 and self.gemma4.n_embd_per_layer):
+        if not self.is_moe and not self.n_embd_per_layer:
             return self.params
         return round(self.params * self.estimated_active_params() / self.estimated_params())
 
@@ -211,7 +135,7 @@ class Model:
     def is_draft_head(self) -> bool:
         """An EAGLE-3 or DFlash draft file: it drafts only through its own method, never as a plain draft
         model (draft-simple) and never as a target."""
-        return self.architecture.llama_arch in HEAD_ARCHITECTURES
+        return self.architecture.architecture in HEAD_ARCHITECTURES
 
 
 @dataclass(frozen=True)
@@ -458,9 +382,9 @@ _HYBRID_KEYS = (
 _HYBRID_ARCHS = tuple(sorted(HYBRID_ARCHITECTURES))
 
 
-def _hybrid(raw: Any, where: str) -> Hybrid:
+def _hybrid(raw: Any, where: str) -> dict[str, Any]:
     e = _Entry(raw, where)
-    hybrid = Hybrid(**{key: e.get(key, int, check=_positive) for key in _HYBRID_KEYS})
+    hybrid: dict[str, Any] = {key: e.get(key, int, check=_positive) for key in _HYBRID_KEYS}
     e.done()
     return hybrid
 
@@ -468,30 +392,28 @@ def _hybrid(raw: Any, where: str) -> Hybrid:
 _GEMMA4_ARCHS = ("gemma4",)
 
 
-def _gemma4(raw: Any, where: str, numbers: dict[str, int]) -> Gemma4Layers:
+def _gemma4(raw: Any, where: str, numbers: dict[str, int]) -> dict[str, Any]:
     e = _Entry(raw, where)
-    layers = Gemma4Layers(
+    layers: dict[str, Any] = {
         **{key: e.get(key, int, check=_positive) for key in ("global_every", "head_dim_global", "n_head_kv_global")},
         **{key: e.get(key, int, 0, check=_positive) for key in ("shared_kv_layers", "n_embd_per_layer")},
-        k_eq_v=e.get("k_eq_v", bool, False),
-        double_wide_ffn=e.get("double_wide_ffn", bool, False),
-    )
-    n_layer = numbers["n_layer"]
+        "k_eq_v": e.get("k_eq_v", bool, False),
+        "double_wide_ffn": e.get("double_wide_ffn", bool, False),
+    }
+    n_layer, every, shared = numbers["n_layer"], layers["global_every"], layers["shared_kv_layers"]
     # transformers forces the last layer global and llama.cpp reads the pattern as written: a depth that
     # ends on a sliding layer is a mistyped period or depth
-    if not layers.is_global(n_layer - 1):
-        raise e.fail(
-            f"the last of {n_layer} layers must be global; global_every {layers.global_every} makes it sliding"
-        )
-    if numbers["n_head"] % layers.n_head_kv_global:
-        raise e.fail(f"n_head {numbers['n_head']} is not a multiple of n_head_kv_global {layers.n_head_kv_global}")
+    if n_layer % every:
+        raise e.fail(f"the last of {n_layer} layers must be global; global_every {every} makes it sliding")
+    if numbers["n_head"] % layers["n_head_kv_global"]:
+        raise e.fail(f"n_head {numbers['n_head']} is not a multiple of n_head_kv_global {layers['n_head_kv_global']}")
     # the shared layers read the last sliding and the last global layer before them: both must exist
-    if n_layer - layers.shared_kv_layers < layers.global_every:
+    if n_layer - shared < every:
         raise e.fail(
-            f"shared_kv_layers {layers.shared_kv_layers} leaves fewer than global_every {layers.global_every} "
+            f"shared_kv_layers {shared} leaves fewer than global_every {every} "
             "layers with a cache of their own, so no global layer keeps one"
         )
-    if layers.double_wide_ffn and not layers.shared_kv_layers:
+    if layers["double_wide_ffn"] and not shared:
         raise e.fail("double_wide_ffn widens the shared-KV layers' FFN: it needs shared_kv_layers")
     e.done()
     return layers
@@ -504,30 +426,33 @@ def _architecture(raw: Any, where: str) -> Architecture:
         for key in ("n_layer", "n_embd", "n_head", "n_head_kv", "head_dim", "n_ff", "n_vocab", "n_ctx_train", "params")
     }
     moe = {key: e.get(key, int, 0, check=_positive) for key in _MOE_KEYS}
+    # the catalog's "llama_arch" is general.architecture; "hybrid" and "gemma4" group their architecture's
+    # own numbers, which the Architecture holds beside the others
+    llama_arch = e.get("llama_arch", str, check=_nonempty)
     raw_hybrid = e.get("hybrid", (dict, type(None)), None)
     raw_gemma4 = e.get("gemma4", dict, None)
+    if (raw_hybrid is not None) != (llama_arch in _HYBRID_ARCHS):
+        raise e.fail(
+            f"'hybrid' (the delta-net sizes) is needed for, and only for, {', '.join(_HYBRID_ARCHS)}; "
+            f"this model is {llama_arch}"
+        )
+    if (raw_gemma4 is not None) != (llama_arch in _GEMMA4_ARCHS):
+        raise e.fail(
+            f"'gemma4' (the per-layer shapes) is needed for, and only for, {', '.join(_GEMMA4_ARCHS)}; "
+            f"this model is {llama_arch}"
+        )
     arch = Architecture(
-        llama_arch=e.get("llama_arch", str, check=_nonempty),
+        architecture=llama_arch,
         tied_embeddings=e.get("tied_embeddings", bool),
         sliding_window=e.get("sliding_window", (int, type(None)), None),
         n_ff_shared=e.get("n_ff_shared", int, 0, check=_positive),
-        hybrid=None if raw_hybrid is None else _hybrid(raw_hybrid, f"{where}: hybrid"),
         nextn_layers=e.get("nextn_layers", int, 0, check=_positive),
-        gemma4=None if raw_gemma4 is None else _gemma4(raw_gemma4, f"{where}: gemma4", numbers),
+        **({} if raw_hybrid is None else _hybrid(raw_hybrid, f"{where}: hybrid")),
+        **({} if raw_gemma4 is None else _gemma4(raw_gemma4, f"{where}: gemma4", numbers)),
         **numbers,
         **moe,
     )
-    if (arch.hybrid is not None) != (arch.llama_arch in _HYBRID_ARCHS):
-        raise e.fail(
-            f"'hybrid' (the delta-net sizes) is needed for, and only for, {', '.join(_HYBRID_ARCHS)}; "
-            f"this model is {arch.llama_arch}"
-        )
-    if (arch.gemma4 is not None) != (arch.llama_arch in _GEMMA4_ARCHS):
-        raise e.fail(
-            f"'gemma4' (the per-layer shapes) is needed for, and only for, {', '.join(_GEMMA4_ARCHS)}; "
-            f"this model is {arch.llama_arch}"
-        )
-    if arch.gemma4 is not None and not arch.sliding_window:
+    if raw_gemma4 is not None and not arch.sliding_window:
         raise e.fail("a gemma4 model needs its 'sliding_window' (config.json's sliding_window)")
     if arch.n_ff_shared and not arch.is_moe:
         raise e.fail("n_ff_shared (a shared expert) needs a mixture of experts")
@@ -756,7 +681,7 @@ def _check_pair(target: str, draft: str, by_id: dict[str, Model], tokenizer: dic
             raise CatalogError(f"{where}: {role} {model_id!r} is not a model in the catalog")
         if by_id[model_id].is_draft_head:
             raise CatalogError(
-                f"{where}: the {role} {model_id!r} is a draft head ({by_id[model_id].architecture.llama_arch}), "
+                f"{where}: the {role} {model_id!r} is a draft head ({by_id[model_id].architecture.architecture}), "
                 "which llama.cpp runs only through its own method; pairings and presets pair plain models"
             )
     if tokenizer[target] != tokenizer[draft]:

@@ -52,19 +52,15 @@ MTP_ARCH = "glm4moe"
 SYNTHETIC_TARGET = ModelShape()  # engine.models.synthetic's default target, which the heads draft for
 
 
+# the glm4moe trunk's shape: a leading dense block (n_ff wide), then routed ones of n_expert experts
+MTP_TRUNK = ModelShape(n_embd=64, n_layer=2, n_ff=128, n_expert=4, n_expert_used=2, n_ff_exp=64)
+
+
 @dataclasses.dataclass(frozen=True)
 class MTPModelSpec:
-    n_embd: int = 64
-    n_layer: int = 2  # trunk blocks; the MTP block comes after them
-    n_head: int = 4
-    n_head_kv: int = 2
-    n_ff: int = 128  # the leading dense block's FFN
-    n_expert: int = 4
-    n_expert_used: int = 2
-    n_ff_exp: int = 64
+    shape: ModelShape = MTP_TRUNK  # n_layer counts the trunk's blocks; the MTP block comes after them
     divergence: float = 0.0
     seed: int = 7
-    n_ctx_train: int = 4096
     name: str = "spectune-synthetic-mtp"
 
 
@@ -112,7 +108,7 @@ def _finish(w: Any, tensors: dict[str, np.ndarray]) -> None:
 # -- an MTP head -----------------------------------------------------------------------------------
 
 
-def _glm_block(rng: np.random.Generator, s: MTPModelSpec, dense: bool, scale_out: float) -> dict[str, np.ndarray]:
+def _glm_block(rng: np.random.Generator, s: ModelShape, dense: bool, scale_out: float) -> dict[str, np.ndarray]:
     d, hd = s.n_embd, s.n_embd // s.n_head
     t = {
         "attn_norm.weight": _ones(d),
@@ -144,22 +140,23 @@ def write_mtp_model(path: str | Path, spec: MTPModelSpec = MTPModelSpec()) -> Pa
     """Write one glm4moe GGUF with an MTP block to ``path`` (F32); return the path."""
     import gguf
 
-    if spec.n_embd % spec.n_head or spec.n_head % spec.n_head_kv:
+    s = spec.shape
+    if s.n_embd % s.n_head or s.n_head % s.n_head_kv:
         raise ValueError("n_embd must divide by n_head, and n_head by n_head_kv")
-    if spec.n_layer < 2:
+    if s.n_layer < 2:
         raise ValueError("the trunk needs a dense block and at least one MoE block (n_layer >= 2)")
     path = Path(path)
     rng = np.random.default_rng(spec.seed)
-    n_vocab, d = len(build_vocab()[0]), spec.n_embd
+    n_vocab, d = len(build_vocab()[0]), s.n_embd
     output = (rng.standard_normal((n_vocab, d)) * 2.0).astype(np.float32)
     output[: 3 + 256] = 0.0  # control and byte tokens never win: the text reads as word pieces
-    heads = (spec.n_head, spec.n_head_kv)
+    heads = (s.n_head, s.n_head_kv)
     # block_count counts the MTP block, as convert_hf_to_gguf.py does
-    w = _writer(path, MTP_ARCH, spec.name, spec.n_ctx_train, d, spec.n_layer + 1, spec.n_ff, heads)
+    w = _writer(path, MTP_ARCH, spec.name, s.n_ctx_train, d, s.n_layer + 1, s.n_ff, heads)
     w.add_uint32(f"{MTP_ARCH}.nextn_predict_layers", 1)
-    w.add_expert_feed_forward_length(spec.n_ff_exp)
-    w.add_expert_count(spec.n_expert)
-    w.add_expert_used_count(spec.n_expert_used)
+    w.add_expert_feed_forward_length(s.n_ff_exp)
+    w.add_expert_count(s.n_expert)
+    w.add_expert_used_count(s.n_expert_used)
     w.add_expert_shared_count(1)
     w.add_leading_dense_block_count(1)
     w.add_expert_weights_scale(1.0)
@@ -171,12 +168,12 @@ def write_mtp_model(path: str | Path, spec: MTPModelSpec = MTPModelSpec()) -> Pa
         "output_norm.weight": _ones(d),
         "output.weight": output,
     }
-    for i in range(spec.n_layer):
-        for key, arr in _glm_block(rng, spec, dense=i == 0, scale_out=spec.divergence).items():
+    for i in range(s.n_layer):
+        for key, arr in _glm_block(rng, s, dense=i == 0, scale_out=spec.divergence).items():
             tensors[f"blk.{i}.{key}"] = arr
-    mtp = spec.n_layer
+    mtp = s.n_layer
     # the MTP block's own attention and experts add nothing (scale 0): its prediction is the bigram's
-    for key, arr in _glm_block(rng, spec, dense=False, scale_out=0.0).items():
+    for key, arr in _glm_block(rng, s, dense=False, scale_out=0.0).items():
         tensors[f"blk.{mtp}.{key}"] = arr
     eh_proj = np.zeros((d, 2 * d), np.float32)
     eh_proj[:, :d] = np.eye(d, dtype=np.float32)  # [enorm(embedding) ; hnorm(h)] -> the embedding half

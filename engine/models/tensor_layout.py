@@ -38,28 +38,37 @@ class ArchitectureNumbers:
     n_vocab: int
     n_ctx_train: int
     tied_embeddings: bool = False
-    # a routed FFN: experts per layer, experts a token uses, rows of one expert; a shared expert's rows
+    # a mixture of experts (0: dense): experts per layer, experts each token uses, rows of one expert's FFN
+    # (config.json: num_experts / num_local_experts, num_experts_per_tok, moe_intermediate_size). Every
+    # layer's FFN is then a routed one, as in qwen3moe and gpt-oss; n_ff stays the GGUF's feed_forward_length.
     n_expert: int = 0
     n_expert_used: int = 0
     n_ff_exp: int = 0
-    n_ff_shared: int = 0
+    n_ff_shared: int = 0  # rows of the shared expert beside the routed ones (shared_expert_intermediate_size)
     sliding_window: int | None = None  # the window of the layers that slide (engine.planning.sliding_window)
-    # a hybrid architecture's delta-net layers (the GGUF's full_attention_interval and ssm.* keys)
-    full_attention_interval: int = 0
-    ssm_conv_kernel: int = 0
-    ssm_state_size: int = 0
-    ssm_group_count: int = 0
-    ssm_time_step_rank: int = 0
-    ssm_inner_size: int = 0
-    nextn_layers: int = 0  # MTP blocks after the trunk; in block_count, not in the parameter count
-    # Gemma 4's per-layer shapes (engine.models.catalog.Gemma4Layers says what each one is)
-    global_every: int = 0
-    head_dim_global: int = 0
+    # a hybrid's gated delta-net layers (Qwen3.5: qwen35 / qwen35moe), the GGUF's full_attention_interval and
+    # ssm.* keys: every full_attention_interval-th layer attends, the others carry a recurrent state
+    # (engine.planning.recurrent). Their config.json keys follow each field.
+    full_attention_interval: int = 0  # full_attention_interval
+    ssm_conv_kernel: int = 0  # linear_conv_kernel_dim
+    ssm_state_size: int = 0  # linear_key_head_dim (= linear_value_head_dim in Qwen3.5)
+    ssm_group_count: int = 0  # linear_num_key_heads
+    ssm_time_step_rank: int = 0  # linear_num_value_heads
+    ssm_inner_size: int = 0  # linear_num_value_heads x linear_value_head_dim
+    # MTP (next-n) blocks after the trunk (mtp_num_hidden_layers), run by draft-mtp; in block_count, not in
+    # the parameter count
+    nextn_layers: int = 0
+    # Gemma 4's layers differ one from the next (llama.cpp's gemma4): head_dim and n_head_kv are the sliding
+    # layers'; every global_every-th layer is global, with other heads. engine.planning.model_numbers writes
+    # them as the GGUF keys engine.planning.kv_layers and sliding_window read.
+    global_every: int = 0  # layer il is global when il % global_every == global_every - 1 (config: layer_types)
+    head_dim_global: int = 0  # global_head_dim
+    # the global layers' KV heads: num_global_key_value_heads where attention_k_eq_v, else num_key_value_heads
     n_head_kv_global: int = 0
-    shared_kv_layers: int = 0
-    n_embd_per_layer: int = 0
-    k_eq_v: bool = False
-    double_wide_ffn: bool = False
+    shared_kv_layers: int = 0  # num_kv_shared_layers: the last ones keep no K/V and read earlier layers' caches
+    n_embd_per_layer: int = 0  # hidden_size_per_layer_input: per-layer embeddings (E2B, E4B); 0: none
+    k_eq_v: bool = False  # attention_k_eq_v: global layers have no V projection (the keys serve as values)
+    double_wide_ffn: bool = False  # use_double_wide_mlp: the shared-KV layers' FFN is twice n_ff wide
 
     @property
     def hybrid(self) -> bool:

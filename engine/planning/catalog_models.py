@@ -31,7 +31,7 @@ class CatalogModels:
         if key not in self._cache:
             q = self.catalog.quant(quant)
             self._cache[key] = model_info_from_architecture(
-                model.architecture.numbers(), q.weight_type, q.bits_per_weight, model.id
+                model.architecture, q.weight_type, q.bits_per_weight, model.id
             )
         return self._cache[key]
 

@@ -46,7 +46,7 @@ def model_info_from_numbers(
 def model_info_from_architecture(
     numbers: ArchitectureNumbers, weight_type: str = "F16", bits_per_weight: float | None = None, name: str = ""
 ) -> ModelInfo:
-    """model_info_from_numbers for numbers already gathered (a catalog entry's Architecture.numbers())."""
+    """model_info_from_numbers for numbers already gathered (a catalog entry's Architecture is one)."""
     _check(numbers)
     weight_type = _checked_weight_type(weight_type, bits_per_weight)
     file = _TensorFile(weight_type, bits_per_weight)

@@ -629,7 +629,7 @@ def _candidate(
         pairing_speedups.get((target.id, draft.id), []),
         presets.get((target.id, tq, draft.id, dq)),
         active_params=target.architecture.active_params if target.architecture.is_moe else 0,
-        mtp_head=target.architecture.nextn_layers > 0 and target.architecture.llama_arch in MTP_ARCHITECTURES,
+        mtp_head=target.architecture.nextn_layers > 0 and target.architecture.architecture in MTP_ARCHITECTURES,
         host_bytes=totals.get(CPU, 0) if budget.kind == "gpu" else 0,
         ram_usable_bytes=budget.ram_usable_bytes if budget.kind == "gpu" else None,
     )
