@@ -141,15 +141,20 @@ class TunePage(QWidget):
             "few settings served by llama-server at -np N with N requests at once, against no speculation at "
             "the same N (speculation that pays for one client can cost for four)",
         )
+        # the spin boxes by the key each is saved under (save_state, restore_state); all but clients (beside
+        # Start, below) stand in this row, labelled by their key unless named here
+        self._spins = {
+            "max_prompts": self.max_prompts,
+            "budget": self.budget,
+            "max_tokens": self.max_tokens,
+            "k_max": self.k_max,
+            "seed": self.seed,
+            "clients": self.clients,
+        }
+        labels = {"max_prompts": "prompts", "max_tokens": "max tokens", "k_max": "K max"}
+        row = [(labels.get(key, key), spin) for key, spin in self._spins.items() if key != "clients"]
         inputs = QHBoxLayout()
-        for label, widget in (
-            ("workload", self.workload),
-            ("prompts", self.max_prompts),
-            ("budget", self.budget),
-            ("max tokens", self.max_tokens),
-            ("K max", self.k_max),
-            ("seed", self.seed),
-        ):
+        for label, widget in [("workload", self.workload), *row]:
             inputs.addWidget(QLabel(label))
             inputs.addWidget(widget)
             inputs.addSpacing(8)
@@ -569,15 +574,7 @@ class TunePage(QWidget):
 
     # -- persistence ----------------------------------------------------------------------------------
     def save_state(self) -> dict:
-        return {
-            "workload": self.workload.currentText(),
-            "max_prompts": self.max_prompts.value(),
-            "budget": self.budget.value(),
-            "max_tokens": self.max_tokens.value(),
-            "k_max": self.k_max.value(),
-            "seed": self.seed.value(),
-            "clients": self.clients.value(),
-        }
+        return {"workload": self.workload.currentText(), **{key: spin.value() for key, spin in self._spins.items()}}
 
     def restore_state(self, state: dict) -> None:
         def get(key, default):
@@ -590,12 +587,5 @@ class TunePage(QWidget):
         if workload and workload not in (PICK_FILE,):
             if not self.workload.choose(workload) and Path(workload).is_file():
                 self.set_workload_file(workload)
-        for key, spin in (
-            ("max_prompts", self.max_prompts),
-            ("budget", self.budget),
-            ("max_tokens", self.max_tokens),
-            ("k_max", self.k_max),
-            ("seed", self.seed),
-            ("clients", self.clients),
-        ):
+        for key, spin in self._spins.items():
             spin.setValue(get(key, spin.value()))
