@@ -81,14 +81,17 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     page = window.tune
     set_tune(page)
     assert pair[0].name in page.lab_summary.text() and "context 4096" in page.lab_summary.text()
+    assert page.progress_bar.isHidden(), "no progress to show before the first tune"
     page.start_button.click()
     assert page.mode == "running" and not page.start_button.isEnabled() and page.cancel_button.isEnabled()
+    assert not page.progress_bar.isHidden()
     qtbot.waitUntil(lambda: page.runner is not None and page.runner.client.pid is not None, timeout=WAIT)
     pid = page.runner.client.pid
     assert pid != window.controller.pid, "the tune has an engine process of its own"
     qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
     result = page.result
     assert result is not None, page.log.toPlainText()[-2000:]
+    assert not page.progress_bar.isHidden() and page.progress_bar.value() == 1  # full: done
 
     # the table: every candidate, the tuner's pick first and highlighted, numbers as the tuner measured them
     table = page.table

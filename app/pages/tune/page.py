@@ -546,9 +546,11 @@ class TunePage(QWidget):
         for w in (self.budget, self.k_max, self.seed):
             w.setEnabled(not running and single)
             w.setStatusTip("" if single else "used by the one-client search only")
-        # a busy indicator while running (the tuner cannot say how many runs are left); full when done
+        # a busy indicator while running (the tuner cannot say how many runs are left); full when done; not
+        # shown before the first tune, where it was an empty box beside "no tune yet"
         self.progress_bar.setRange(0, 0 if running else 1)
         self.progress_bar.setValue(1 if has_result else 0)
+        self.progress_bar.setVisible(running or has_result)
 
     def _show_progress(self, message: str | None = None) -> None:
         if message:
