@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import queue
 import signal
 import subprocess
@@ -120,8 +121,9 @@ class _KillOnCloseJob:
                 self.error = f"AssignProcessToJobObject failed (error {ctypes.get_last_error()})"  # type: ignore[attr-defined]
 
 
+@functools.cache
 def _kernel32() -> Any:
-    """kernel32's job functions, typed (a HANDLE is pointer-wide: left untyped, ctypes would cut it to 32 bits)."""
+    """kernel32's job functions, typed once (a HANDLE is pointer-wide: left untyped, ctypes would cut it to 32 bits)."""
     from ctypes import wintypes
 
     kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
