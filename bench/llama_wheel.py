@@ -34,8 +34,8 @@ RUNPATH_OF = ("bin/llama-server", "bin/llama-quantize", "lib/libllama-server-imp
 
 def setup_wheel() -> Path:
     """The wheel named in .venv/.spectune-setup (written by scripts/setup.sh)."""
-    stamp = (ROOT / ".venv" / ".spectune-setup").read_text().split()
-    return Path(stamp[-1])
+    stamp = (ROOT / ".venv" / ".spectune-setup").read_text().split()  # "HASH WHEEL [EXTRAS]"
+    return Path(stamp[1])
 
 
 def build_record(wheel: Path) -> dict[str, str]:

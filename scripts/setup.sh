@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything SpecTune needs in ./.venv, idempotently:
-#   1. a virtual environment with the project and its test tools;
-#   2. llama-cpp-python==$LLAMA_CPP_VERSION built once with the server tools
-#      (llama-server, llama-bench, ...) and kept as a wheel in the user cache,
+#   1. a virtual environment with the project and its test tools (not with --app);
+#   2. llama-cpp-python==$LLAMA_CPP_VERSION built once with the tools SpecTune runs
+#      (llama-server, llama-quantize) and kept as a wheel in the user cache,
 #      keyed by version and build flags, because pip's own wheel cache ignores
 #      CMAKE_ARGS;
 #   3. the native runtime (native/, libspecrt) built against that llama.cpp.
@@ -13,6 +13,7 @@
 #   scripts/setup.sh --cpu      force the CPU build
 #   scripts/setup.sh --portable llama.cpp's CPU backend for every x86-64 level (what the bundles and the
 #                               GPU check carry to other machines) instead of this machine's alone
+#   scripts/setup.sh --app      without the test tools (pytest, ruff, mypy, ...): what scripts/run.sh needs
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,11 +24,13 @@ LLAMA_CPP_VERSION=$(sed -n 's/^ *"llama-cpp-python==\([^"]*\)".*/\1/p' pyproject
 
 variant=${SPECTUNE_VARIANT:-auto}
 portable=${SPECTUNE_PORTABLE:-0}
+test_tools=1
 for arg in "$@"; do
   case "$arg" in
     --cuda) variant=cuda ;;
     --cpu) variant=cpu ;;
     --portable) portable=1 ;;
+    --app) test_tools=0 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -77,10 +80,10 @@ cmake_args="$cmake_args -DGGML_BACKEND_DL=ON"
 # or the bundle lies, so llama-server runs without LD_LIBRARY_PATH (lib/../lib is lib/ for the libraries).
 cmake_args="$cmake_args -DCMAKE_INSTALL_RPATH=\$ORIGIN/../lib"
 # The CPU backend. A source install runs where it was built, so by default it gets one CPU module with the
-# features this CPU has (packaging/cpu_features.py): 11-12 CPU-minutes, about 6 minutes on 2 idle cores.
+# features this CPU has (packaging/cpu_features.py): about 10 CPU-minutes, 5 minutes on 2 idle cores.
 # --portable compiles it once per x86-64 level (GGML_CPU_ALL_VARIANTS; ggml loads the best one the CPU
-# supports), so that one wheel runs on any x86-64 PC, as the bundles and the GPU check need: 20-22
-# CPU-minutes, 10.5-11.5 minutes on 2 idle cores (bench/results/llama_wheel-native.txt, -cpu.txt).
+# supports), so that one wheel runs on any x86-64 PC, as the bundles and the GPU check need: about 17
+# CPU-minutes, 9 minutes on 2 idle cores (bench/results/llama_wheel-native.txt, -cpu.txt).
 if [ "$portable" = 1 ]; then
   cpu_args=$("$vpy" packaging/cpu_features.py --portable)
   kind=cpu  # the key packaging/build_linux.sh and bench/gpu_check.sh look for
@@ -88,17 +91,33 @@ else
   cpu_args=$("$vpy" packaging/cpu_features.py)
   kind=native
 fi
+# Of llama.cpp's tools only llama-server and llama-quantize are built (packaging/llama_tools.cmake says
+# why and how). Its path stays out of the key, so that every clone on this machine shares one wheel.
+tools_cmake=packaging/llama_tools.cmake
+tools_args="-DCMAKE_PROJECT_INCLUDE=$root/$tools_cmake"
 # The CUDA variant is this CPU wheel plus ggml's CUDA module (step 2b), so both start here.
-key="$LLAMA_CPP_VERSION-$kind-$(printf '%s %s' "$cmake_args" "$cpu_args" | sha256sum | cut -c1-12)"
+key="$LLAMA_CPP_VERSION-$kind-$(printf '%s %s' "$cmake_args" "$cpu_args" | cat - "$tools_cmake" | sha256sum | cut -c1-12)"
 wheel_dir="$cache/llama/wheels/$key"
 wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl 2>/dev/null | head -n 1 || true)
+extras=""
+[ "$test_tools" = 1 ] && extras=test
+[ "$variant" = cuda ] && extras=${extras:+$extras,}cuda
+deps_pid=""
 if [ -z "$wheel" ]; then
+  # The Python dependencies install while llama.cpp compiles: pip mostly waits on the network and the disk,
+  # so this takes 10-20 s off a first setup. Step 3 waits for it and completes whatever it left undone.
+  deps=$("$vpy" packaging/dependencies.py ${extras:+--extras "$extras"} --without llama-cpp-python)
+  # pip is upgraded in step 3, not here: the build's own pip runs from this venv meanwhile
+  # shellcheck disable=SC2086  # one argument per requirement; none holds a space
+  "$vpy" -m pip install -q $deps >.venv/dependencies.log 2>&1 &
+  deps_pid=$!
+  trap '[ -z "$deps_pid" ] || wait "$deps_pid" 2>/dev/null || true' EXIT  # no pip left writing to .venv
   jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-  say "building llama-cpp-python $LLAMA_CPP_VERSION with llama-server, for $([ "$kind" = cpu ] && echo 'every x86-64 level: about 11' || echo 'this CPU: about 6') minutes on 2 idle cores, once"
+  say "building llama-cpp-python $LLAMA_CPP_VERSION with llama-server, for $([ "$kind" = cpu ] && echo 'every x86-64 level: about 9' || echo 'this CPU: about 5') minutes on 2 idle cores, once"
   rm -rf "$wheel_dir.tmp" && mkdir -p "$wheel_dir.tmp"
   started=$SECONDS
   times > "$wheel_dir.tmp/times"  # second line: CPU time of this script's finished children (user, system)
-  CMAKE_ARGS="$cmake_args $cpu_args" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
+  CMAKE_ARGS="$cmake_args $cpu_args $tools_args" CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
     "$vpy" -m pip wheel -q --no-deps --no-cache-dir -w "$wheel_dir.tmp" "$sdist"
   times >> "$wheel_dir.tmp/times"
   # what bench/llama_wheel.py reports: how long this build took, and how. The CPU seconds and the load
@@ -108,7 +127,7 @@ if [ -z "$wheel" ]; then
   rm -f "$wheel_dir.tmp/times"
   printf 'seconds %s\ncpu_seconds %s\njobs %s\ncpus %s\nload %s\ndate %s\ncmake_args %s\n' "$((SECONDS - started))" \
     "$cpu_seconds" "$jobs" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" \
-    "$(date -u +%Y-%m-%dT%H:%MZ)" "$cmake_args $cpu_args" > "$wheel_dir.tmp/build.txt"
+    "$(date -u +%Y-%m-%dT%H:%MZ)" "$cmake_args $cpu_args -DCMAKE_PROJECT_INCLUDE=$tools_cmake" > "$wheel_dir.tmp/build.txt"
   rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
   wheel=$(ls "$wheel_dir"/llama_cpp_python-*.whl | head -n 1)
 fi
@@ -117,9 +136,7 @@ fi
 # Only the CUDA code is compiled (packaging/cuda_build.py): cuBLAS and the runtime come from the pinned
 # nvidia-* wheels of pyproject's "cuda" extra, nvcc from the toolkit, and where no NVIDIA driver is
 # installed the build links a stub libcuda that is never shipped.
-extras=test
 if [ "$variant" = cuda ]; then
-  extras=test,cuda
   command -v nvcc >/dev/null 2>&1 || { echo "setup.sh: --cuda needs nvcc (the CUDA toolkit's compiler, 13.0; or pip install nvidia-cuda-nvcc==13.0.88 and put its bin/ on PATH)" >&2; exit 1; }
   if [ -z "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
     # the GPUs present, or with none the default list of packaging/cuda_arch.py (Turing to Blackwell)
@@ -142,14 +159,20 @@ if [ "$variant" = cuda ]; then
 fi
 
 # --- 3. the project and its Python dependencies -----------------------------
+if [ -n "$deps_pid" ]; then
+  wait "$deps_pid" || say "installing the dependencies during the build failed (.venv/dependencies.log); once more now"
+  deps_pid=""
+fi
 stamp=.venv/.spectune-setup
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $wheel"
-if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+have=$(cat "$stamp" 2>/dev/null || true)
+# a venv set up with the test tools serves --app as it is; one set up without them gets them when asked
+if [ "$have" != "$want [$extras]" ] && { [ "$test_tools" = 1 ] || [ "$have" != "$want [test${extras:+,$extras}]" ]; }; then
   say "installing the project and its dependencies into .venv"
   "$vpy" -m pip install -q --upgrade pip >/dev/null
   "$vpy" -m pip install -q --force-reinstall --no-deps "$wheel"
-  "$vpy" -m pip install -q -e ".[$extras]"
-  printf '%s' "$want" > "$stamp"
+  "$vpy" -m pip install -q -e ".${extras:+[$extras]}"
+  printf '%s' "$want [$extras]" > "$stamp"
 fi
 
 # --- 4. the native runtime ---------------------------------------------------

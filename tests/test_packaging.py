@@ -26,6 +26,7 @@ prune = packaging_script("prune")
 llama_bundle = packaging_script("llama_bundle")
 cuda_build = packaging_script("cuda_build")
 cpu_features = packaging_script("cpu_features")
+dependencies = packaging_script("dependencies")
 
 
 # -- the entry's dispatch ---------------------------------------------------------------------
@@ -299,6 +300,63 @@ def test_the_native_switches_cover_every_feature_of_the_pinned_ggmls_x86_variant
     x86 = text[text.index(start) : text.index(end)]
     used = {f for line in re.findall(r"ggml_add_cpu_backend_variant\((.*)\)", x86) for f in line.split()[1:]}
     assert used and used == set(cpu_features.FEATURES)
+
+
+# -- the llama.cpp tools a source install builds (llama_tools.cmake, for scripts/setup.sh) --------------
+
+SPECTUNE_RUNS = {"server", "quantize"}  # llama-server and llama-quantize
+SERVER_NEEDS = {"mtmd", "ui"}  # what tools/server/CMakeLists.txt links and depends on
+
+
+def skipped_tools() -> set[str]:
+    import re
+
+    text = (REPO / "packaging" / "llama_tools.cmake").read_text()
+    listed = re.search(r"set\(SPECTUNE_SKIPPED_LLAMA_TOOLS\s+(.*?)\)", text, re.S)
+    assert listed, "llama_tools.cmake no longer sets SPECTUNE_SKIPPED_LLAMA_TOOLS"
+    return set(listed.group(1).split())
+
+
+def test_the_skipped_tools_are_tools_of_the_pinned_source_and_spare_the_server():
+    """A name the pinned llama.cpp does not add would skip nothing (a renamed tool would build again unseen),
+    and the server, the quantizer and what the server links must never be skipped."""
+    import re
+
+    added = set(re.findall(r"add_subdirectory\(([\w-]+)\)", pinned_llama_source("tools/CMakeLists.txt")))
+    assert SPECTUNE_RUNS | SERVER_NEEDS <= added
+    assert skipped_tools() <= added
+    assert not skipped_tools() & (SPECTUNE_RUNS | SERVER_NEEDS)
+
+
+def test_setup_passes_the_tools_file_and_keys_the_wheel_by_its_contents():
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    assert "tools_cmake=packaging/llama_tools.cmake" in setup
+    assert "-DCMAKE_PROJECT_INCLUDE=$root/$tools_cmake" in setup
+    assert 'cat - "$tools_cmake" | sha256sum' in setup  # a changed list builds a new wheel
+
+
+def test_the_installed_llama_has_the_tools_spectune_runs_and_not_the_skipped_ones():
+    """The wheel scripts/setup.sh built and installed: the skip took effect and spared what SpecTune runs."""
+    from engine.llama.install import find_install
+
+    names = {p.name.removesuffix(".exe") for p in find_install().bin_dir.iterdir()}
+    assert {"llama-server", "llama-quantize"} <= names
+    assert not names & {"llama-bench", "llama-cli", "llama-perplexity", "llama-tts", "llama-imatrix"}, sorted(names)
+
+
+# -- the requirements setup.sh installs beside the build (dependencies.py) ----------------------------
+
+
+def test_requirements_come_from_pyproject_without_the_one_being_built(tmp_path):
+    listed = dependencies.requirements(["test"], ["llama_cpp.python"])  # pip's name rules: -, _ and . alike
+    assert not any(r.startswith("llama-cpp-python") for r in listed)
+    assert "PySide6-Essentials==6.10.3" in listed and "ruff==0.17.6" in listed
+    assert "ruff==0.17.6" not in dependencies.requirements([], [])
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = ["a>=1", "B_c==2"]\n[project.optional-dependencies]\nx = ["d"]\n')
+    assert dependencies.requirements(["x"], ["b.C"], pyproject) == ["a>=1", "d"]
+    with pytest.raises(ValueError, match="no extra y in pyproject.toml; it has x"):
+        dependencies.requirements(["y"], [], pyproject)
 
 
 @pytest.mark.parametrize(
