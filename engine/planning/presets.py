@@ -31,19 +31,16 @@ class PresetFit:
     placement: Placement | None = None  # how it fits when llama.cpp's default placement does not
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "target": vars(self.target).copy(),
-            "draft": vars(self.draft).copy(),
-            "download_bytes": self.download_bytes,
-            "sizes_estimated": self.sizes_estimated,
-            "needed_bytes": self.needed_bytes,
-            "fits": self.fits,
-            "why": self.why,
-            "placement": self.placement.to_dict() if self.placement else None,
-            "placement_flags": self.placement.flags() if self.placement else [],
-        }
+        """Every field in its order (a new field comes along by itself), the files and the placement as JSON,
+        and the placement's llama-server flags last."""
+        d = dict(vars(self))
+        d.update(
+            target=vars(self.target).copy(),
+            draft=vars(self.draft).copy(),
+            placement=self.placement.to_dict() if self.placement else None,
+            placement_flags=self.placement.flags() if self.placement else [],
+        )
+        return d
 
 
 def preset_fits(catalog: Catalog, budget: Budget | None, ctx: int = DEFAULT_CTX) -> list[PresetFit]:
