@@ -30,7 +30,7 @@ from app.widgets.style import error_text, ok_text
 from app.widgets.timers import make_timer
 from app.widgets.token_text import TokenText
 from engine.core.chat import Prompt
-from engine.core.settings import LoadSettings, SettingsError, to_dict
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
 from engine.planning.budget import Budget
@@ -315,14 +315,18 @@ class LabPage(QWidget):
             return
         if not self._ready_for("start"):
             return
-        self.banner.hide()
         self.live = LiveSession(baseline_tps=self.live.baseline_tps)
         self.charts.clear()
         self.text.clear_text()
-        self._prompt_index = 0
-        self.mode = "running"
+        self._generate("running", spec, sampling)
+
+    def _generate(self, mode: str, spec: SpecSettings, sampling: SamplingSettings) -> None:
+        """Start the loop of generations (a run or the baseline) over self._prompts with these settings."""
+        self.banner.hide()
+        self.mode = mode
         self.controls.set_running(True)
         self._sent_spec, self._sent_sampling = to_dict(spec), to_dict(sampling)
+        self._prompt_index = 0
         self._next_generation()
 
     def _next_generation(self) -> None:
@@ -361,13 +365,7 @@ class LabPage(QWidget):
             return
         if not self._ready_for("baseline"):
             return
-        self.banner.hide()
-        self.mode = "baseline"
-        self.controls.set_running(True)
-        self._sent_spec = to_dict(self.controls.spec_settings())
-        self._sent_sampling = to_dict(self.controls.sampling_settings())
-        self._prompt_index = 0
-        self._next_generation()
+        self._generate("baseline", self.controls.spec_settings(), self.controls.sampling_settings())
 
     # -- knobs while running ----------------------------------------------
     def _knobs_moved(self) -> None:
