@@ -82,6 +82,7 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     set_tune(page)
     assert pair[0].name in page.lab_summary.text() and "context 4096" in page.lab_summary.text()
     assert page.progress_bar.isHidden(), "no progress to show before the first tune"
+    assert not page.charts.drawn and page.charts.placeholder.isVisibleTo(page), "a line in place of empty axes"
     page.start_button.click()
     assert page.mode == "running" and not page.start_button.isEnabled() and page.cancel_button.isEnabled()
     assert not page.progress_bar.isHidden()
@@ -107,6 +108,7 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
         and f"{result.baseline_tps:.1f}" in page.summary.text()
     )
     # the chart: the model's prediction for every K up to K max, the measured K values beside it
+    assert page.charts.drawn
     xs, _ = page.charts.c_pred.getData()
     assert list(xs) == list(range(1, 7))
     assert len(page.charts.c_meas.getData()[0]) >= 1
