@@ -18,11 +18,12 @@ from pathlib import Path
 from types import ModuleType
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from app.background import BackgroundJob
 from app.jobs import MeasuringJobs
 from app.widgets import style
+from app.widgets.forms import push_button
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
 from app.widgets.timers import make_timer
@@ -102,13 +103,15 @@ class HardwarePage(QWidget):
         self.cpu_speed: DeviceSpeed | None = None
         self.speed_label = QLabel("llama.cpp's speed on this CPU: not measured yet")
         self.speed_label.setWordWrap(True)
-        self.measure_button = QPushButton("Measure llama.cpp's speed here")
-        self.measure_button.setToolTip(
-            "Writes a 0.37B-parameter model and its Q8_0 and Q4_K_M copies, loads each in an engine of its own and "
-            "times llama.cpp's forward passes (a few minutes and about 2 GB of scratch disk, once per machine); "
-            "`spectune predict` and the speed model use the result"
+        self.measure_button = push_button(
+            "Measure llama.cpp's speed here",
+            self.measure_cpu,
+            (
+                "Writes a 0.37B-parameter model and its Q8_0 and Q4_K_M copies, loads each in an engine of its own and "
+                "times llama.cpp's forward passes (a few minutes and about 2 GB of scratch disk, once per machine); "
+                "`spectune predict` and the speed model use the result"
+            ),
         )
-        self.measure_button.clicked.connect(self.measure_cpu)
         if jobs is not None:
             jobs.register(PROBE_JOB, self._probing, "the CPU speed probe is running", "the probe's")
         self.report: HardwareReport = probe(nvml)
@@ -120,8 +123,7 @@ class HardwarePage(QWidget):
         self.engine_label.setWordWrap(True)
         self.gpu_col = QVBoxLayout()
         self.gpu_boxes: list[GpuBox] = []
-        again = QPushButton("Refresh (F5)")
-        again.clicked.connect(self.reprobe)
+        again = push_button("Refresh (F5)", self.reprobe)
         add_page_shortcuts(self, (("F5", self.reprobe),))
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>Hardware</h3>"))

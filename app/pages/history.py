@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QPushButton,
     QStackedWidget,
     QTableWidget,
     QTableWidgetItem,
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.widgets.empty_state import EmptyState
+from app.widgets.forms import push_button
 from engine.core.settings import SamplingSettings, SpecSettings, from_dict
 from engine.measure.history import History, HistoryError, record_summary
 
@@ -41,8 +41,7 @@ class HistoryPage(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSortingEnabled(True)
         self.status = QLabel()
-        export = QPushButton("Export CSV…")
-        export.clicked.connect(self.export_csv)
+        export = push_button("Export CSV…", self.export_csv)
         col = QVBoxLayout(self)
         col.addWidget(QLabel("<h3>History</h3>"))
         self.empty = EmptyState(

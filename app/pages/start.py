@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.widgets.forms import push_button
 from engine.core.units import GIB, format_bytes
 from engine.planning.recommend import start_choices
 
@@ -71,11 +72,11 @@ class StartPage(QWidget):
             "speculation, checks which setting pays on this machine, then runs live with it while the charts "
             "show acceptance and tokens/s.",
         )
-        self.demo_button = QPushButton("Run the demo pair")
-        self.demo_button.setToolTip(
-            "load the demo pair in the Lab, measure the baseline, check which setting pays here and start a live run"
+        self.demo_button = push_button(
+            "Run the demo pair",
+            self.demoRequested,
+            ("load the demo pair in the Lab, measure the baseline, check which setting pays here and start a live run"),
         )
-        self.demo_button.clicked.connect(self.demoRequested)
         demo_col.addWidget(self.demo_button, 0, Qt.AlignmentFlag.AlignLeft)
         col.addWidget(demo_box)
 
@@ -90,19 +91,18 @@ class StartPage(QWidget):
         device_row = QHBoxLayout()
         self.device_label = QLabel("")
         self.device_label.setWordWrap(True)
-        self.measure_button = QPushButton("Measure this CPU")
-        self.measure_button.setToolTip(
-            "time llama.cpp on this CPU (a few minutes, once) so that the predicted speeds are measured, not assumed"
+        self.measure_button = push_button(
+            "Measure this CPU",
+            self.measureRequested,
+            ("time llama.cpp on this CPU (a few minutes, once) so that the predicted speeds are measured, not assumed"),
         )
-        self.measure_button.clicked.connect(self.measureRequested)
         self.measure_button.hide()
         device_row.addWidget(self.device_label, 1)
         device_row.addWidget(self.measure_button)
         pairs_col.addLayout(device_row)
         self.pairs_grid = QGridLayout()
         pairs_col.addLayout(self.pairs_grid)
-        more = QPushButton("All models and recommendations…")
-        more.clicked.connect(lambda: self.pageRequested.emit("Models"))
+        more = push_button("All models and recommendations…", lambda: self.pageRequested.emit("Models"))
         pairs_col.addWidget(more, 0, Qt.AlignmentFlag.AlignLeft)
         col.addWidget(pairs_box)
 
@@ -112,10 +112,8 @@ class StartPage(QWidget):
             "as a llama-server command for your shell and can check it against llama-server itself.",
         )
         row = QHBoxLayout()
-        self.tune_button = QPushButton("Tune the Lab's pair")
-        self.tune_button.clicked.connect(lambda: self.pageRequested.emit("Tune"))
-        self.export_button = QPushButton("Export the command")
-        self.export_button.clicked.connect(lambda: self.pageRequested.emit("Export"))
+        self.tune_button = push_button("Tune the Lab's pair", lambda: self.pageRequested.emit("Tune"))
+        self.export_button = push_button("Export the command", lambda: self.pageRequested.emit("Export"))
         row.addWidget(self.tune_button)
         row.addWidget(self.export_button)
         row.addStretch(1)
@@ -152,9 +150,11 @@ class StartPage(QWidget):
             name = QLabel(f"<b>{c.setting_label}</b>")
             files = [c.target, c.draft] if c.uses_draft else [c.target]
             name.setToolTip("\n".join(f"{f.repo}/{f.filename}" for f in files))
-            button = QPushButton("Download")
-            button.setToolTip("download both files, with progress on the Models page, then run them in the Lab")
-            button.clicked.connect(lambda checked=False, c=c: self.downloadRequested.emit(c))
+            button = push_button(
+                "Download",
+                lambda checked=False, c=c: self.downloadRequested.emit(c),
+                "download both files, with progress on the Models page, then run them in the Lab",
+            )
             self.pairs_grid.addWidget(name, r, 0)
             self.pairs_grid.addWidget(QLabel(speed), r, 1)
             self.pairs_grid.addWidget(button, r, 2)

@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.widgets import style
+from app.widgets.forms import push_button
 
 
 class Banner(QFrame):
@@ -17,8 +18,7 @@ class Banner(QFrame):
         self.label = QLabel()
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.button = QPushButton()
-        self.button.clicked.connect(self.actionClicked)
+        self.button = push_button("", self.actionClicked)
         close = QPushButton("✕")
         close.setFixedWidth(28)
         close.setToolTip("dismiss")

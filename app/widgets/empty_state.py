@@ -8,6 +8,8 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from app.widgets.forms import push_button
+
 
 class EmptyState(QFrame):
     def __init__(self, title: str, text: str, parent: QWidget | None = None):
@@ -42,9 +44,7 @@ class EmptyState(QFrame):
         outer.addStretch(2)
 
     def add_action(self, label: str, slot: Callable[[], object], tooltip: str = "") -> QPushButton:
-        button = QPushButton(label)
-        button.setToolTip(tooltip)
-        button.clicked.connect(lambda checked=False: slot())
+        button = push_button(label, lambda checked=False: slot(), tooltip)
         self._row.insertWidget(self._row.count() - 1, button)
         self.buttons[label] = button
         return button

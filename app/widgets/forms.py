@@ -1,11 +1,26 @@
-"""Form fields the pages share: number boxes, a GGUF file picker, several fields on one row."""
+"""Form fields the pages share: buttons, number boxes, a GGUF file picker, several fields on one row."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Signal, SignalInstance
 from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QHBoxLayout, QLineEdit, QPushButton, QSpinBox, QWidget
+
+
+def push_button(
+    text: str, on_click: Callable[[], object] | SignalInstance | None = None, tip: str = "", *, enabled: bool = True
+) -> QPushButton:
+    """A button with what it does on a click (a method, or a signal to pass the click on), its tooltip and
+    whether it starts enabled, in one call."""
+    w = QPushButton(text)
+    if tip:
+        w.setToolTip(tip)
+    w.setEnabled(enabled)
+    if on_click is not None:
+        w.clicked.connect(on_click)
+    return w
 
 
 def spin_box(lo: int, hi: int, value: int, tip: str = "", *, suffix: str = "", track_keys: bool = True) -> QSpinBox:

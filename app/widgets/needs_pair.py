@@ -5,10 +5,11 @@ Models page. It hides itself as soon as the session has a target file."""
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QWidget
 
 from app.session import LabSession
 from app.widgets import style
+from app.widgets.forms import push_button
 
 
 class NeedsPairBar(QFrame):
@@ -21,12 +22,14 @@ class NeedsPairBar(QFrame):
         self.session = session
         self.label = QLabel(f"This page {what} the Lab's model pair, and none is chosen yet.")
         self.label.setWordWrap(True)
-        self.demo_button = QPushButton("Use the demo pair")
-        self.demo_button.setToolTip("the small model pair SpecTune ships: works offline, loads in seconds")
-        self.demo_button.clicked.connect(session.use_demo_pair)
-        self.choose_button = QPushButton("Choose models…")
-        self.choose_button.setToolTip("the Models page: files on this machine, downloads, recommendations")
-        self.choose_button.clicked.connect(self.chooseRequested)
+        self.demo_button = push_button(
+            "Use the demo pair",
+            session.use_demo_pair,
+            "the small model pair SpecTune ships: works offline, loads in seconds",
+        )
+        self.choose_button = push_button(
+            "Choose models…", self.chooseRequested, "the Models page: files on this machine, downloads, recommendations"
+        )
         row = QHBoxLayout(self)
         row.addWidget(self.label, 1)
         row.addWidget(self.demo_button)

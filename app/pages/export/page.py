@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QProgressBar,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
@@ -35,7 +34,7 @@ from app.header_reads import header_reads
 from app.jobs import MeasuringJobs
 from app.pages.export.runner import ValidateRunner
 from app.session import LabSession
-from app.widgets.forms import PathPicker, spin_box
+from app.widgets.forms import PathPicker, push_button, spin_box
 from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
@@ -88,9 +87,11 @@ class ExportPage(QWidget):
         self.command.setReadOnly(True)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
-        copy = QPushButton("Copy")
-        copy.setToolTip("copy the command to the clipboard")
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()))
+        copy = push_button(
+            "Copy",
+            lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()),
+            "copy the command to the clipboard",
+        )
         row = QHBoxLayout()
         row.addWidget(QLabel("shell"))
         row.addWidget(self.shell)
@@ -103,16 +104,17 @@ class ExportPage(QWidget):
 
     def _build_validation(self, col: QVBoxLayout) -> None:
         """Validate and Cancel with their inputs, the progress, the status line and the report."""
-        self.validate_button = QPushButton("Validate against llama-server")
-        self.validate_button.setToolTip(
-            "run this command in the bundled llama-server and the same settings in the "
-            "lab, on the Lab's prompts, and compare counts and speed (Ctrl+Shift+V)"
+        self.validate_button = push_button(
+            "Validate against llama-server",
+            self.start_validation,
+            (
+                "run this command in the bundled llama-server and the same settings in the "
+                "lab, on the Lab's prompts, and compare counts and speed (Ctrl+Shift+V)"
+            ),
         )
-        self.validate_button.clicked.connect(self.start_validation)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("stop the validation now (Esc)")
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel_validation)
+        self.cancel_button = push_button(
+            "Cancel", self.cancel_validation, "stop the validation now (Esc)", enabled=False
+        )
         self.max_tokens = spin_box(8, 4096, 128, "tokens generated per prompt, on each side")
         self.passes = spin_box(1, 9, 1, "repeat everything and compare the medians: steadier speeds on a busy machine")
         self.progress = QProgressBar()

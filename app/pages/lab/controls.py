@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
-    QPushButton,
     QSlider,
     QVBoxLayout,
     QWidget,
@@ -31,7 +30,7 @@ from PySide6.QtWidgets import (
 from app.header_reads import header_reads
 from app.pages.lab.knob_help import knob_tooltip
 from app.session import CHAT_MODES, CUSTOM_PROMPT
-from app.widgets.forms import PathPicker, double_spin_box, side_by_side, spin_box
+from app.widgets.forms import PathPicker, double_spin_box, push_button, side_by_side, spin_box
 from app.widgets.style import error_text
 from app.widgets.workload_box import WorkloadBox
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
@@ -134,8 +133,7 @@ class LabControls(QWidget):
         self.repack.setToolTip(knob_tooltip("repack"))
         self.badges = QLabel("")
         self.badges.setWordWrap(True)
-        self.load_button = QPushButton("Load")
-        self.load_button.setToolTip("load the pair into the engine (Ctrl+L)")
+        self.load_button = push_button("Load", tip="load the pair into the engine (Ctrl+L)")
         f.addRow("target", self.target)
         f.addRow("draft", self.draft)
         f.addRow("context", self.ctx)
@@ -249,16 +247,19 @@ class LabControls(QWidget):
         bar = QWidget()
         buttons = QHBoxLayout(bar)
         buttons.setContentsMargins(0, 0, 0, 0)
-        self.start_button = QPushButton(f"Start  {_keys('Ctrl+Return')}")
-        self.start_button.setToolTip("run the prompts with speculation, looping until Stop (Ctrl+Return)")
-        self.stop_button = QPushButton(f"Stop  {_keys('Esc')}")
-        self.stop_button.setToolTip("stop the running generation (Esc)")
-        self.baseline_button = QPushButton(f"Baseline  {_keys('Ctrl+B')}")
-        self.baseline_button.setToolTip("measure tokens/s without speculation on the same models (Ctrl+B)")
-        self.check_button = QPushButton(f"Quick check  {_keys('Ctrl+Shift+Q')}")
-        self.check_button.setToolTip(
-            "measure in a few seconds which of a few settings pays on this machine, against no speculation, "
-            "and set the knobs to the best (Ctrl+Shift+Q); the Tune page searches thoroughly"
+        self.start_button = push_button(
+            f"Start  {_keys('Ctrl+Return')}", tip="run the prompts with speculation, looping until Stop (Ctrl+Return)"
+        )
+        self.stop_button = push_button(f"Stop  {_keys('Esc')}", tip="stop the running generation (Esc)")
+        self.baseline_button = push_button(
+            f"Baseline  {_keys('Ctrl+B')}", tip="measure tokens/s without speculation on the same models (Ctrl+B)"
+        )
+        self.check_button = push_button(
+            f"Quick check  {_keys('Ctrl+Shift+Q')}",
+            tip=(
+                "measure in a few seconds which of a few settings pays on this machine, against no speculation, "
+                "and set the knobs to the best (Ctrl+Shift+Q); the Tune page searches thoroughly"
+            ),
         )
         for b in (self.start_button, self.stop_button, self.baseline_button, self.check_button):
             buttons.addWidget(b)

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QInputDialog,
     QLabel,
-    QPushButton,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -33,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.background import BackgroundJob
 from app.session import LabSession
 from app.widgets.empty_state import EmptyState
+from app.widgets.forms import push_button
 from app.widgets.style import ERROR, error_text, ok_text
 from engine.core.units import format_bytes
 from engine.models.draft_heads import has_mtp_head, is_head
@@ -93,13 +93,13 @@ class LibraryPanel(QWidget):
         """What the scan found (or is doing), Rescan, and the folders of the user's own to look in."""
         self.status = QLabel("not scanned yet")
         self.status.setWordWrap(True)
-        self.rescan_button = QPushButton("Rescan")
-        self.rescan_button.clicked.connect(self.rescan)
-        add = QPushButton("Add folder…")
-        add.setToolTip("also look for GGUF files in a folder of your own (kept between sessions)")
-        add.clicked.connect(self._ask_add_folder)
-        self.remove_button = QPushButton("Remove folder…")
-        self.remove_button.clicked.connect(self._ask_remove_folder)
+        self.rescan_button = push_button("Rescan", self.rescan)
+        add = push_button(
+            "Add folder…",
+            self._ask_add_folder,
+            "also look for GGUF files in a folder of your own (kept between sessions)",
+        )
+        self.remove_button = push_button("Remove folder…", self._ask_remove_folder)
         top = QHBoxLayout()
         top.addWidget(self.status, 1)
         for b in (self.rescan_button, add, self.remove_button):
@@ -125,14 +125,15 @@ class LibraryPanel(QWidget):
 
     def _file_actions_row(self) -> QHBoxLayout:
         """What is selected, and the buttons that hand it to the Lab as the target, the pair or the draft."""
-        self.use_button = QPushButton("Use in Lab")
-        self.use_button.setToolTip(
-            "one file: the Lab's target (an EAGLE-3 or DFlash draft file: the Lab's draft); "
-            "two files: the larger one as target, the smaller as draft"
+        self.use_button = push_button(
+            "Use in Lab",
+            self.use_selected,
+            (
+                "one file: the Lab's target (an EAGLE-3 or DFlash draft file: the Lab's draft); "
+                "two files: the larger one as target, the smaller as draft"
+            ),
         )
-        self.use_button.clicked.connect(self.use_selected)
-        self.draft_button = QPushButton("Use as draft")
-        self.draft_button.clicked.connect(self.use_selected_as_draft)
+        self.draft_button = push_button("Use as draft", self.use_selected_as_draft)
         self.selection_label = QLabel("select a file (or two: target and draft)")
         self.selection_label.setWordWrap(True)
         actions = QHBoxLayout()
@@ -155,8 +156,7 @@ class LibraryPanel(QWidget):
         self.pairs.verticalHeader().setVisible(False)
         self.pairs.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.pairs.itemDoubleClicked.connect(lambda item: self.use_selected_pair())
-        self.pair_button = QPushButton("Use this pair in the Lab")
-        self.pair_button.clicked.connect(self.use_selected_pair)
+        self.pair_button = push_button("Use this pair in the Lab", self.use_selected_pair)
         self.pairs.itemSelectionChanged.connect(
             lambda: self.pair_button.setEnabled(bool(self.pairs.selectionModel().selectedRows()))
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, Signal
-from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from app.background import BackgroundJob
 from app.engine_controller import EngineController
@@ -26,6 +26,7 @@ from app.pages.models.library import LibraryPanel
 from app.pages.models.presets import PresetsPanel
 from app.pages.models.recommend import RecommendPanel
 from app.session import LabSession
+from app.widgets.forms import push_button
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text, ok_text
 from engine.core.units import GIB
 from engine.models.draft_heads import target_refusal
@@ -107,10 +108,8 @@ class ModelsPage(QWidget):
             w.setWordWrap(True)
             c_col.addWidget(w)
         buttons = QHBoxLayout()
-        again = QPushButton("Check again")
-        again.clicked.connect(self.check_pair)
-        demo = QPushButton("Use the demo pair in the Lab")
-        demo.clicked.connect(self.use_demo_pair)
+        again = push_button("Check again", self.check_pair)
+        demo = push_button("Use the demo pair in the Lab", self.use_demo_pair)
         buttons.addWidget(again)
         buttons.addWidget(demo)
         buttons.addStretch(1)

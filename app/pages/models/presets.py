@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.background import BackgroundJob
 from app.session import LabSession
+from app.widgets.forms import push_button
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text
 from engine.models.downloads import (
     ChecksumError,
@@ -153,8 +154,7 @@ class PresetsPanel(QWidget):
         self.repo_file = QLineEdit()
         self.repo_file.setPlaceholderText("owner/repo:file.gguf (any GGUF on the Hugging Face hub)")
         self.repo_file.returnPressed.connect(self._download_repo_file)
-        get = QPushButton("Download file")
-        get.clicked.connect(self._download_repo_file)
+        get = push_button("Download file", self._download_repo_file)
         one = QHBoxLayout()
         one.addWidget(QLabel("one file:"))
         one.addWidget(self.repo_file, 1)

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QPushButton,
     QSpinBox,
     QTreeWidget,
     QTreeWidgetItem,
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.widgets.forms import push_button
 from app.widgets.style import ERROR, error_text
 from engine.core.units import format_bytes
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX
@@ -78,9 +78,7 @@ class RecommendPanel(QWidget):
             "Llama 3.1 8B drafted by 3.2 1B"
         )
         self.text_kind.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
-        self.refresh_button = QPushButton("Refresh")
-        self.refresh_button.setToolTip("read the free memory again and rank anew")
-        self.refresh_button.clicked.connect(self.refreshRequested)
+        self.refresh_button = push_button("Refresh", self.refreshRequested, "read the free memory again and rank anew")
         top = QHBoxLayout()
         top.addWidget(self.budget_label, 1)
         top.addWidget(QLabel("context"))
@@ -103,9 +101,7 @@ class RecommendPanel(QWidget):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.itemSelectionChanged.connect(self._selection_changed)
 
-        self.download_button = QPushButton("Download the selected pair")
-        self.download_button.setEnabled(False)
-        self.download_button.clicked.connect(self._download_selected)
+        self.download_button = push_button("Download the selected pair", self._download_selected, enabled=False)
         self.selection_label = QLabel("")
         self.selection_label.setWordWrap(True)
         bottom = QHBoxLayout()

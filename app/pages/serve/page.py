@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QPushButton,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -43,7 +42,7 @@ from app.background import BackgroundJob
 from app.jobs import MeasuringJobs
 from app.pages.serve.charts import ServeCharts
 from app.session import LabSession
-from app.widgets.forms import spin_box
+from app.widgets.forms import push_button, spin_box
 from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
@@ -133,20 +132,19 @@ class ServePage(QWidget):
         col.addLayout(row)
 
     def _build_actions(self, col: QVBoxLayout) -> None:
-        self.start_button = QPushButton("Start serving")
-        self.start_button.setToolTip("start llama-server with the Lab's settings behind the proxy (Ctrl+Shift+S)")
-        self.start_button.clicked.connect(self.start)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("stop the server and the proxy (Esc)")
-        self.stop_button.clicked.connect(self.stop)
-        self.restart_button = QPushButton("Restart server")
-        self.restart_button.setToolTip("start llama-server again on the same settings; the proxy and recording go on")
-        self.restart_button.clicked.connect(self.restart)
+        self.start_button = push_button(
+            "Start serving", self.start, "start llama-server with the Lab's settings behind the proxy (Ctrl+Shift+S)"
+        )
+        self.stop_button = push_button("Stop", self.stop, "stop the server and the proxy (Esc)")
+        self.restart_button = push_button(
+            "Restart server",
+            self.restart,
+            "start llama-server again on the same settings; the proxy and recording go on",
+        )
         self.url = QLineEdit()
         self.url.setReadOnly(True)
         self.url.setToolTip("the OpenAI-compatible base URL to give your IDE or chat client")
-        self.copy_button = QPushButton("Copy URL")
-        self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.url.text()))
+        self.copy_button = push_button("Copy URL", lambda: QGuiApplication.clipboard().setText(self.url.text()))
         row = QHBoxLayout()
         for w in (self.start_button, self.stop_button, self.restart_button):
             row.addWidget(w)
@@ -161,9 +159,11 @@ class ServePage(QWidget):
     def _build_watch(self, col: QVBoxLayout) -> None:
         self.summary = QLabel("No requests yet.")
         self.summary.setWordWrap(True)
-        self.tune_button = QPushButton("Tune on this traffic")
-        self.tune_button.setToolTip("open the Tune page on the recording: the setting that pays on your own requests")
-        self.tune_button.clicked.connect(self._tune_on_traffic)
+        self.tune_button = push_button(
+            "Tune on this traffic",
+            self._tune_on_traffic,
+            "open the Tune page on the recording: the setting that pays on your own requests",
+        )
         row = QHBoxLayout()
         row.addWidget(self.summary, 1)
         row.addWidget(self.tune_button)

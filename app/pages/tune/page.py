@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QProgressBar,
-    QPushButton,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -40,7 +39,7 @@ from app.pages.tune.concurrent_runner import ConcurrentTuneRunner
 from app.pages.tune.runner import TuneRunner, TuneThread
 from app.session import PICK_FILE, LabSession, shipped_workloads
 from app.widgets.banner import Banner
-from app.widgets.forms import spin_box
+from app.widgets.forms import push_button, spin_box
 from app.widgets.needs_pair import NeedsPairBar
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
@@ -163,14 +162,12 @@ class TunePage(QWidget):
 
     def _build_actions(self) -> QHBoxLayout:
         """The buttons and the progress line; the status line and the banner (placed by the caller)."""
-        self.start_button = QPushButton("Start tune")
-        self.start_button.setToolTip("measure the pair, predict, confirm with real runs (Ctrl+Return)")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("stop the tune (Esc)")
-        self.apply_button = QPushButton("Apply to Lab")
-        self.apply_button.setToolTip("set the Lab's method and knobs to the best setting")
-        self.export_button = QPushButton("Export…")
-        self.export_button.setToolTip("apply the best setting to the Lab and open the Export page")
+        self.start_button = push_button(
+            "Start tune", tip="measure the pair, predict, confirm with real runs (Ctrl+Return)"
+        )
+        self.cancel_button = push_button("Cancel", tip="stop the tune (Esc)")
+        self.apply_button = push_button("Apply to Lab", tip="set the Lab's method and knobs to the best setting")
+        self.export_button = push_button("Export…", tip="apply the best setting to the Lab and open the Export page")
         self.progress_bar = QProgressBar()
         self.progress_bar.setMaximumWidth(160)
         self.progress_bar.setTextVisible(False)
