@@ -3,8 +3,9 @@
 # scripts/setup.sh passes this file as CMAKE_PROJECT_INCLUDE when it builds the pinned llama-cpp-python.
 # llama.cpp's tools/CMakeLists.txt adds every tool once LLAMA_BUILD_TOOLS is on, with no option per tool,
 # and SpecTune runs only llama-server (validation, serving, the export check) and llama-quantize (the
-# models the CPU probe quantizes). The others (llama-bench, llama-cli, perplexity, imatrix, tts, ...)
-# cost about 45 CPU-seconds of the build, 20-25 s on 2 cores, and 10 MB in the wheel and the bundles.
+# models the CPU probe quantizes). Leaving the others out (llama-bench, llama-cli, perplexity, imatrix,
+# tts, ...) took the native build from 11.2 to 9.7 CPU-minutes, 346 s to 295 s on 2 cores, and the wheel
+# from 22.2 to 21.3 MB (bench/results/llama_wheel-native.txt).
 #
 # How: add_subdirectory is wrapped while llama.cpp's tools/ folder is read, and the listed folders are
 # skipped; the server's own dependencies (mtmd, ui) and every library are built as before. The list
