@@ -57,6 +57,7 @@ def test_serve_shows_the_url_each_request_a_dead_server_and_hands_the_recording_
     assert not page.start_button.isEnabled() and page.stop_button.isEnabled()
     qtbot.waitUntil(lambda: page.state == "serving", timeout=WAIT)
     assert page.url.text() == f"http://127.0.0.1:{port}/v1"
+    assert not page.charts.stack.drawn, "a sentence on what the charts will show, not bare axes"
     assert "--spec-type" in page.log.toPlainText() or "llama" in page.log.toPlainText()
 
     answer = chat(page.url.text())
@@ -64,6 +65,7 @@ def test_serve_shows_the_url_each_request_a_dead_server_and_hands_the_recording_
     row = [page.table.item(0, c).text() for c in range(page.table.columnCount())]
     assert row[2] == "200" and row[4] == str(answer["usage"]["completion_tokens"])
     assert "acceptance" in page.summary.text() and "1 recorded" in page.summary.text()
+    assert page.charts.stack.drawn
 
     # a Lab run waits while the server serves: both would compete for the machine
     assert "Serve page" in (window.jobs.not_now("lab") or "")

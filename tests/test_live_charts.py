@@ -40,6 +40,20 @@ def test_axes_move_in_steps_and_hold_the_data(qtbot):
     assert charts.frames_painted == frames and BAR_EVERY > 1
 
 
+def test_a_sentence_stands_in_for_the_charts_until_a_run_has_a_step(qtbot):
+    charts = LiveCharts()
+    qtbot.addWidget(charts)
+    charts.show()
+    session = LiveSession()
+    charts.refresh(session.snapshot())
+    assert not charts.stack.drawn and charts.stack.placeholder.isVisible()
+    feed(session, 3)
+    charts.refresh(session.snapshot())
+    assert charts.stack.drawn and charts.view.isVisible()
+    charts.clear()  # a new run
+    assert not charts.stack.drawn
+
+
 def test_ceiling_joins_the_legend_only_when_known(qtbot):
     charts = LiveCharts()
     qtbot.addWidget(charts)

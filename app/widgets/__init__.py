@@ -14,6 +14,7 @@ wheel_guard    the mouse wheel scrolls the page and changes a knob only when it 
 workload_box   the workload list the Lab and the Tune page share
 live_charts    the Lab's charts, painted from engine.measure.live snapshots
 chart_legend   a chart's legend in its title row, where it hides no data
+chart_stack    a chart's sentence on what it will show, in place of bare axes until there is data
 chart_ranges   axis ranges that move in steps, so the charts do not re-lay out every frame
 token_text     streamed output text, with the accepted drafts' tokens coloured
 tune_charts    the Tune page's two charts

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QCheckBox, QFrame, QScrollArea, QSizePolicy, QVBox
 from app.widgets import style
 from app.widgets.chart_legend import title_row_legend
 from app.widgets.chart_ranges import StickyCeiling, time_window
+from app.widgets.chart_stack import ChartStack
 from app.widgets.style import BLUE, GREEN, GREY, ORANGE, PURPLE, RED
 from engine.measure.live import Marker, Snapshot
 
@@ -63,6 +64,13 @@ def _curve(plot: pg.PlotItem, pen, name: str | None = None) -> pg.PlotCurveItem:
     return curve
 
 
+# in place of the plots until a run has a step to draw (app.widgets.chart_stack)
+PLACEHOLDER = (
+    "The charts follow a run as it goes: tokens/s against the measured baseline, acceptance, acceptance by "
+    "draft position, accepted lengths and where each step's time went. Start (Ctrl+Return) loads the pair "
+    "if it is not loaded and runs it; a knob moved during the run shows as a marked line."
+)
+
 MIN_VIEW_HEIGHT = 560  # logical pixels, for the four rows of plots
 
 
@@ -91,7 +99,8 @@ class LiveCharts(QWidget):
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        layout.addWidget(self.scroll)
+        self.stack = ChartStack(self.scroll, PLACEHOLDER)
+        layout.addWidget(self.stack)
         self._last_snapshot: Snapshot | None = None
         self._bars_title = ""
         self.ceiling_tps: float | None = None
@@ -169,6 +178,7 @@ class LiveCharts(QWidget):
         self._time_ceiling.reset()
         self._bar_sizes = (0, 0)
         self._last_snapshot, self._bars_title = None, ""
+        self.stack.show_placeholder()
 
     def refresh(self, snap: Snapshot, bars: bool = False) -> bool:
         """Repaint from a snapshot; returns False (and does nothing) while hidden. The bar charts
@@ -178,6 +188,7 @@ class LiveCharts(QWidget):
         s = snap.series
         t = s["t"]
         if len(t):
+            self.stack.show_plots()
             # smooth instantaneous tokens/s over a few cycles so the line stays readable
             tps = s["tps"]
             if len(tps) >= 8:

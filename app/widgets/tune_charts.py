@@ -10,10 +10,10 @@ there is one), so a reader can see why large K loses.
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.chart_legend import title_row_legend
+from app.widgets.chart_stack import ChartStack
 from app.widgets.style import AMBER, BLUE, GREEN, GREY, NOTE_GREY, ORANGE, PURPLE
 from engine.measure.tuner import TuneResult
 
@@ -24,7 +24,7 @@ PEN_DRAFT = pg.mkPen(ORANGE, width=2)
 BRUSH_MEASURED = pg.mkBrush(GREEN)
 BRUSH_BEST = pg.mkBrush(AMBER)
 
-# in place of the plots until there is something to draw: bare axes from 0 to 1 told a user nothing
+# in place of the plots until there is something to draw (app.widgets.chart_stack)
 PLACEHOLDER = (
     "The charts are drawn when a tune's search ends: draft-simple's tokens/s by K, predicted beside measured, "
     "and the forward time by batch size that the prediction rests on."
@@ -35,13 +35,8 @@ class TuneCharts(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.view = pg.GraphicsLayoutWidget()
-        self.placeholder = QLabel(PLACEHOLDER)
-        self.placeholder.setWordWrap(True)
-        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder.setStyleSheet(f"color: {NOTE_GREY}; padding: 24px")
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.placeholder)
-        self.stack.addWidget(self.view)
+        self.stack = ChartStack(self.view, PLACEHOLDER)
+        self.placeholder = self.stack.placeholder
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.stack)
@@ -66,11 +61,10 @@ class TuneCharts(QWidget):
 
     @property
     def drawn(self) -> bool:
-        """Whether the plots show (a result), rather than the line that says what they will show."""
-        return self.stack.currentWidget() is self.view
+        return self.stack.drawn
 
     def clear(self) -> None:
-        self.stack.setCurrentWidget(self.placeholder)
+        self.stack.show_placeholder()
         for curve in (self.c_pred, self.c_meas, self.c_best, self.c_base, self.c_verify, self.c_draft):
             curve.setData([], [])
         self._title_note("")
@@ -102,7 +96,7 @@ class TuneCharts(QWidget):
             self.c_draft.setData(list(d.sizes), list(d.ms))
         self.p_k.enableAutoRange()
         self.p_cost.enableAutoRange()
-        self.stack.setCurrentWidget(self.view)
+        self.stack.show_plots()
 
     def _title_note(self, note: str) -> None:
         title = "draft-simple: tokens/s by K"

@@ -12,10 +12,17 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.widgets.chart_legend import title_row_legend
+from app.widgets.chart_stack import ChartStack
 from app.widgets.style import BLUE, GREEN, GREY
 from engine.serve.watch import ROLLING, RequestRecord
 
 SHOWN = 200  # requests on the charts
+# in place of the plots until a request has an answer (app.widgets.chart_stack)
+PLACEHOLDER = (
+    "One point per request your tools send through the proxy: llama-server's tokens/s, and the share of its "
+    f"drafts accepted beside the rolling figure over the last {ROLLING}. Start serving (Ctrl+Shift+S) and give "
+    "the base URL to your IDE or chat client."
+)
 
 
 class RequestAxis(pg.AxisItem):
@@ -30,7 +37,8 @@ class ServeCharts(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.view = pg.GraphicsLayoutWidget()
-        QVBoxLayout(self).addWidget(self.view)
+        self.stack = ChartStack(self.view, PLACEHOLDER)
+        QVBoxLayout(self).addWidget(self.stack)
         self.layout().setContentsMargins(0, 0, 0, 0)
         self.speed = self.view.addPlot(row=0, col=0, axisItems={"bottom": RequestAxis("bottom")})
         title_row_legend(self.speed, "tokens/s per request", columns=1)
@@ -56,6 +64,10 @@ class ServeCharts(QWidget):
 
     def show_records(self, records: list[RequestRecord], tuned_acceptance: float | None = None) -> None:
         recs = [r for r in records if r.status == 200 and not r.error][-SHOWN:]
+        if recs:
+            self.stack.show_plots()
+        else:
+            self.stack.show_placeholder()
         ids = np.array([r.id for r in recs], dtype=float)
         speeds = np.array([r.tokens_per_s for r in recs], dtype=float)
         self.speed_points.setData(ids, speeds)
