@@ -275,13 +275,26 @@ class MainWindow(QMainWindow):
         if target and draft and not refused and not any(f.gguf_error for f in result.files):
             self.run_demo((Path(target), Path(draft)))
 
-    def save_charts(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Save charts", str(Path.home() / "spectune-charts.png"), "PNG images (*.png)"
-        )
-        if path:
-            self.lab.save_charts(path)
-            self.statusBar().showMessage(f"saved {path}", 5000)
+    def save_charts(self, path: str | None = None) -> None:
+        """File > Save charts (Ctrl+S): the charts of the page in view where it has its own (Tune, Serve),
+        else the Lab's; nothing while those charts still show the sentence that stands in for them.
+        ``path``: no file dialog (tests)."""
+        name = self.current_page() if self.current_page() in ("Tune", "Serve") else "Lab"
+        charts = {"Lab": self.lab.charts, "Tune": self.tune.charts, "Serve": self.serve.charts}[name]
+        if not charts.stack.drawn:
+            self.statusBar().showMessage(f"Nothing to save yet: the {name} page's charts are not drawn", 5000)
+            return
+        if path is None:
+            suggested = str(Path.home() / f"spectune-{name.lower()}-charts.png")
+            title = f"Save the {name} page's charts"
+            path, _ = QFileDialog.getSaveFileName(self, title, suggested, "PNG images (*.png)")
+        if not path:
+            return
+        if name == "Lab":
+            self.lab.save_charts(path)  # brings the bar charts up to date first
+        else:
+            charts.save_png(path)
+        self.statusBar().showMessage(f"saved {path}", 5000)
 
     # -- status -----------------------------------------------------------
     def _show_state(self, state: str, message: str) -> None:

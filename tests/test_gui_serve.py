@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
+from PySide6.QtGui import QImage  # noqa: E402
+
 from engine.core.workloads import load_workload  # noqa: E402
 
 from .test_gui_tune import WAIT, make_window  # noqa: E402
@@ -58,6 +60,8 @@ def test_serve_shows_the_url_each_request_a_dead_server_and_hands_the_recording_
     qtbot.waitUntil(lambda: page.state == "serving", timeout=WAIT)
     assert page.url.text() == f"http://127.0.0.1:{port}/v1"
     assert not page.charts.stack.drawn, "a sentence on what the charts will show, not bare axes"
+    window.save_charts(str(tmp_path / "serve.png"))  # Ctrl+S with nothing drawn: says so, writes nothing
+    assert "not drawn" in window.statusBar().currentMessage() and not (tmp_path / "serve.png").exists()
     assert "--spec-type" in page.log.toPlainText() or "llama" in page.log.toPlainText()
 
     answer = chat(page.url.text())
@@ -66,6 +70,8 @@ def test_serve_shows_the_url_each_request_a_dead_server_and_hands_the_recording_
     assert row[2] == "200" and row[4] == str(answer["usage"]["completion_tokens"])
     assert "acceptance" in page.summary.text() and "1 recorded" in page.summary.text()
     assert page.charts.stack.drawn
+    window.save_charts(str(tmp_path / "serve.png"))  # Ctrl+S on the Serve page saves its charts, not the Lab's
+    assert QImage(str(tmp_path / "serve.png")).size() == page.charts.view.size()
 
     # a Lab run waits while the server serves: both would compete for the machine
     assert "Serve page" in (window.jobs.not_now("lab") or "")

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
 from app.pages.tune.page import LAB_PROMPT  # noqa: E402
@@ -75,7 +76,7 @@ def process_gone(pid: int) -> bool:
     return False
 
 
-def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair):
+def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair, tmp_path):
     set_pair(window, pair, k=2, method="ngram-mod")
     window.show_page("Tune")
     page = window.tune
@@ -109,6 +110,8 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     )
     # the chart: the model's prediction for every K up to K max, the measured K values beside it
     assert page.charts.drawn
+    window.save_charts(str(tmp_path / "tune.png"))  # Ctrl+S on the Tune page saves the Tune page's charts
+    assert QImage(str(tmp_path / "tune.png")).size() == page.charts.size()
     xs, _ = page.charts.c_pred.getData()
     assert list(xs) == list(range(1, 7))
     assert len(page.charts.c_meas.getData()[0]) >= 1
