@@ -209,11 +209,6 @@ class Watch:
             max_overlapped=max((r.overlapped for r in recs), default=0),
         )
 
-    def observed_concurrency(self) -> int:
-        """The concurrency the user's tools used: the median of the requests' peaks (at least 1)."""
-        peaks = sorted(r.overlapped for r in self.records())
-        return max(1, peaks[len(peaks) // 2]) if peaks else 1
-
 
 def acceptance_alert(rolling: Rolling, tuned_acceptance: float | None) -> str:
     """A line when acceptance on the user's traffic fell well below what the tune measured, else ''."""
