@@ -17,11 +17,17 @@ interpreter, a cost no user's IDE puts on it. The medians get the order-statisti
 engine.core.paired. Goals (issue 31): the ratio's
 median at least 0.98, and at most 5 ms added to the first token; a goal is missed, and the exit
 status is 1, when the median misses it.
+
+A third arm, "relay", shows the floor any proxy stands on: a bare TCP relay in the same process that
+copies bytes in its read callbacks (no HTTP, nothing watched). What the relay costs, the extra hop costs,
+whatever the proxy does; what the proxy costs beyond it is the proxy's own. The three arms go in a
+rotating order, reversed every other round.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import platform
@@ -161,6 +167,67 @@ class Client:
         self.proc.wait(timeout=30)
 
 
+class _Pipe(asyncio.Protocol):
+    """One side of the relay: what it reads goes to its peer's transport, in the read callback."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Pipe | None = None
+        self.early: list[bytes] = []  # what the client sent before the upstream connection was made
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.write(data)
+        else:
+            self.early.append(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.close()
+
+
+def start_relay(upstream: str) -> str:
+    """A bare TCP relay to ``upstream`` on a free 127.0.0.1 port, on an event loop in a thread: its base URL."""
+    u = urlsplit(upstream)
+    ready, port = threading.Event(), []
+
+    def client_side(loop: asyncio.AbstractEventLoop) -> _Pipe:
+        front = _Pipe()
+
+        async def connect() -> None:
+            back = _Pipe()
+            back.peer = front
+            await loop.create_connection(lambda: back, u.hostname, u.port)
+            front.peer = back
+            assert back.transport is not None
+            for data in front.early:
+                back.transport.write(data)
+            front.early.clear()
+
+        loop.create_task(connect())
+        return front
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        server = loop.run_until_complete(loop.create_server(lambda: client_side(loop), "127.0.0.1", 0))
+        port.append(server.sockets[0].getsockname()[1])
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=run, name="relay", daemon=True).start()
+    ready.wait()
+    return f"http://127.0.0.1:{port[0]}"
+
+
+def rotating(arms: list[str], r: int) -> list[str]:
+    """Round r's order: each arm leads in turn (two rounds each), reversed every other round."""
+    k = r // 2 % len(arms)
+    return abba(arms[k:] + arms[:k], r)
+
+
 def bench_pair(real: bool) -> tuple[Path, Path, str]:
     """The serving benches' pair: the real Qwen2.5-Coder one (fetched by scripts/test.sh), or the demo pair."""
     if real:
@@ -196,26 +263,37 @@ def main() -> int:
     out(f"# serve_overhead  {time.strftime('%Y-%m-%d %H:%M')}  {platform.machine()}  {platform.processor()}")
     out(
         f"# {name}, draft-simple K=3, -np {a.clients}; {a.rounds} rounds of {a.clients} streamed requests"
-        f" x {a.tokens} tokens"
+        f" x {a.tokens} tokens on each arm: direct, proxy, relay (a bare TCP relay)"
     )
-    ratios, ttft_ms = [], []
+    names = ["direct", "proxy", "relay"]
+    tps: dict[str, list[float]] = {n: [] for n in names}
+    ttft: dict[str, list[float]] = {n: [] for n in names}
     client = Client()
     batch = client.batch
     with ServeSession(settings) as session:
-        arms = {"direct": (session.server.base_url, session.server.api_key), "proxy": (session.proxy.url, None)}
+        direct = (session.server.base_url, session.server.api_key)
+        arms = {"direct": direct, "proxy": (session.proxy.url, None), "relay": (start_relay(direct[0]), direct[1])}
         for base, key in arms.values():  # warm-up: pages the weights in, starts the connections
             batch(base, key, a.clients, 8, 0)
         for r in range(a.rounds):
-            got = {arm: batch(*arms[arm], a.clients, a.tokens, r) for arm in abba(["direct", "proxy"], r)}
-            ratios.append(got["proxy"][0] / got["direct"][0])
-            ttft_ms.append(1000 * (got["proxy"][1] - got["direct"][1]))
+            got = {arm: batch(*arms[arm], a.clients, a.tokens, r) for arm in rotating(names, r)}
+            for n in names:
+                tps[n].append(got[n][0])
+                ttft[n].append(got[n][1])
             out(
-                f"round {r + 1:>2}: direct {got['direct'][0]:6.1f} tok/s, proxy {got['proxy'][0]:6.1f} tok/s;"
-                f" first token direct {1000 * got['direct'][1]:6.1f} ms, proxy {1000 * got['proxy'][1]:6.1f} ms"
+                f"round {r + 1:>2}: "
+                + ", ".join(f"{n} {got[n][0]:6.1f} tok/s ({1000 * got[n][1]:5.1f} ms)" for n in names)
+                + " (first token in brackets)"
             )
         watched = session.watch.total
     client.close()
-    ratio, added = median_interval(ratios), median_interval(ttft_ms)
+
+    def paired(x: str, y: str):
+        ratio = median_interval([p / q for p, q in zip(tps[x], tps[y])])
+        added = median_interval([1000 * (p - q) for p, q in zip(ttft[x], ttft[y])])
+        return ratio, added
+
+    ratio, added = paired("proxy", "direct")
     ok_ratio, ok_ttft = ratio.median >= GOAL_RATIO, added.median <= GOAL_TTFT_MS
     out(
         f"aggregate tokens/s, proxy over direct: x{ratio.median:.3f} (x{ratio.low:.3f} to x{ratio.high:.3f}, "
@@ -225,6 +303,12 @@ def main() -> int:
         f"time to first token added by the proxy: {added.median:+.2f} ms ({added.low:+.2f} to {added.high:+.2f}); "
         f"goal <= {GOAL_TTFT_MS} ms: {'ok' if ok_ttft else 'MISSED'}"
     )
+    for x, y, what in (("relay", "direct", "the extra hop alone"), ("proxy", "relay", "the proxy's own share")):
+        ratio, added = paired(x, y)
+        out(
+            f"{x} over {y} ({what}): x{ratio.median:.3f} (x{ratio.low:.3f} to x{ratio.high:.3f}); "
+            f"first token {added.median:+.2f} ms ({added.low:+.2f} to {added.high:+.2f}): shown"
+        )
     out(f"# the proxy watched {watched} requests (the proxy arm's, warm-up included)")
     if a.save:
         append_result("serve_overhead.txt", lines)
