@@ -175,7 +175,7 @@ class _Pipe(asyncio.Protocol):
         self.peer: _Pipe | None = None
         self.early: list[bytes] = []  # what the client sent before the upstream connection was made
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
