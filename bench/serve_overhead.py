@@ -6,7 +6,9 @@ One llama-server (the demo pair by default; --real: the Qwen2.5-Coder 1.5B + 0.5
 scripts/test.sh fetches) serves both arms, behind one serving session (engine.serve.session): the
 "direct" arm talks to llama-server's own port with its key, the "proxy" arm to the proxy. A round
 sends --clients streamed chat requests at once on one arm, then on the other, the order reversed
-every other round (A B, B A), prompt caching off so that both start from the same state. Each round
+every other round (A B, B A), prompt caching off so that both start from the same state (--cache-prompt:
+on, with the same prompts every round, which the warm-up leaves cached, so that each request's first
+token costs one decode step: on a large model the prompt's processing otherwise hides a few ms). Each round
 gives two paired figures:
   aggregate tokens/s  the generated tokens over the batch's wall time, proxy over direct
   time to first token the median over the batch's requests of the time to the first content event,
@@ -54,7 +56,7 @@ GOAL_TTFT_MS = 5.0
 PROMPTS = ("def add(a, b):", "Write a function that reverses a list.", "class Stack:", "What does os.walk do?")
 
 
-def stream(base: str, key: str | None, prompt: str, tokens: int) -> tuple[float, int]:
+def stream(base: str, key: str | None, prompt: str, tokens: int, cache: bool) -> tuple[float, int]:
     """One streamed chat request: (seconds to its first content event, generated tokens)."""
     u = urlsplit(base)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
@@ -63,7 +65,7 @@ def stream(base: str, key: str | None, prompt: str, tokens: int) -> tuple[float,
         "max_tokens": tokens,
         "stream": True,
         "temperature": 0,
-        "cache_prompt": False,
+        "cache_prompt": cache,
     }
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     t0 = time.perf_counter()
@@ -83,12 +85,13 @@ def stream(base: str, key: str | None, prompt: str, tokens: int) -> tuple[float,
     return (first if first is not None else float("nan")), generated
 
 
-def batch(base: str, key: str | None, clients: int, tokens: int, offset: int) -> tuple[float, float]:
-    """(aggregate tokens/s, median time to first token in s) of ``clients`` requests sent at once."""
+def batch(base: str, key: str | None, clients: int, tokens: int, offset: int, cache: bool) -> tuple[float, float]:
+    """(aggregate tokens/s, median time to first token in s) of ``clients`` requests sent at once; cache: with
+    llama-server's prompt cache on."""
     results: list[tuple[float, int]] = [(0.0, 0)] * clients
 
     def client(i: int) -> None:
-        results[i] = stream(base, key, PROMPTS[(offset + i) % len(PROMPTS)], tokens)
+        results[i] = stream(base, key, PROMPTS[(offset + i) % len(PROMPTS)], tokens, cache)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     t0 = time.perf_counter()
@@ -130,7 +133,7 @@ def malformed(base: str) -> int:
 
 def client_worker() -> int:
     """Reads one JSON job per stdin line and answers each with one line. A batch ({"base", "key", "clients",
-    "tokens", "offset"}): [aggregate tokens/s, median seconds to the first token]; {"leave": base, "tokens"}:
+    "tokens", "offset", "cache"}): [aggregate tokens/s, median seconds to the first token]; {"leave": base, "tokens"}:
     whether a stream began before the client hung up; {"malformed": base}: the status it got."""
     for line in sys.stdin:
         job = json.loads(line)
@@ -139,7 +142,7 @@ def client_worker() -> int:
         elif "malformed" in job:
             answer = malformed(job["malformed"])
         else:
-            answer = batch(job["base"], job["key"], job["clients"], job["tokens"], job["offset"])
+            answer = batch(job["base"], job["key"], job["clients"], job["tokens"], job["offset"], job["cache"])
         print(json.dumps(answer), flush=True)
     return 0
 
@@ -147,7 +150,8 @@ def client_worker() -> int:
 class Client:
     """The client process, one batch at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache: bool = False) -> None:
+        self.cache = cache
         argv = [sys.executable, __file__, "--client-worker"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
@@ -158,7 +162,8 @@ class Client:
         return json.loads(self.proc.stdout.readline())
 
     def batch(self, base: str, key: str | None, clients: int, tokens: int, offset: int) -> tuple[float, float]:
-        tps, ttft = self.ask({"base": base, "key": key, "clients": clients, "tokens": tokens, "offset": offset})
+        job = {"base": base, "key": key, "clients": clients, "tokens": tokens, "offset": offset, "cache": self.cache}
+        tps, ttft = self.ask(job)
         return tps, ttft
 
     def close(self) -> None:
@@ -244,6 +249,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=0, help="llama-server's -t (0: llama.cpp's default)")
+    ap.add_argument(
+        "--cache-prompt",
+        action="store_true",
+        help="the same prompts every round with llama-server's prompt cache on (warmed by the warm-up)",
+    )
     ap.add_argument("--save", action="store_true", help="also append to bench/results/serve_overhead.txt")
     a = ap.parse_args()
     lines: list[str] = []
@@ -254,7 +265,7 @@ def main() -> int:
 
     target, draft, name = bench_pair(a.real)
     settings = ServeSettings(
-        LoadSettings(target, draft, ctx=1024),
+        LoadSettings(target, draft, ctx=1024, threads=a.threads),
         SpecSettings("draft-simple", draft_n_max=3),
         SamplingSettings(temp=0.0),
         port=0,
@@ -264,11 +275,13 @@ def main() -> int:
     out(
         f"# {name}, draft-simple K=3, -np {a.clients}; {a.rounds} rounds of {a.clients} streamed requests"
         f" x {a.tokens} tokens on each arm: direct, proxy, relay (a bare TCP relay)"
+        + (f"; llama-server -t {a.threads}" if a.threads else "")
+        + ("; prompt cache on, the same prompts every round" if a.cache_prompt else "")
     )
     names = ["direct", "proxy", "relay"]
     tps: dict[str, list[float]] = {n: [] for n in names}
     ttft: dict[str, list[float]] = {n: [] for n in names}
-    client = Client()
+    client = Client(cache=a.cache_prompt)
     batch = client.batch
     with ServeSession(settings) as session:
         direct = (session.server.base_url, session.server.api_key)
@@ -276,7 +289,8 @@ def main() -> int:
         for base, key in arms.values():  # warm-up: pages the weights in, starts the connections
             batch(base, key, a.clients, 8, 0)
         for r in range(a.rounds):
-            got = {arm: batch(*arms[arm], a.clients, a.tokens, r) for arm in rotating(names, r)}
+            offset = 0 if a.cache_prompt else r  # cached: the prompts the slots hold
+            got = {arm: batch(*arms[arm], a.clients, a.tokens, offset) for arm in rotating(names, r)}
             for n in names:
                 tps[n].append(got[n][0])
                 ttft[n].append(got[n][1])
