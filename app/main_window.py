@@ -280,8 +280,8 @@ class MainWindow(QMainWindow):
         else the Lab's; nothing while those charts still show the sentence that stands in for them.
         ``path``: no file dialog (tests)."""
         name = self.current_page() if self.current_page() in ("Tune", "Serve") else "Lab"
-        charts = {"Lab": self.lab.charts, "Tune": self.tune.charts, "Serve": self.serve.charts}[name]
-        if not charts.stack.drawn:
+        page = {"Lab": self.lab, "Tune": self.tune, "Serve": self.serve}[name]
+        if not page.charts.stack.drawn:
             self.statusBar().showMessage(f"Nothing to save yet: the {name} page's charts are not drawn", 5000)
             return
         if path is None:
@@ -290,10 +290,7 @@ class MainWindow(QMainWindow):
             path, _ = QFileDialog.getSaveFileName(self, title, suggested, "PNG images (*.png)")
         if not path:
             return
-        if name == "Lab":
-            self.lab.save_charts(path)  # brings the bar charts up to date first
-        else:
-            charts.save_png(path)
+        page.save_charts(path)
         self.statusBar().showMessage(f"saved {path}", 5000)
 
     # -- status -----------------------------------------------------------

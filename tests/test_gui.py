@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QSettings, QTimer  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
 
 from app.engine_controller import CRASHED, LOADING, READY  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
@@ -36,7 +37,7 @@ def set_pair(w, pair, k=4, max_tokens=64, ctx=1024):
     c.max_tokens.setValue(max_tokens)
 
 
-def test_run_reaches_the_charts(qtbot, window, pair):
+def test_run_reaches_the_charts(qtbot, window, pair, tmp_path):
     set_pair(window, pair)
     lab = window.lab
     lab.start()
@@ -58,6 +59,8 @@ def test_run_reaches_the_charts(qtbot, window, pair):
     bars = lab.charts.b_pos.opts["x"]
     (b0, b1), _ = lab.charts.p_pos.viewRange()
     assert len(bars) == lab.controls.k.value() and b0 < 0 and len(bars) - 1 < b1
+    window.save_charts(str(tmp_path / "lab.png"))  # Ctrl+S on the Lab page saves the Lab's charts
+    assert QImage(str(tmp_path / "lab.png")).size() == lab.charts.view.size()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     snap = lab.live.snapshot()
     assert snap.totals["drafted"] > 0 and 0 < snap.totals["acceptance_rate"] <= 1

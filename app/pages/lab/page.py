@@ -643,6 +643,7 @@ class LabPage(QWidget):
         self.knob_timer.stop()
 
     def save_charts(self, path: str) -> None:
+        """File > Save charts on this page (MainWindow.save_charts), the bars brought up to date first."""
         self.charts.refresh(self.live.snapshot(), bars=True)  # the bars may be a few frames behind
         self.charts.save_png(path)
 

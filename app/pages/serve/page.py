@@ -370,6 +370,10 @@ class ServePage(QWidget):
         self._fill_table(records)
         self._show_summary(serving)
 
+    def save_charts(self, path: str) -> None:
+        """File > Save charts on this page (MainWindow.save_charts)."""
+        self.charts.save_png(path)
+
     def _show_summary(self, serving) -> None:
         r = serving.watch.rolling()
         acc = f"acceptance {r.acceptance:.0%} ({r.accepted} of {r.drafted} drafted)" if r.drafted else "no drafts"

@@ -387,6 +387,10 @@ class TunePage(QWidget):
         assert self.result is not None
         return "no speculation" if self.picked_spec().spec_type == "none" else self.result.best.label
 
+    def save_charts(self, path: str) -> None:
+        """File > Save charts on this page (MainWindow.save_charts)."""
+        self.charts.save_png(path)
+
     def export_best(self) -> None:
         if self.apply_to_lab():
             self.exportRequested.emit()
