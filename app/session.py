@@ -169,6 +169,23 @@ class LabSession(QObject):
             raise SettingsError(problem)
         return load, spec, sampling
 
+    def summary_html(self, spec: bool = False) -> str:
+        """The Lab's pair and settings in one sentence, for the pages that use them without their knobs
+        (Tune, Serve); spec: the speculation setting too. A setting that cannot be read is said instead."""
+        try:
+            load = self.load_settings()
+        except SettingsError as exc:
+            return f"From the Lab page: <i>{exc}</i>"
+        s = self.sampling_settings()
+        draft = load.draft.name if load.draft else "no draft model (n-gram methods only)"
+        threads = f"{load.threads} threads" if load.threads else "default threads"
+        setting = self.spec_settings()
+        how = f"<b>{'no speculation' if setting.spec_type == 'none' else setting.label()}</b>, " if spec else ""
+        return (
+            f"From the Lab page: <b>{load.target.name}</b> + <b>{draft}</b>, {how}context {load.ctx}, {threads}, "
+            f"GPU layers {'auto' if load.ngl == -1 else load.ngl}, temperature {s.temp:g}. Change them there."
+        )
+
     def load_refusal(self, load: LoadSettings) -> str | None:
         """Why this pair cannot load at all (a broken file, vocabularies llama.cpp rejects), or None: the
         pre-load check without the memory plan, which only the engine that loads it can judge."""

@@ -16,6 +16,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtGui import QImage  # noqa: E402
 
+from engine.core.settings import SpecSettings  # noqa: E402
 from engine.core.workloads import load_workload  # noqa: E402
 
 from .test_gui_tune import WAIT, make_window  # noqa: E402
@@ -51,6 +52,11 @@ def test_serve_shows_the_url_each_request_a_dead_server_and_hands_the_recording_
     window.lab.controls.ctx.setValue(384)
     window.show_page("Serve")
     page = window.serve
+    # what Start will serve, said before it starts and kept current as the Lab's knobs move
+    window.session.set_spec_settings(SpecSettings("draft-simple", draft_n_max=2))
+    assert "context 384" in page.lab_summary.text() and "<b>draft-simple K=2</b>" in page.lab_summary.text()
+    window.lab.controls.k.setValue(3)
+    assert "<b>draft-simple K=3</b>" in page.lab_summary.text()
     port = free_port()
     page.port.setValue(port)
     page.record.setChecked(True)

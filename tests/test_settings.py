@@ -39,6 +39,15 @@ def test_spec_validation_names_the_field(changes, field):
         updated(SpecSettings(), changes).validate()
 
 
+def test_a_setting_is_labelled_by_the_knobs_its_method_reads():
+    assert SpecSettings("draft-simple", draft_n_max=4).label() == "draft-simple K=4"
+    assert SpecSettings("draft-mtp", draft_n_max=2, draft_p_min=0.5).label() == "draft-mtp K=2 p-min=0.5"
+    assert SpecSettings("ngram-simple", draft_n_max=4, draft_p_min=0.5).label() == "ngram-simple"
+    mixed = SpecSettings("ngram-simple,ngram-mod,draft-simple", draft_n_max=3, ngram_size_n=3, ngram_size_m=8)
+    assert mixed.label() == "ngram-simple,ngram-mod,draft-simple K=3"
+    assert mixed.label(sizes=True) == "ngram-simple,ngram-mod,draft-simple K=3 n=3,m=8 match=24,min=48,max=64"
+
+
 def test_draft_types_need_a_draft():
     with pytest.raises(SettingsError, match="needs a draft model"):
         SpecSettings("draft-simple").validate(has_draft=False)

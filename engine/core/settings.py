@@ -131,6 +131,22 @@ class SpecSettings:
     def types(self) -> list[str]:
         return parse_spec_types(self.spec_type)
 
+    def label(self, sizes: bool = False) -> str:
+        """The setting in a few words, as tables, sentences and the tunes' JSON name it: the method, K where a
+        draft proposes tokens, p-min when set; sizes: the n-gram methods' sizes too (where settings differ
+        only in them)."""
+        parts = [self.spec_type]
+        drafts = any(t.startswith("draft-") for t in self.types)
+        if drafts:
+            parts.append(f"K={self.draft_n_max}")
+        if drafts and self.draft_p_min:
+            parts.append(f"p-min={self.draft_p_min:g}")
+        if sizes and any(t.startswith("ngram-") and t != "ngram-mod" for t in self.types):
+            parts.append(f"n={self.ngram_size_n},m={self.ngram_size_m}")
+        if sizes and "ngram-mod" in self.types:
+            parts.append(f"match={self.ngram_mod_n_match},min={self.ngram_mod_n_min},max={self.ngram_mod_n_max}")
+        return " ".join(parts)
+
     def validate(
         self, has_draft: bool | None = None, k_limit: int = MAX_DRAFT_N, unavailable: Mapping[str, str] | None = None
     ) -> SpecSettings:

@@ -99,8 +99,7 @@ class ConcurrentCandidate:
 
     @property
     def label(self) -> str:
-        s = self.spec
-        return s.spec_type + (f" K={s.draft_n_max}" if "draft-simple" in s.types else "")
+        return self.spec.label()
 
     @staticmethod
     def _tps(batches: list[Batch]) -> float:

@@ -83,17 +83,6 @@ def demo_prompts(quick: bool) -> tuple[str, ...]:
         return DEMO_PROMPTS[:1] if quick else DEMO_PROMPTS
 
 
-def _label(spec: SpecSettings) -> str:
-    parts = [spec.spec_type]
-    if any(t.startswith("draft-") for t in spec.types):
-        parts.append(f"K={spec.draft_n_max}")
-    if any(t.startswith("ngram-") and t != "ngram-mod" for t in spec.types):
-        parts.append(f"n={spec.ngram_size_n},m={spec.ngram_size_m}")
-    if "ngram-mod" in spec.types:
-        parts.append(f"match={spec.ngram_mod_n_match},min={spec.ngram_mod_n_min},max={spec.ngram_mod_n_max}")
-    return " ".join(parts)
-
-
 def _measure(
     client: EngineClient,
     spec: SpecSettings,
@@ -133,7 +122,7 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
         for spec in candidates:
             r = _measure(client, spec, sampling, prompts, max_tokens, baseline=False)
             r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"] if base["tokens_per_s"] else 0.0
-            r["setting"] = _label(spec)
+            r["setting"] = spec.label(sizes=True)
             r["spec"] = {k: v for k, v in spec.__dict__.items()}
             results.append(r)
             print(

@@ -57,8 +57,7 @@ class Outcome:
         return True if r.above_one else False if r.below_one else None
 
     def label(self) -> str:
-        k = f" K={self.spec.draft_n_max}" if "draft-simple" in self.spec.types else ""
-        return f"{self.spec.spec_type}{k}"
+        return self.spec.label()
 
 
 def schedule(candidates: tuple[SpecSettings, ...] = CANDIDATES, rounds: int = ROUNDS) -> list[tuple[int, SpecSettings]]:

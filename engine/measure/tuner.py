@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from engine.core.chat import Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
-from engine.core.settings import DRAFT_MODEL_TYPES, LoadSettings, SamplingSettings, SpecSettings, to_dict
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
 from engine.measure.forward_times import forward_times
 from engine.measure.generate import generate
@@ -72,13 +72,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        s = self.spec
-        parts = [s.spec_type]
-        if DRAFT_MODEL_TYPES.intersection(s.types) or "draft-mtp" in s.types:
-            parts.append(f"K={s.draft_n_max}")
-        if s.draft_p_min:
-            parts.append(f"p-min={s.draft_p_min:g}")
-        return " ".join(parts)
+        return self.spec.label()
 
     @property
     def measured_tps(self) -> float:

@@ -100,6 +100,14 @@ class ServePage(QWidget):
         self.needs_pair = NeedsPairBar(session, "serves")
         col.addWidget(self.needs_pair)
         col.addWidget(QLabel("<h3>Serve the Lab's settings to your own tools</h3>"))
+        # what Start serves, kept current as the Lab's knobs move (a running server keeps what it started with)
+        self.lab_summary = QLabel()
+        self.lab_summary.setWordWrap(True)
+        self.lab_summary.setTextFormat(Qt.TextFormat.RichText)
+        col.addWidget(self.lab_summary)
+        for changed in (session.pairChanged, session.loadChanged, session.knobsChanged):
+            changed.connect(self.refresh_lab_summary)
+        self.refresh_lab_summary()
         self._build_settings(col)
         self._build_actions(col)
         self._build_watch(col)
@@ -107,6 +115,9 @@ class ServePage(QWidget):
         jobs.register(JOB, lambda: self.busy, "a server is running on the Serve page", "the server's")
         self.timer = make_timer(self, 1000, self._tick)
         self._set_state("idle")
+
+    def refresh_lab_summary(self) -> None:
+        self.lab_summary.setText(self.session.summary_html(spec=True))
 
     # -- layout -----------------------------------------------------------------------------------
     def _build_settings(self, col: QVBoxLayout) -> None:

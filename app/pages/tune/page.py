@@ -261,18 +261,7 @@ class TunePage(QWidget):
         return prompts[:limit] if limit else prompts
 
     def refresh_lab_summary(self) -> None:
-        try:
-            load = self.session.load_settings()
-        except SettingsError as exc:
-            self.lab_summary.setText(f"From the Lab page: <i>{exc}</i>")
-            return
-        s = self.session.sampling_settings()
-        draft = load.draft.name if load.draft else "no draft model (n-gram methods only)"
-        threads = f"{load.threads} threads" if load.threads else "default threads"
-        self.lab_summary.setText(
-            f"From the Lab page: <b>{load.target.name}</b> + <b>{draft}</b>, context {load.ctx}, {threads}, "
-            f"GPU layers {load.ngl}, temperature {s.temp:g}. Change them there."
-        )
+        self.lab_summary.setText(self.session.summary_html())
 
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> None:
