@@ -12,6 +12,7 @@ Signals
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Protocol
 
@@ -175,14 +176,15 @@ class LabSession(QObject):
         try:
             load = self.load_settings()
         except SettingsError as exc:
-            return f"From the Lab page: <i>{exc}</i>"
+            return f"From the Lab page: <i>{html.escape(str(exc))}</i>"
         s = self.sampling_settings()
-        draft = load.draft.name if load.draft else "no draft model (n-gram methods only)"
+        target = html.escape(load.target.name)
+        draft = html.escape(load.draft.name) if load.draft else "no draft model (n-gram methods only)"
         threads = f"{load.threads} threads" if load.threads else "default threads"
         setting = self.spec_settings()
         how = f"<b>{'no speculation' if setting.spec_type == 'none' else setting.label()}</b>, " if spec else ""
         return (
-            f"From the Lab page: <b>{load.target.name}</b> + <b>{draft}</b>, {how}context {load.ctx}, {threads}, "
+            f"From the Lab page: <b>{target}</b> + <b>{draft}</b>, {how}context {load.ctx}, {threads}, "
             f"GPU layers {'auto' if load.ngl == -1 else load.ngl}, temperature {s.temp:g}. Change them there."
         )
 
