@@ -174,15 +174,14 @@ class LabSession(QObject):
         """The Lab's pair and settings in one sentence, for the pages that use them without their knobs
         (Tune, Serve); spec: the speculation setting too. A setting that cannot be read is said instead."""
         try:
-            load = self.load_settings()
+            load, s, setting = self.load_settings(), self.sampling_settings(), self.spec_settings()
         except SettingsError as exc:
             return f"From the Lab page: <i>{html.escape(str(exc))}</i>"
-        s = self.sampling_settings()
         target = html.escape(load.target.name)
         draft = html.escape(load.draft.name) if load.draft else "no draft model (n-gram methods only)"
         threads = f"{load.threads} threads" if load.threads else "default threads"
-        setting = self.spec_settings()
-        how = f"<b>{'no speculation' if setting.spec_type == 'none' else setting.label()}</b>, " if spec else ""
+        named = "no speculation" if setting.spec_type == "none" else setting.label()
+        how = f"<b>{html.escape(named)}</b>, " if spec else ""
         return (
             f"From the Lab page: <b>{target}</b> + <b>{draft}</b>, {how}context {load.ctx}, {threads}, "
             f"GPU layers {'auto' if load.ngl == -1 else load.ngl}, temperature {s.temp:g}. Change them there."

@@ -46,6 +46,7 @@ def test_a_setting_is_labelled_by_the_knobs_its_method_reads():
     mixed = SpecSettings("ngram-simple,ngram-mod,draft-simple", draft_n_max=3, ngram_size_n=3, ngram_size_m=8)
     assert mixed.label() == "ngram-simple,ngram-mod,draft-simple K=3"
     assert mixed.label(sizes=True) == "ngram-simple,ngram-mod,draft-simple K=3 n=3,m=8 match=24,min=48,max=64"
+    assert SpecSettings("ngram-nonsense").label() == "ngram-nonsense"  # typed in the Lab: named, never raised
 
 
 def test_draft_types_need_a_draft():

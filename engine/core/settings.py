@@ -135,15 +135,19 @@ class SpecSettings:
         """The setting in a few words, as tables, sentences and the tunes' JSON name it: the method, K where a
         draft proposes tokens, p-min when set; sizes: the n-gram methods' sizes too (where settings differ
         only in them)."""
+        try:
+            types = self.types
+        except SettingsError:  # a method typed in that llama.cpp does not know: named as typed (the Lab says why)
+            return self.spec_type
         parts = [self.spec_type]
-        drafts = any(t.startswith("draft-") for t in self.types)
+        drafts = any(t.startswith("draft-") for t in types)
         if drafts:
             parts.append(f"K={self.draft_n_max}")
         if drafts and self.draft_p_min:
             parts.append(f"p-min={self.draft_p_min:g}")
-        if sizes and any(t.startswith("ngram-") and t != "ngram-mod" for t in self.types):
+        if sizes and any(t.startswith("ngram-") and t != "ngram-mod" for t in types):
             parts.append(f"n={self.ngram_size_n},m={self.ngram_size_m}")
-        if sizes and "ngram-mod" in self.types:
+        if sizes and "ngram-mod" in types:
             parts.append(f"match={self.ngram_mod_n_match},min={self.ngram_mod_n_min},max={self.ngram_mod_n_max}")
         return " ".join(parts)
 
