@@ -63,7 +63,9 @@ class ServeCharts(QWidget):
         self.accept.addItem(self.tuned)
 
     def show_records(self, records: list[RequestRecord], tuned_acceptance: float | None = None) -> None:
-        recs = [r for r in records if r.status == 200 and not r.error][-SHOWN:]
+        # by request number, the charts' x: requests that overlap end in another order than they began, and a
+        # rolling line drawn in the order they ended would double back on itself
+        recs = sorted((r for r in records if r.status == 200 and not r.error), key=lambda r: r.id)[-SHOWN:]
         if recs:
             self.stack.show_plots()
         else:
