@@ -410,7 +410,7 @@ class ServePage(QWidget):
 
     def _fill_table(self, records: list[RequestRecord]) -> None:
         self.table.setRowCount(len(records))
-        for row, r in enumerate(reversed(records)):  # newest first
+        for row, r in enumerate(sorted(records, key=lambda r: r.id, reverse=True)):  # newest first, as numbered
             acc = f"{r.acceptance:.0%} ({r.accepted}/{r.drafted})" if r.acceptance is not None else "-"
             cells = (
                 str(r.id),
