@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
 from engine.core.workloads import load_workload
 from engine.models.demo_models import demo_pair
+from engine.serve.proxy import Proxy, ProxyError, Upstream
 from engine.serve.record import Recorder
 from engine.serve.session import METRICS_S, ServeSession, ServeSettings, wait_for_requests
+from engine.serve.watch import Watch
 
 pytestmark = pytest.mark.server
 
@@ -195,6 +197,16 @@ def test_a_taken_port_fails_at_once_with_the_address_and_starts_no_server():
         with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
             session.start()
         assert session.server is None
+
+
+def test_a_port_out_of_range_is_refused_before_anything_starts():
+    out_of_range = settings()
+    out_of_range.port = 99999
+    with pytest.raises(SettingsError, match="between 1 and 65535.*99999"):
+        ServeSession(out_of_range)
+    # the proxy on its own says so too, rather than leaving its thread dead and its caller serving nothing
+    with pytest.raises(ProxyError, match="127.0.0.1:70000"):
+        Proxy(Upstream("http://127.0.0.1:9", None), Watch(), port=70000).start()
 
 
 def test_a_recording_killed_mid_line_keeps_every_whole_line_and_says_what_it_dropped(tmp_path):

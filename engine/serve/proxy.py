@@ -136,7 +136,7 @@ class Proxy:
             await web.TCPSite(self._runner, self.host, self.port).start()
             if self.port == 0:
                 self.port = self._runner.addresses[0][1]
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:  # OverflowError: bind() refuses a port outside 0-65535
             failure.append(exc)
             await self._close()
             return

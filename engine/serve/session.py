@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
 from engine.deploy.export import export_llama_server
 from engine.llama.server import LlamaServer, ServerError
 from engine.serve.proxy import DEFAULT_PORT, Proxy, Upstream
@@ -53,6 +53,8 @@ class ServeSession:
         on_request: Callable[[RequestRecord], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
     ):
+        if not 0 <= settings.port <= 65535:  # said before llama-server starts, not after
+            raise SettingsError(f"the port must be between 1 and 65535 (0: any free one), got {settings.port}")
         self.settings = settings
         self.on_event = on_event or (lambda ev: None)
         self.watch = Watch()
