@@ -48,9 +48,10 @@ class EngineController(QObject):
     loadProgress = Signal(str, float)  # stage ("target" / "draft"), fraction read
     _event = Signal(object)  # reader thread -> GUI thread
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, engine: str = "auto", server: str | None = None):
         super().__init__(parent)
-        self._client = EngineClient(on_event=self._on_worker_event, queue_events=False, expand_cycles=False)
+        self.engine, self.server = engine, server  # engine.runtime.engine_choice: auto, native, llama-server
+        self._client = self._new_client()
         self._event.connect(self._dispatch)
         self.state = "stopped"
         self.message = ""
@@ -62,6 +63,40 @@ class EngineController(QObject):
         self._unload_when_idle = False
         self._load_req: int | None = None
         self._unload_req: int | None = None
+
+    def _new_client(self) -> EngineClient:
+        return EngineClient(
+            on_event=self._on_worker_event,
+            queue_events=False,
+            expand_cycles=False,
+            engine=self.engine,
+            server=self.server,
+        )
+
+    @property
+    def engine_kind(self) -> str | None:
+        """The engine of the running worker (native or llama-server); None before its hello."""
+        return None if self.hello_info is None else self.hello_info.get("engine_kind", "native")
+
+    @property
+    def native_failure(self) -> str | None:
+        """Why SpecTune's own engine could not start here (the worker then runs llama-server), or None."""
+        return self._client.native_failure
+
+    def set_engine(self, engine: str, server: str | None = None) -> None:
+        """Measure with another engine (auto, native, llama-server; server: the llama-server binary, None for
+        the bundled one): the worker restarts with it, and a loaded pair is loaded again (the Lab's reload)."""
+        if (engine, server) == (self.engine, self.server):
+            return
+        self.engine, self.server = engine, server
+        self._client.kill()
+        self._client = self._new_client()
+        self.hello_info = None
+        self.loaded_info = None
+        self.running_run = None
+        self._unload_when_idle = False
+        self.state = "stopped"
+        self.start()
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> None:

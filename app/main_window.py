@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, QSize, Qt
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QProgressBar,
     QStackedWidget,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -38,6 +39,7 @@ from app.scripted import ScriptedSession
 from app.session import LabSession
 from app.settings_store import settings_path
 from app.widgets import style
+from app.widgets.banner import Banner
 from app.widgets.icons import app_icon
 from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
@@ -85,8 +87,13 @@ class MainWindow(QMainWindow):
         hand_over_quickly()  # background threads give the GUI thread the GIL within 1 ms, not 5
         self.setWindowTitle("SpecTune")
         self.setWindowIcon(app_icon())
-        self.controller = controller or EngineController(self)
         self.settings = settings or QSettings(str(settings_path()), QSettings.Format.IniFormat)
+        # the engine chosen in the Engine menu last time (auto unless the user picked one)
+        engine = str(self.settings.value("engine/kind", "auto"))
+        server = str(self.settings.value("engine/server", "")) or None
+        self.controller = controller or EngineController(
+            self, engine=engine if engine in ("auto", "native", "llama-server") else "auto", server=server
+        )
 
         self.session = LabSession(self)
         self._demo: ScriptedSession | None = None  # the Start page's demo run
@@ -116,6 +123,7 @@ class MainWindow(QMainWindow):
         self.models = ModelsPage(self.session, self.hardware, controller=self.controller)
         self.lab.hardware_report = lambda: self.hardware.report  # the Lab explains a pair that will not fit
         self.tune = TunePage(self.session, self.jobs)
+        self.tune.engine = (self.controller.engine, self.controller.server)
         self.export = ExportPage(self.session, self.jobs)
         self.serve = ServePage(
             self.session, self.jobs, tuned_acceptance=self._tuned_acceptance, server_binary=self.export.server.path
@@ -184,10 +192,15 @@ class MainWindow(QMainWindow):
             self.stack.addWidget(page)
         self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
         central = QWidget()
-        row = QHBoxLayout(central)
-        row.setContentsMargins(4, 4, 4, 4)
+        column = QVBoxLayout(central)
+        column.setContentsMargins(4, 4, 4, 4)
+        # which engine measures, when it is not SpecTune's own (on every page: it concerns them all)
+        self.engine_banner = Banner()
+        column.addWidget(self.engine_banner)
+        row = QHBoxLayout()
         row.addWidget(self.nav)
         row.addWidget(self.stack, 1)
+        column.addLayout(row, 1)
         self.setCentralWidget(central)
 
     def _build_status_bar(self) -> None:
@@ -209,12 +222,50 @@ class MainWindow(QMainWindow):
         """The status bar and the title follow the engine and the session's pair, shown once now."""
         self.controller.stateChanged.connect(self._show_state)
         self.controller.loadProgress.connect(self._show_load_progress)
-        self.controller.hello.connect(
-            lambda ev: self.statusBar().showMessage(f"engine ready: {ev.get('llama', '')[:80]}", 5000)
-        )
+        self.controller.hello.connect(self._on_engine_hello)
         self.session.pairChanged.connect(self._show_pair)
         self._show_state(self.controller.state, self.controller.message)
         self._show_pair()
+
+    def _on_engine_hello(self, ev: dict) -> None:
+        """The status line names the engine; the banner says why it is llama-server when SpecTune's own failed."""
+        kind = ev.get("engine_kind", "native")
+        name = "llama-server" if kind == "llama-server" else "SpecTune's engine"
+        self.statusBar().showMessage(f"engine ready: {name}, {ev.get('llama', '')[:80]}", 5000)
+        for engine, action in self.engine_actions.items():
+            action.setChecked(engine == self.controller.engine)
+        failure = self.controller.native_failure
+        if failure and kind == "llama-server":
+            self.engine_banner.show_message(
+                failure + " The Lab, the quick check and the Tune page measure through llama-server now (Engine menu).",
+                "warning",
+            )
+        elif kind == "llama-server":
+            self.engine_banner.show_message(
+                f"Measuring through llama-server ({ev.get('server', 'bundled')}): a knob changed during a run "
+                "applies from the next prompt, when the server restarts with it (the charts mark it).",
+                "info",
+            )
+        else:
+            self.engine_banner.hide()
+
+    def use_engine(self, engine: str, server: str | None = None) -> None:
+        """Measure with another engine from now on; a loaded pair is loaded again in it."""
+        if self.lab.mode != "idle":
+            self.engine_banner.show_message("Stop the run first, then change the engine.", "warning")
+            self.engine_actions[self.controller.engine].setChecked(True)
+            return
+        if self.controller.load_settings is not None and self.controller.loaded_info is not None:
+            self.lab.reload_after_hello()
+        self.settings.setValue("engine/kind", engine)
+        self.settings.setValue("engine/server", server or "")
+        self.controller.set_engine(engine, server)
+        self.tune.engine = (engine, server)
+
+    def _pick_server(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Your llama-server binary", "", "llama-server (llama-server*)")
+        if path:
+            self.use_engine("llama-server", path)
 
     # -- menu and shortcuts -----------------------------------------------
     def _build_menu(self) -> None:
@@ -226,6 +277,21 @@ class MainWindow(QMainWindow):
         engine_menu.addAction(
             QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"), triggered=self.controller.restart)
         )
+        engine_menu.addSeparator()
+        group = QActionGroup(self)
+        self.engine_actions: dict[str, QAction] = {}
+        for engine, text in (
+            ("auto", "Auto: SpecTune's engine, llama-server if it cannot start"),
+            ("native", "SpecTune's engine"),
+            ("llama-server", "llama-server (the bundled one)"),
+        ):
+            action = QAction(text, self, checkable=True)
+            action.setChecked(engine == self.controller.engine)
+            action.triggered.connect(lambda checked=False, e=engine: self.use_engine(e))
+            group.addAction(action)
+            engine_menu.addAction(action)
+            self.engine_actions[engine] = action
+        engine_menu.addAction(QAction("Your own llama-server…", self, triggered=self._pick_server))
         view = self.menuBar().addMenu("&View")
         for entry in PAGES:
             view.addAction(

@@ -89,9 +89,12 @@ class TuneCharts(QWidget):
             self._title_note("no draft model: only n-gram methods were measured (see the table)")
         elif best not in plain:
             self._title_note(f"the best, {best.label}, is not on this axis (see the table)")
-        v = result.costs.verify
-        self.c_verify.setData(list(v.sizes), list(v.ms))
-        if result.costs.draft is not None:
+        if result.costs is None:
+            self._title_note("measured through llama-server: no pass costs (K measured at a few values)")
+        else:
+            v = result.costs.verify
+            self.c_verify.setData(list(v.sizes), list(v.ms))
+        if result.costs is not None and result.costs.draft is not None:
             d = result.costs.draft
             self.c_draft.setData(list(d.sizes), list(d.ms))
         self.p_k.enableAutoRange()

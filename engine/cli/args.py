@@ -39,6 +39,24 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_engine_args(p: argparse.ArgumentParser) -> None:
+    """Which engine measures (engine.runtime.engine_choice), and which llama-server binary."""
+    p.add_argument(
+        "--engine",
+        choices=("auto", "native", "llama-server"),
+        default="auto",
+        help="native: SpecTune's engine (libspecrt); llama-server: the same measurements through llama-server "
+        "(the bundled one, or --server); auto (default): native, and llama-server when native cannot start here",
+    )
+    p.add_argument(
+        "--server",
+        type=Path,
+        metavar="BIN",
+        help="the llama-server binary for --engine llama-server and --clients (default: the bundled one); "
+        "your own build (CUDA, ROCm, Vulkan, Metal, newer than the pin) works",
+    )
+
+
 def add_placement_args(p: argparse.ArgumentParser) -> None:
     """Where the weights go beyond the GPU layers: the MoE experts kept on the CPU, and the draft's GPUs."""
     p.add_argument(

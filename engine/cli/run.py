@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from engine.cli.args import add_chat_args, add_knob_args, add_model_args, chat_from, settings_from
+from engine.cli.args import add_chat_args, add_engine_args, add_knob_args, add_model_args, chat_from, settings_from
 from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 from engine.measure.generate import PromptRun, run_prompts, summarise
@@ -112,11 +112,32 @@ class LoadProgressLine:
             self._shown = ""
 
 
-@contextmanager
-def _loaded_engine(load: LoadSettings) -> Iterator[tuple[EngineClient, LoadSettings]]:
-    """A started engine with the pair loaded, and the settings it loaded with; the engine stops on leaving."""
-    with EngineClient() as client:
+def started_engine(a: argparse.Namespace) -> EngineClient:
+    """An engine client for --engine / --server, started; when SpecTune's own engine cannot start here and
+    --engine is auto, it runs through llama-server and a note on stderr says why."""
+    client = EngineClient(engine=getattr(a, "engine", "auto"), server=getattr(a, "server", None))
+    try:
         client.start()
+    except BaseException:
+        client.close()
+        raise
+    if client.native_failure:
+        print(f"spectune: note: {client.native_failure} Measuring through llama-server.", file=sys.stderr)
+    return client
+
+
+def engine_fields(client: EngineClient) -> dict:
+    """What a JSON result says about the engine that measured it."""
+    out: dict = {"engine": client.engine_kind}
+    if client.native_failure:
+        out["native_failure"] = client.native_failure
+    return out
+
+
+@contextmanager
+def _loaded_engine(load: LoadSettings, a: argparse.Namespace) -> Iterator[tuple[EngineClient, LoadSettings]]:
+    """A started engine with the pair loaded, and the settings it loaded with; the engine stops on leaving."""
+    with started_engine(a) as client:
         yield client, _load(client, load)
 
 
@@ -164,7 +185,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             flush=True,
         )
 
-    with _loaded_engine(load) as (client, load):
+    with _loaded_engine(load, a) as (client, load):
+        engine = engine_fields(client)
         runs = run_prompts(
             client,
             prompts,
@@ -180,6 +202,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     summary["draft"] = str(load.draft) if load.draft else None
     summary["spec"] = to_dict(spec)
     summary["sampling"] = to_dict(sampling)
+    summary.update(engine)
     _record("run", load, spec, sampling, summary)
     if a.json:
         print(json.dumps(summary))
@@ -225,7 +248,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
     clients = _clients(a)
     if clients is not None:
         return _tune_concurrent(a, load, spec, sampling, prompts, clients)
-    with _loaded_engine(load) as (client, load):
+    with _loaded_engine(load, a) as (client, load):
+        engine = engine_fields(client)
         result = Tuner(
             client,
             load,
@@ -236,7 +260,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
             seed=a.seed_tune,
             k_max=a.k_max,
         ).run()
-    out = result.to_dict()
+    out = result.to_dict() | engine
     _record("tune", load, result.best.spec, sampling, out)
     if a.json:
         print(json.dumps(out))
@@ -301,7 +325,7 @@ def cmd_server_path(a: argparse.Namespace) -> int:
 def cmd_demo(a: argparse.Namespace) -> int:
     from engine.measure.demo import run_demo
 
-    return run_demo(json_output=a.json, max_tokens=a.max_tokens, quick=a.quick)
+    return run_demo(json_output=a.json, max_tokens=a.max_tokens, quick=a.quick, engine=a.engine, server=a.server)
 
 
 def cmd_gui(a: argparse.Namespace) -> int:
@@ -323,6 +347,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="every prompt of a workload set, by name (resources/workloads) or file; the summary adds them up",
     )
     add_chat_args(r)
+    add_engine_args(r)
     r.add_argument("--max-tokens", type=int, default=128)
     r.add_argument("--baseline", action="store_true", help="also run without speculation and report the speedup")
     out = r.add_mutually_exclusive_group()
@@ -334,6 +359,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="end with one JSON object summarising the demo")
     d.add_argument("--max-tokens", type=int, default=96)
     d.add_argument("--quick", action="store_true", help="fewer prompts and settings")
+    add_engine_args(d)
     d.set_defaults(func=cmd_demo)
 
     t = sub.add_parser("tune", help="find the fastest setting: cost model first, then real runs")
@@ -343,6 +369,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--workload", help="a workload set by name (see resources/workloads) or a file")
     src.add_argument("--prompt", action="append", help="a prompt (repeatable)")
     add_chat_args(t)
+    add_engine_args(t)
     t.add_argument("--max-tokens", type=int, default=128)
     t.add_argument("--budget-s", type=float, default=300.0, help="stop confirming after this many seconds")
     t.add_argument("--seed-tune", type=int, default=0, help="seed for prompt order and tie-breaks")
@@ -357,7 +384,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "`spectune serve --record` that saw several requests at once sets N itself)",
     )
     t.add_argument("--rounds", type=int, default=2, help="with --clients: how many times each prompt is sent")
-    t.add_argument("--server", type=Path, help="with --clients: the llama-server binary (default: the bundled one)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_tune)
 

@@ -102,7 +102,9 @@ def _measure(
     }
 
 
-def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = False) -> int:
+def run_demo(
+    json_output: bool = False, max_tokens: int = 96, quick: bool = False, engine: str = "auto", server=None
+) -> int:
     log = sys.stderr if json_output else sys.stdout
     target, draft = demo_pair()
     load = LoadSettings(target=target, draft=draft, ctx=2048)
@@ -110,9 +112,11 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
     prompts = demo_prompts(quick)
     candidates = CANDIDATES[1:4] if quick else CANDIDATES
     print(f"demo pair: {target.name} + {draft.name} in {target.parent}", file=log)
-    with EngineClient() as client:
+    with EngineClient(engine=engine, server=server) as client:
         hello = client.start()
-        print(f"engine: {hello['llama'][:60]}...", file=log)
+        if client.native_failure:
+            print(f"note: {client.native_failure} Measuring through llama-server.", file=sys.stderr)
+        print(f"engine: {client.engine_kind}, {hello['llama'][:60]}...", file=log)
         loaded = client.load(load)
         print(f"loaded in {loaded['load_s']:.2f} s", file=log)
         base = _measure(client, SpecSettings("none"), sampling, prompts, max_tokens, baseline=True)
@@ -147,6 +151,8 @@ def run_demo(json_output: bool = False, max_tokens: int = 96, quick: bool = Fals
                     "results": results,
                     "best": best,
                     "command": command,
+                    "engine": client.engine_kind,
+                    **({"native_failure": client.native_failure} if client.native_failure else {}),
                 }
             )
         )

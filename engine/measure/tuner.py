@@ -50,6 +50,8 @@ PROBE_K = 8
 CLEAR_MARGIN = 1.15  # stop early when the leader beats the runner-up by this factor
 VERDICT_PROMPTS = 8  # paired prompts for the verdict (all of them when the set is smaller)
 HEAD_KS = (2, 3, 4)  # the K measured for a draft head's method (no draft model to predict it from)
+# draft-simple's K measured where no K can be predicted (an engine that cannot time passes: llama-server)
+MEASURED_KS = (2, 3, 4, 6, 8)
 
 
 def baseline_scale(one_token_ms: float, baseline_tokens_per_s: float | None) -> float:
@@ -82,7 +84,7 @@ class Candidate:
 @dataclass
 class TuneResult:
     baseline_tps: float
-    costs: PairCosts
+    costs: PairCosts | None  # None: the engine cannot time passes (llama-server); K was measured, not predicted
     acceptance_by_position: list[float]
     candidates: list[Candidate]
     best: Candidate
@@ -136,10 +138,12 @@ class TuneResult:
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "verdict_text": self.verdict_text(),
             "acceptance_by_position": [round(a, 4) for a in self.acceptance_by_position],
-            "verify_ms": dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])),
+            "verify_ms": (
+                dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])) if self.costs else None
+            ),
             "draft_ms": (
                 dict(zip(self.costs.draft.sizes, [round(x, 4) for x in self.costs.draft.ms]))
-                if self.costs.draft
+                if self.costs and self.costs.draft
                 else None
             ),
             "predicted_by_k": {k: round(v, 3) for k, v in self.predicted_by_k.items()},
@@ -265,9 +269,19 @@ class Tuner:
             draft = CostCurve(tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
         return PairCosts(CostCurve(tuple(sorted(verify)), tuple(verify[k] for k in sorted(verify))), draft)
 
+    def _costs_if_timed(self) -> PairCosts | None:
+        """The pair's forward-pass costs, or None where the engine cannot time passes (llama-server)."""
+        try:
+            return self.measure_costs()
+        except EngineError as exc:
+            if exc.kind != "unsupported":
+                raise
+            self.progress("this engine cannot time forward passes: K is measured at a few values, not predicted")
+            return None
+
     def run(self) -> TuneResult:
         t0 = time.monotonic()
-        costs = self.measure_costs()
+        costs = self._costs_if_timed()
         first = self.prompts[: max(1, min(2, len(self.prompts)))]
         self.progress(f"baseline on {len(first)} prompt(s) ...")
         baseline_tps = self._baseline_on(first)
@@ -275,7 +289,14 @@ class Tuner:
         candidates: list[Candidate] = []
         cond: list[float] = []
         predicted_by_k: dict[int, float] = {}
-        if self.load.draft is not None and self.methods["draft-simple"].runs:
+        if costs is None and self.load.draft is not None and self.methods["draft-simple"].runs:
+            candidates += [
+                Candidate(SpecSettings("draft-simple", draft_n_max=k)) for k in MEASURED_KS if k <= self.k_max
+            ]
+            candidates.append(
+                Candidate(SpecSettings("ngram-simple,draft-simple", draft_n_max=3, ngram_size_n=3, ngram_size_m=8))
+            )
+        elif costs is not None and self.load.draft is not None and self.methods["draft-simple"].runs:
             self.progress(f"probing acceptance by position with draft-simple K={PROBE_K} ...")
             probe = self._run(SpecSettings("draft-simple", draft_n_max=PROBE_K), first[0])
             cond = conditional_acceptance(probe["accepted_by_position"], probe["steps"])

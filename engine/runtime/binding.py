@@ -35,6 +35,7 @@ STATUS_NAMES = {
     -6: "cancelled",
     -7: "context_full",
     -8: "internal",
+    -9: "unsupported",  # engine.runtime.server_engine: what llama-server cannot do
 }
 
 
@@ -159,6 +160,9 @@ class Cycle:
     pieces: list[str]  # text per emitted token (a piece may be "" while a character is incomplete)
     # a hybrid target restored its state and verified the accepted tokens again (one more target pass)
     replayed: bool = False
+    # the cycle's wall time as the engine itself measured it (llama-server's clock), used instead of the
+    # worker's timing of step(); None: the worker times it
+    wall_ms: float | None = None
 
 
 _lib: C.CDLL | None = None
@@ -183,6 +187,8 @@ def load_library(path: Path | None = None) -> C.CDLL:
         # Nothing runs llama_backend_init() before the modules are in: libspecrt calls it on first use, and
         # it would otherwise look for them beside the Python interpreter and in the working directory
         # (engine.llama.backends).
+        # said first: should the loader die in there, the client names the library it died in
+        print(f"specrt: loading {path}", file=sys.stderr, flush=True)
         lib = C.CDLL(str(path))
         backends = load_backends()
         if backends.error:

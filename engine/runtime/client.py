@@ -28,6 +28,15 @@ from engine.core.chat import Conversation, Prompt
 from engine.core.paths import REPO_ROOT
 from engine.core.settings import LoadSettings, to_dict
 from engine.runtime import protocol
+from engine.runtime.engine_choice import (
+    AUTO,
+    ENGINES,
+    NATIVE,
+    SERVER,
+    describe_native_failure,
+    native_failure,
+    remember_native_failure,
+)
 
 STARTING, READY, LOADING, RUNNING, ERROR, CRASHED, STOPPED = (
     "starting",
@@ -51,6 +60,14 @@ class EngineCrashed(EngineError):
         super().__init__("crashed", message)
 
 
+class EngineUnavailable(EngineError):
+    """SpecTune's own engine cannot start on this machine (engine="native" was asked for); the message says
+    why and what still works."""
+
+    def __init__(self, message: str):
+        super().__init__("engine_unavailable", message)
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "stopped answering"
@@ -71,9 +88,21 @@ class EngineClient:
         stderr_lines: int = 60,
         queue_events: bool = True,
         expand_cycles: bool = True,
+        engine: str = AUTO,
+        server: str | os.PathLike | None = None,
     ):
         """queue_events=False: events go only to on_event (a GUI that never reads the queue
-        must not let it grow without bound); the blocking helpers then cannot be used."""
+        must not let it grow without bound); the blocking helpers then cannot be used.
+
+        engine: "native" (SpecTune's libspecrt), "llama-server" (the same protocol, measured through the
+        llama-server binary ``server``, default the bundled one), or "auto": native, and llama-server when
+        native cannot start on this machine (engine.runtime.engine_choice). ``engine_kind`` says which runs."""
+        if engine not in ENGINES:
+            raise EngineError("invalid_settings", f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        self.engine = engine
+        self.server = server
+        self.engine_kind: str | None = None  # native or llama-server, once started
+        self.native_failure: str | None = None  # why auto went to llama-server
         self.on_event = on_event
         self._queue_events = queue_events
         self._expand_cycles = expand_cycles  # False: a "cycles" batch reaches on_event as one event
@@ -97,19 +126,50 @@ class EngineClient:
         return self._proc.pid if self._proc else None
 
     def start(self, timeout: float = 600.0) -> dict:
-        """Spawn the worker and wait for its hello (building native/ first may take a minute)."""
+        """Spawn the worker and wait for its hello (building native/ first may take a minute). With
+        engine="auto" a native worker that dies or gives up before its hello is followed by a llama-server
+        worker; the hello then carries ``native_failure``, the reason in words."""
+        library = (self._env if self._env is not None else os.environ).get("SPECTUNE_SPECRT", "")
+        self.native_failure = native_failure(library) if self.engine == AUTO else None
+        if self.engine == SERVER or self.native_failure is not None:
+            hello = self._start_worker(SERVER, timeout)
+        else:
+            try:
+                hello = self._start_worker(NATIVE, timeout)
+            except EngineError as exc:
+                if exc.kind in ("version_mismatch", "timeout"):
+                    raise
+                fatal = str(exc) if exc.kind == "native_unavailable" else ""
+                reason = describe_native_failure(self.last_exit_code, self.stderr_tail, fatal)
+                if self.engine == NATIVE:
+                    self._set_state(ERROR, reason)
+                    raise EngineUnavailable(reason) from exc
+                remember_native_failure(reason, library)
+                self.native_failure = reason
+                hello = self._start_worker(SERVER, timeout)
+        if self.native_failure is not None:
+            hello["native_failure"] = self.native_failure
+        return hello
+
+    def _start_worker(self, kind: str, timeout: float) -> dict:
         if self._proc is not None and self._proc.poll() is None:
             raise EngineError("bad_state", "the engine worker is already running")
         self._closing = False
         self._events = queue.Queue()
-        self.hello, self.loaded, self.last_error = None, None, None
+        self.hello, self.loaded, self.last_error, self.last_exit_code = None, None, None, None
         self._stderr_tail.clear()
         self._set_state(STARTING)
         env = dict(self._env if self._env is not None else os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # -X faulthandler: a worker that dies in native code (libspecrt, a backend module) leaves its Python
+        # stack on stderr, which describe_native_failure reads
+        module = "engine.measure.server_worker" if kind == SERVER else "engine.runtime.worker"
+        argv = [self._python, "-X", "faulthandler", "-m", module]
+        if kind == SERVER and self.server is not None:
+            argv += ["--server", str(self.server)]
         self._proc = subprocess.Popen(
-            [self._python, "-m", "engine.runtime.worker"],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -120,9 +180,14 @@ class EngineClient:
         proc = self._proc
         threading.Thread(target=self._read_stdout, args=(proc,), name="engine-stdout", daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), name="engine-stderr", daemon=True).start()
-        ev = self.wait_for(("hello", "fatal"), timeout=timeout)
+        try:
+            ev = self.wait_for(("hello", "fatal"), timeout=timeout)
+        except TimeoutError as exc:
+            self.kill()
+            raise EngineError("timeout", f"the engine worker did not start within {timeout:.0f} s") from exc
         if ev["event"] == "fatal":
             self._set_state(ERROR, ev.get("message"))
+            proc.wait(timeout=30)
             raise EngineError(ev.get("kind", "fatal"), ev.get("message", "the engine could not start"))
         if ev.get("protocol") != protocol.PROTOCOL_VERSION:
             self.kill()
@@ -133,6 +198,7 @@ class EngineClient:
             self._set_state(ERROR, msg)
             raise EngineError("version_mismatch", msg)
         self.hello = ev
+        self.engine_kind = kind
         self._set_state(READY)
         return ev
 

@@ -144,8 +144,11 @@ class _CycleBatch:
 
 
 class Worker:
-    def __init__(self, out: BinaryIO):
+    def __init__(self, out: BinaryIO, make_engine: Callable[..., Any] | None = None):
+        """make_engine(settings, progress=...) loads a pair: engine.runtime.binding.Engine (the default, SpecTune's
+        native engine) or engine.runtime.server_engine.ServerEngine (through llama-server)."""
         self._out = out
+        self._make_engine = make_engine
         self._out_lock = threading.Lock()
         self._engine: Engine | None = None
         self._load: LoadSettings | None = None
@@ -257,7 +260,6 @@ class Worker:
     def _do_load(self, req_id: Any, msg: dict) -> Reply:
         from engine.models.draft_heads import pair_verdicts, unavailable
         from engine.models.gguf_check import check_gguf
-        from engine.runtime.binding import Engine
 
         settings = from_dict(LoadSettings, msg.get("load") or {}).validate()
         self._close_engine()
@@ -283,7 +285,11 @@ class Worker:
                 self.send("load_progress", id=req_id, stage=stage, progress=round(fraction, 4))
             return not self._load_cancel.is_set()
 
-        engine = Engine(settings, progress=progress)
+        if self._make_engine is None:
+            from engine.runtime.binding import Engine
+
+            self._make_engine = Engine
+        engine = self._make_engine(settings, progress=progress)
         self._engine, self._load, self._unavailable = engine, settings, methods_refused
         self.send("load_progress", id=req_id, stage="loaded", progress=1.0)
         return (
@@ -366,7 +372,8 @@ class Worker:
         baseline = bool(msg.get("baseline", False))
         run = msg.get("run")
         batch_s = float(msg.get("batch_ms", DEFAULT_BATCH_MS)) / 1000.0
-        engine.begin(prompt, max_tokens, baseline)
+        # the llama-server engine says whether it (re)started a server for this generation (the Lab marks it)
+        begun = engine.begin(prompt, max_tokens, baseline) or {}
         chat_fields = {} if chat is None else {"chat_prompt": prompt, "chat_format": chat["format"]}
         self.send(
             "started",
@@ -376,6 +383,7 @@ class Worker:
             spec=to_dict(spec),
             sampling=to_dict(sampling),
             **chat_fields,
+            **begun,
         )
         stats = RunStats()
         batch = _CycleBatch(self.send, req_id, run, batch_s)
@@ -433,6 +441,8 @@ class Worker:
             wall_ms = (time.perf_counter() - t0) * 1000.0
             if cycle is None:
                 return spec, sampling
+            if cycle.wall_ms is not None:  # llama-server's own clock, not how fast its stream arrived
+                wall_ms = cycle.wall_ms
             next_index = cycle.index + 1
             _count_cycle(stats, cycle, wall_ms)
             batch.add(_cycle_event(cycle, wall_ms), flush_now=cycle.is_prompt)
@@ -452,13 +462,16 @@ class Worker:
                 up_spec, up_sampling = _changed(spec, spec_changes), _changed(sampling, sampling_changes)
                 self._apply(up_spec, up_sampling, mid_run=True)
                 spec, sampling = up_spec, up_sampling
+                # llama-server takes a setting at its start: the change counts from the next generation on
+                mid_run = getattr(self._engine, "applies_mid_run", True)
                 self.send(
                     "updated",
                     id=up_id,
                     run=run,
                     spec=to_dict(spec),
                     sampling=to_dict(sampling),
-                    from_cycle=next_index,
+                    from_cycle=next_index if mid_run else None,
+                    **({} if mid_run else {"from_next_generation": True}),
                 )
             except (SettingsError, SpecrtError) as exc:
                 self.error(up_id, "invalid_settings", str(exc))
@@ -516,30 +529,30 @@ class Worker:
 LOAD_PROGRESS_STEP = 0.01
 
 
-def main() -> int:
+def _native_hello() -> dict:
+    from engine.llama.backends import load_backends
+    from engine.runtime.binding import build_info, devices, load_library
+
+    load_library()
+    return {"llama": build_info(), "devices": devices(), "backends": load_backends().to_dict(), "engine_kind": "native"}
+
+
+def run(start: Callable[[], tuple[dict, Callable[..., Any] | None]], failure_kind: str) -> int:
+    """The worker's life: ``start()`` gives its hello's fields and its engine factory (None: the native Engine);
+    then requests are read until shutdown or until stdin closes. A start that raises is answered with a
+    ``fatal`` event of ``failure_kind``. engine.measure.server_worker runs this with llama-server's engine."""
     # The protocol owns the real stdout; anything else that writes to fd 1
     # (llama.cpp, a stray print) lands on stderr instead of corrupting it.
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    worker = Worker(proto_out)
     try:
-        from engine.llama.backends import load_backends
-        from engine.runtime.binding import build_info, devices, load_library
-
-        load_library()
-        worker.send(
-            "hello",
-            protocol=protocol.PROTOCOL_VERSION,
-            engine=protocol.ENGINE_VERSION,
-            pid=os.getpid(),
-            llama=build_info(),
-            devices=devices(),
-            backends=load_backends().to_dict(),
-        )
+        hello, make_engine = start()
     except Exception as exc:
-        worker.send("fatal", kind="native_unavailable", message=str(exc))
+        Worker(proto_out).send("fatal", kind=failure_kind, message=str(exc))
         return 3
+    worker = Worker(proto_out, make_engine)
+    worker.send("hello", protocol=protocol.PROTOCOL_VERSION, engine=protocol.ENGINE_VERSION, pid=os.getpid(), **hello)
     stdin = sys.stdin.buffer
     for line in stdin:
         if not line.strip():
@@ -554,7 +567,13 @@ def main() -> int:
     # stdin closed: the client is gone
     if worker._engine is not None:
         worker._engine.cancel()
+        if make_engine is not None:  # llama-server's servers go now (they would also die with this process)
+            worker._engine.close()
     return 0
+
+
+def main() -> int:
+    return run(lambda: (_native_hello(), None), "native_unavailable")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from app.widgets.style import error_text, ok_text
 from app.widgets.timers import make_timer
 from app.widgets.token_text import TokenText
 from engine.core.chat import Prompt
-from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, from_dict, to_dict
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
 from engine.planning.budget import Budget
@@ -151,6 +151,7 @@ class LabPage(QWidget):
         controller.cycles.connect(self._on_cycles)
         controller.loaded.connect(self._on_loaded)
         controller.runFinished.connect(self._on_run_finished)
+        controller.runStarted.connect(self._on_run_started)
         controller.settingsApplied.connect(self._on_settings_applied)
         controller.failed.connect(self._on_failed)
         controller.stateChanged.connect(self._on_state)
@@ -397,6 +398,10 @@ class LabPage(QWidget):
         self.controller.update(spec=spec_changes, sampling=sampling_changes)
 
     # -- engine events ----------------------------------------------------
+    def reload_after_hello(self) -> None:
+        """Load the pair again when the next engine says hello (the Engine menu switched engines)."""
+        self._pending = "reload"
+
     def _on_hello(self, ev: dict) -> None:
         names = [str(d.get("name", "")) for d in ev.get("devices", [])]
         gpus = [n for n in names if n and not n.upper().startswith("CPU")]
@@ -439,6 +444,13 @@ class LabPage(QWidget):
             if ev.get("run") == self.controller.running_run:
                 self.live.add_cycle(ev)
                 self._dirty = True
+
+    def _on_run_started(self, ev: dict) -> None:
+        """Through llama-server a changed setting restarts the server at the next generation: marked there."""
+        if ev.get("server_restarted") and self.mode == "running" and self._prompt_index > 1:
+            label = from_dict(SpecSettings, ev.get("spec") or {}).label()
+            self.live.mark(f"llama-server restarted: {label} ({ev.get('server_start_s', 0):.1f} s)")
+            self._dirty = True
 
     def _on_settings_applied(self, ev: dict) -> None:
         label = self._pending_labels.pop(0) if self._pending_labels else "settings changed"

@@ -76,6 +76,9 @@ class TunePage(QWidget):
         self._started_at = 0.0
         self._run_load = self._run_sampling = None
         self._last_message = "starting"
+        # the engine a one-client tune measures with: (auto | native | llama-server, server binary or None), set
+        # by the main window's Engine menu
+        self.engine: tuple[str, str | None] = ("auto", None)
 
         self._build_layout()
         self._build_timers()
@@ -300,6 +303,7 @@ class TunePage(QWidget):
                 self.seed.value(),
                 self.k_max.value(),
                 parent=self,
+                engine=self.engine,
             )
             if clients == 1
             else ConcurrentTuneRunner(

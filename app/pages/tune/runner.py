@@ -125,12 +125,15 @@ class TuneRunner(TuneThread):
         seed: int,
         k_max: int,
         parent=None,
+        engine: tuple[str, str | None] = ("auto", None),
     ):
+        """engine: (auto | native | llama-server, the llama-server binary or None), as the Engine menu chose."""
         super().__init__(parent)
         self.setObjectName("tune-runner")
         self.load, self.prompts, self.max_tokens, self.sampling = load, list(prompts), max_tokens, sampling
         self.budget_s, self.seed, self.k_max = budget_s, seed, k_max
-        self.client = EngineClient()  # created here so the GUI thread can reach it to cancel or kill
+        # created here so the GUI thread can reach it to cancel or kill
+        self.client = EngineClient(engine=engine[0], server=engine[1])
         self.tuner: Tuner | None = None
 
     # -- called from the GUI thread ----------------------------------------
