@@ -45,6 +45,7 @@ from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
 from app.widgets.timers import make_timer
 from app.widgets.wheel_guard import guard_knobs
+from engine.runtime.engine_choice import WHAT_STILL_WORKS
 
 STATE_COLOURS = {  # the role's colour in the current look (style.current())
     STARTING: "busy",
@@ -237,7 +238,9 @@ class MainWindow(QMainWindow):
         failure = self.controller.native_failure
         if failure and kind == "llama-server":
             self.engine_banner.show_message(
-                failure + " The Lab, the quick check and the Tune page measure through llama-server now (Engine menu).",
+                failure.split(WHAT_STILL_WORKS)[0].strip()
+                + " The Lab, the quick check and the Tune page measure through llama-server instead (Engine "
+                "menu); a knob moved during a run applies from the next prompt.",
                 "warning",
             )
         elif kind == "llama-server":

@@ -433,3 +433,36 @@ def test_a_pair_chosen_in_the_lab_brings_a_workload_unless_a_prompt_is_typed(win
     session.set_custom_prompt("my own prompt")
     controls.draft.set_path(str(pair[1]))
     assert session.workload() == CUSTOM_PROMPT and session.custom_prompt() == "my own prompt"
+
+
+def test_a_native_engine_that_cannot_load_leaves_a_banner_and_the_lab_runs_through_llama_server(
+    qtbot, tmp_path, monkeypatch, pair
+):
+    """SpecTune's own engine dies in dlopen (a libspecrt whose constructor crashes, as on the H200): the window
+    says so once, above every page, and the Lab measures through llama-server, its restarts marked."""
+    from tests.test_server_engine import write_crashing_library
+
+    monkeypatch.setenv("SPECTUNE_SPECRT", str(write_crashing_library(tmp_path)))
+    monkeypatch.setenv("SPECTUNE_CONFIG_DIR", str(tmp_path / "config"))
+    w = MainWindow(settings=QSettings(str(tmp_path / "test.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(w)
+    w.show()
+    w.show_page("Lab")
+    with qtbot.waitSignal(w.controller.hello, timeout=WAIT) as hello:
+        w.controller.start()
+    assert hello.args[0]["engine_kind"] == "llama-server" == w.controller.engine_kind
+    banner = w.engine_banner.label.text()
+    assert w.engine_banner.isVisible() and "SIGSEGV while loading its native library" in banner
+    assert "through llama-server" in banner and not w.lab.banner.isVisible()  # no crash told as a crash
+    set_pair(w, pair, k=3, max_tokens=24)
+    lab = w.lab
+    lab.start()
+    qtbot.waitUntil(lambda: lab.live.cycles >= 40, timeout=WAIT)  # a few prompts' worth
+    lab.controls.k.setValue(5)  # llama-server takes it at its next start: the next prompt
+    qtbot.waitUntil(lambda: any("llama-server restarted" in m.label for m in lab.live.markers), timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    totals = lab.live.snapshot().totals
+    assert totals["drafted"] >= totals["accepted"] > 0
+    assert "memory not reported" in lab.controls.badges.text()
+    w.close()

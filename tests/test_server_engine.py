@@ -29,10 +29,8 @@ SPECS = (
 )
 
 
-@pytest.fixture(scope="module")
-def crashing_specrt(tmp_path_factory) -> Path:
+def write_crashing_library(folder: Path) -> Path:
     """A shared library that dies of SIGSEGV as the loader runs its constructor, as libspecrt did on the H200."""
-    folder = tmp_path_factory.mktemp("crash")
     src = folder / "crash.c"
     src.write_text(
         "#include <signal.h>\n"
@@ -42,6 +40,11 @@ def crashing_specrt(tmp_path_factory) -> Path:
     lib = folder / "libcrash.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     return lib
+
+
+@pytest.fixture(scope="module")
+def crashing_specrt(tmp_path_factory) -> Path:
+    return write_crashing_library(tmp_path_factory.mktemp("crash"))
 
 
 def _run(client: EngineClient, prompt: str, spec: dict, baseline: bool = False) -> tuple[dict, list[dict]]:

@@ -102,6 +102,8 @@ class EngineClient:
         self.engine = engine
         self.server = server
         self.engine_kind: str | None = None  # native or llama-server, once started
+        self._quiet_start = False  # an auto start's native try: its death is not passed on (start says why)
+        self._awaiting_hello = False  # a crash must wake start() even when events are not queued
         self.native_failure: str | None = None  # why auto went to llama-server
         self.on_event = on_event
         self._queue_events = queue_events
@@ -134,6 +136,9 @@ class EngineClient:
         if self.engine == SERVER or self.native_failure is not None:
             hello = self._start_worker(SERVER, timeout)
         else:
+            # in auto mode a native worker that dies while starting is not news for the caller (the GUI would
+            # show a crash): its death is told as the reason the llama-server worker runs instead
+            self._quiet_start = self.engine == AUTO
             try:
                 hello = self._start_worker(NATIVE, timeout)
             except EngineError as exc:
@@ -146,7 +151,10 @@ class EngineClient:
                     raise EngineUnavailable(reason) from exc
                 remember_native_failure(reason, library)
                 self.native_failure = reason
+                self._quiet_start = False
                 hello = self._start_worker(SERVER, timeout)
+            finally:
+                self._quiet_start = False
         if self.native_failure is not None:
             hello["native_failure"] = self.native_failure
         return hello
@@ -168,6 +176,7 @@ class EngineClient:
         argv = [self._python, "-X", "faulthandler", "-m", module]
         if kind == SERVER and self.server is not None:
             argv += ["--server", str(self.server)]
+        self._awaiting_hello = True
         self._proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -185,6 +194,8 @@ class EngineClient:
         except TimeoutError as exc:
             self.kill()
             raise EngineError("timeout", f"the engine worker did not start within {timeout:.0f} s") from exc
+        finally:
+            self._awaiting_hello = False
         if ev["event"] == "fatal":
             self._set_state(ERROR, ev.get("message"))
             proc.wait(timeout=30)
@@ -317,15 +328,22 @@ class EngineClient:
         self._emit(ev)
 
     def _emit(self, ev: dict) -> None:
-        if self._queue_events or ev.get("event") in ("hello", "fatal"):
+        kind = ev.get("event")
+        if (
+            self._queue_events
+            or kind in ("hello", "fatal")
+            or (self._awaiting_hello and kind in ("crashed", "stopped"))
+        ):
             self._events.put(ev)
-        if self.on_event is not None:
+        if self.on_event is not None and not (self._quiet_start and kind in ("crashed", "fatal")):
             self.on_event(ev)
 
     def _set_state(self, state: str, message: str | None = None) -> None:
         self.state = state
         if message:
             self.last_error = message
+        if self._quiet_start and state in (ERROR, CRASHED):
+            return
         if self.on_event is not None and state:
             self.on_event({"event": "state", "state": state, "message": message})
 
