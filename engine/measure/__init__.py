@@ -1,6 +1,8 @@
 """Measuring a pair on this machine. May import engine.deploy and everything below it.
 
 generate       one generation through the engine worker, from its events to its summary
+server_engine  the engine API on llama-server: streamed steps cut back into verify steps, restarts on a setting
+server_worker  the engine worker that measures through llama-server (``python -m engine.measure.server_worker``)
 live           what a live view shows of a running session, in fixed-size rings
 why            why a live run is as fast as it is: a step's measured parts against a plain token
 quick_check    a short measured check of which speculative setting pays on the loaded pair

@@ -5,5 +5,6 @@ May import engine.llama, engine.models and engine.core.
   binding       the ctypes binding of native/include/specrt.h
   protocol      the worker's wire protocol: JSON objects, one per line
   client        starts the worker and talks to it; survives its death
+  engine_choice  which engine measures (native, llama-server, auto) and a native start failure in words
   native_build  builds native/ (libspecrt) against the installed llama.cpp, once per key
 """
