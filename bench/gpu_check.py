@@ -1,30 +1,28 @@
-"""GPU check: SpecTune's CUDA variant, built and measured on one lent GPU machine.
+"""GPU check: SpecTune's CUDA variant measured on one lent GPU machine, in one call.
 
     bench/gpu_check.sh                   drives this file; its header says how to prepare and run
-    python bench/gpu_check.py run --mode gpu|cpu --site DIR --sdist FILE --wheel FILE [--out-dir DIR]
-    python bench/gpu_check.py models --mode gpu|cpu DIR
+    python bench/gpu_check.py run --mode gpu|cpu --site DIR --work DIR [--budget-s S] [--out-dir DIR] [--diagnose]
+    python bench/gpu_check.py slim SITE  (gpu_check.sh --prepare: the carried tree made smaller)
 
-``run`` (mode gpu): compiles ggml's CUDA module from the carried sdist with scripts/setup.sh's
-ggml arguments and CMAKE_CUDA_ARCHITECTURES=90 and adds it to the carried CPU wheel
-(packaging/cuda_build.py, as ``setup.sh --cuda`` does), installs that into DIR (a folder named
-site-packages on PYTHONPATH, where find_install() looks), builds
-native/ against it, and meanwhile writes random-weight pairs with the shapes of
-Llama-3.1-8B and Llama-3.2-1B (engine.models.synthetic.write_pair, f16, its small vocab;
-each draft is the target's first two blocks). Then, per pair, through the engine
-worker as the app uses it: plain decode tokens/s and its share of the memory
-bandwidth limit (target weight bytes x tokens/s / peak bandwidth from
-engine.planning.hardware), speculative tokens/s per method and K, and the lab against
-llama-server on the same settings (engine.llama.server, engine.deploy.export), with NVML
-readings (utilisation, power, clocks, memory) for every row. Everything is fitted
-into --budget-s; what does not fit is reported as skipped.
+``run`` finds the CUDA variant already installed in --site (unpacked from what gpu_check.sh --prepare
+built here; libspecrt from SPECTUNE_SPECRT), writes the pairs with bench/gpu_models.py (all at once, in
+seconds), and for each model (Llama-3.1-8B's and Llama-3.2-1B's shapes, F16 and Q4_K_M) measures every
+setting of SETTINGS twice over: through SpecTune's engine worker as the app uses it (the lab) and through
+llama-server started with the exported flags, prompt by prompt in alternating order (A B B A), comparing
+the drafted and accepted counts of each generation. A row gives the lab's and the server's median tokens/s,
+their paired ratio, the acceptance, plain decode's share of peak memory bandwidth (weight bytes x tok/s /
+NVML's peak), the speed model's prediction for the row (engine.planning.speed_model: plain tok/s, and for
+draft-simple the speedup at the acceptance the row measured), and NVML's readings. Rows are fitted into
+--budget-s, most telling first; what does not fit is reported as skipped, and a lab that dies leaves its
+model's rows to llama-server alone.
 
-Mode cpu is the rehearsal on a machine without a GPU: the same path with tiny
-shapes, the carried CPU wheel as it is, standing in for the CUDA one.
+Mode cpu is the rehearsal on a machine without a GPU: the same carried tree and path, tiny shapes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -37,13 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-for folder in (REPO, REPO / "packaging"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-from cuda_build import build_cuda_module, install_wheel, prepend_env, wheel_with_module  # noqa: E402
-
-CUDA_ARCHITECTURES = "90"  # the H200 (compute capability 9.0); packaging/cuda_arch.py says why not 90a
 GIB = 2**30
 
 
@@ -65,63 +59,61 @@ class PairPlan:
 @dataclass(frozen=True)
 class Plan:
     pairs: tuple[PairPlan, ...]
+    quants: tuple[str, ...]
     tokens: int
     rounds: int  # lab/server alternations per prompt
     prompts: tuple[str, ...]
     ngl: int
     threads: int  # 0: llama.cpp's default
-    lab_s: float  # a lab row starts only with this much of the budget left
-    server_s: float  # likewise a server comparison (start, warm-up, rounds)
+    row_s: float  # a row starts only with this much of the budget left
+    writers: int  # models written at once
 
 
 # Llama-3.1-8B and Llama-3.2-1B from their config.json (hidden, layers, heads, kv heads, intermediate).
 # Acceptance of these random pairs depends on depth and divergence; the values keep it in the 0.4-0.8
-# band that real same-family pairs show (bench/gpu_check.py models --mode cpu prints it for tiny shapes).
+# band that real same-family pairs show.
 GPU_PLAN = Plan(
     pairs=(
         PairPlan("8B", 4096, 32, 32, 8, 14336, draft_layers=2, divergence=0.05),
         PairPlan("1B", 2048, 16, 32, 8, 8192, draft_layers=2, divergence=0.07),
     ),
+    quants=("f16", "q4_k_m"),
     tokens=128,
-    rounds=3,
+    rounds=2,
     prompts=("def the value of the data is", "import self return None for value in list"),
     ngl=99,
     threads=0,
-    lab_s=15,
-    server_s=45,
+    row_s=12,
+    writers=4,
 )
 CPU_PLAN = Plan(
     pairs=(
         PairPlan("8B-tiny", 256, 32, 8, 2, 768, draft_layers=2, divergence=0.05),
-        PairPlan("1B-tiny", 128, 16, 4, 2, 384, draft_layers=2, divergence=0.07),
+        PairPlan("1B-tiny", 256, 16, 4, 2, 512, draft_layers=2, divergence=0.07),
     ),
+    quants=("f16", "q4_k_m"),
     tokens=24,
     rounds=1,
     prompts=("def the value of the data is",),
     ngl=0,
     # one thread: llama.cpp's threads spin while they wait, which on a small shared machine stalls everyone
     threads=1,
-    lab_s=2,
-    server_s=5,
+    row_s=3,
+    writers=2,
 )
 PLANS = {"gpu": GPU_PLAN, "cpu": CPU_PLAN}
 
 
-def tasks():
-    """(setting, against the server?) in the order they run, most telling first, so that a build that
-    eats the budget costs the least important rows."""
+def settings():
+    """The settings of every model's rows, in the order they run (plain first: the others are read against it)."""
     from engine.core.settings import SpecSettings
 
-    plain, k4 = SpecSettings("none"), SpecSettings("draft-simple", draft_n_max=4)
     return [
-        (plain, False),
-        (k4, False),
-        (plain, True),
-        (k4, True),
-        (SpecSettings("draft-simple", draft_n_max=2), False),
-        (SpecSettings("draft-simple", draft_n_max=8), False),
-        (SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8), False),
-        (SpecSettings("ngram-mod"), False),
+        SpecSettings("none"),
+        SpecSettings("draft-simple", draft_n_max=4),
+        SpecSettings("draft-simple", draft_n_max=2),
+        SpecSettings("draft-simple", draft_n_max=8),
+        SpecSettings("ngram-mod"),
     ]
 
 
@@ -136,27 +128,70 @@ def label(spec) -> str:
 # -- models ---------------------------------------------------------------------------------------
 
 
-def write_models(mode: str, out: Path) -> None:
-    from engine.models.synthetic import ModelShape, PairSpec, write_pair
+def model_label(pp: PairPlan, quant: str) -> str:
+    return f"{pp.label} {quant.upper()}"
 
-    for p in PLANS[mode].pairs:
-        t0 = time.monotonic()
-        shape = ModelShape(n_embd=p.n_embd, n_layer=p.n_layer, n_head=p.n_head, n_head_kv=p.n_head_kv, n_ff=p.n_ff)
-        target, draft = write_pair(
-            out / p.label,
-            PairSpec(
-                shape=shape,
-                draft_layers=p.draft_layers,
-                divergence=p.divergence,
-                dtype="f16",
-                name=f"gpu-check-{p.label}",
-            ),
-        )
-        print(
-            f"{p.label}: {target.stat().st_size / GIB:.2f} + {draft.stat().st_size / GIB:.2f} GiB in "
-            f"{time.monotonic() - t0:.0f} s",
-            flush=True,
-        )
+
+def model_dir(models: Path, pp: PairPlan, quant: str) -> Path:
+    return models / f"{pp.label}-{quant}"
+
+
+def start_writers(mode: str, models: Path, log: Path) -> _Writers:
+    """bench/gpu_models.py for every (pair, quant), at most plan.writers at once (the rest start as those end)."""
+    plan = PLANS[mode]
+    jobs = []
+    for pp in plan.pairs:
+        for quant in plan.quants:
+            argv = [
+                sys.executable,
+                str(REPO / "bench" / "gpu_models.py"),
+                str(model_dir(models, pp, quant)),
+                f"--n-embd={pp.n_embd}",
+                f"--n-layer={pp.n_layer}",
+                f"--n-head={pp.n_head}",
+                f"--n-head-kv={pp.n_head_kv}",
+                f"--n-ff={pp.n_ff}",
+                f"--quant={quant}",
+                f"--draft-layers={pp.draft_layers}",
+                f"--divergence={pp.divergence}",
+            ]
+            jobs.append((model_label(pp, quant), argv))
+    return _Writers(jobs, plan.writers, log)
+
+
+class _Writers:
+    def __init__(self, jobs: list[tuple[str, list[str]]], at_once: int, log: Path):
+        self.waiting, self.at_once, self.log = list(jobs), at_once, log
+        self.running: dict[str, tuple[subprocess.Popen, float]] = {}
+        self.done: dict[str, str] = {}
+        self._fill()
+
+    def _fill(self) -> None:
+        while self.waiting and len(self.running) < self.at_once:
+            name, argv = self.waiting.pop(0)
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            self.running[name] = (proc, time.monotonic())
+
+    def wait(self, name: str, deadline: float) -> str:
+        """Wait for one model; returns its line for the report (raises SystemExit when a writer failed)."""
+        while name not in self.done:
+            for other, (proc, t0) in list(self.running.items()):
+                if proc.poll() is not None:
+                    out = proc.stdout.read() if proc.stdout else ""
+                    del self.running[other]
+                    if proc.returncode != 0:
+                        raise SystemExit(f"gpu_check: writing {other} failed:\n{out[-3000:]}")
+                    self.done[other] = f"{other}: written in {time.monotonic() - t0:.0f} s"
+            self._fill()
+            if name not in self.done:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"gpu_check: {name} was not written within the budget")
+                time.sleep(0.1)
+        return self.done[name]
+
+    def kill(self) -> None:
+        for proc, _ in self.running.values():
+            proc.kill()
 
 
 # -- NVML readings ---------------------------------------------------------------------------------
@@ -233,17 +268,23 @@ class NvmlSampler:
 
 @dataclass
 class Row:
-    pair: str
+    model: str
     setting: str
-    tokens_per_s: float | None = None
+    tokens_per_s: float | None = None  # the lab's median
+    server_tps: float | None = None  # llama-server's median
+    lab_over_server: float | None = None  # median of the paired ratios
+    counts_match: bool | None = None  # every generation drafted and accepted the same in both
     acceptance: float | None = None
     mean_len: float | None = None
     bandwidth_share: float | None = None
-    server_tps: float | None = None
-    lab_over_server: float | None = None
-    counts_match: bool | None = None
+    predicted_tps: float | None = None
     nvml: dict | None = None
     note: str = ""
+
+    @property
+    def tps(self) -> float | None:
+        """The row's speed: the lab's, or llama-server's where the lab did not run."""
+        return self.tokens_per_s if self.tokens_per_s is not None else self.server_tps
 
 
 @dataclass
@@ -257,78 +298,119 @@ class Report:
         self.lines.append(text)
 
 
-def bench_pair(
-    pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sampler: NvmlSampler, deadline: float, report: Report
-) -> None:
+@dataclass
+class Model:
+    label: str
+    target: Path
+    draft: Path
+    prediction: object | None = None  # engine.planning.speed_model.Prediction, or None when none could be made
+
+
+def predict_model(model: Model, device, report: Report) -> None:
+    """The speed model's prediction for this pair on this GPU (its roofline: no tune of it exists)."""
+    from engine.models.gguf_inspect import inspect_gguf
+    from engine.planning.model_cost import model_cost
+    from engine.planning.speed_model import predict
+
+    if device is None:
+        return
+    try:
+        model.prediction = predict(
+            model_cost(inspect_gguf(model.target, keep=False)),
+            model_cost(inspect_gguf(model.draft, keep=False)),
+            device,
+        )
+    except Exception as exc:  # a row without its prediction still has its measurement
+        report.say(f"# {model.label}: no prediction ({type(exc).__name__}: {exc})")
+
+
+def _predicted(model: Model, spec, acceptance: float | None, plain_tps: float | None) -> float | None:
+    """Predicted tok/s of a row: plain's from the roofline; draft-simple's at the acceptance the row measured
+    (so the cost side is judged), times the measured plain (so the plain row's miss is not counted twice)."""
+    from engine.planning.speed_model import predict
+
+    pred = model.prediction
+    if pred is None:
+        return None
+    if not spec.types:
+        return pred.plain_tokens_per_s
+    if spec.types != ["draft-simple"] or acceptance is None or plain_tps is None:
+        return None
+    from engine.models.gguf_inspect import inspect_gguf
+    from engine.planning.model_cost import model_cost
+
+    at = predict(
+        model_cost(inspect_gguf(model.target, keep=False)),
+        model_cost(inspect_gguf(model.draft, keep=False)),
+        pred.device,
+        acceptance=acceptance,
+    )
+    return at.speedup_by_k.get(spec.draft_n_max, 0.0) * plain_tps
+
+
+def bench_model(model: Model, plan: Plan, peak_bw: float | None, sampler, deadline: float, report: Report) -> None:
+    """Every setting's row for one model: the lab (one worker, loaded once) and llama-server (started per
+    setting) in alternating order. A lab that cannot start or dies leaves the rows to llama-server."""
     from engine.core.settings import LoadSettings, SamplingSettings
     from engine.runtime.client import EngineClient
 
-    target, draft = models / pp.label / "target.gguf", models / pp.label / "draft.gguf"
-    weights = target.stat().st_size
-    load = LoadSettings(target, draft, ctx=2048, ngl=plan.ngl, ngl_draft=plan.ngl, threads=plan.threads)
+    weights = model.target.stat().st_size
+    load = LoadSettings(model.target, model.draft, ctx=2048, ngl=plan.ngl, ngl_draft=plan.ngl, threads=plan.threads)
     sampling = SamplingSettings(temp=0.0)
-    rows: dict[str, Row] = {}
-
-    env = dict(os.environ, PYTHONFAULTHANDLER="1")  # a crash prints the Python frames to the worker's stderr
-    with EngineClient(env=env, stderr_lines=80) as client:
+    client: EngineClient | None = EngineClient(engine="native", stderr_lines=80)
+    try:
         client.start()
-        sampler.phase = f"{pp.label} load"
+        sampler.phase = f"{model.label} load"
         loaded = client.load(load)
         placed: dict[str, int] = {}
         for item in loaded.get("memory", []):
             if item.get("model") == "target":
                 placed[item["buffer_type"]] = placed.get(item["buffer_type"], 0) + item["model_bytes"]
         report.say(
-            f"# {pp.label}: target {weights / GIB:.2f} GiB ({pp.n_layer} layers), draft "
-            f"{draft.stat().st_size / GIB:.2f} GiB ({pp.draft_layers} layers); loaded in "
-            f"{loaded.get('load_s', 0):.1f} s; target weights on "
+            f"# {model.label}: target {weights / GIB:.2f} GiB, draft {model.draft.stat().st_size / GIB:.2f} GiB; "
+            f"lab loaded in {loaded.get('load_s', 0):.1f} s; target weights on "
             + (", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in placed.items()) or "?")
         )
-        for spec, with_server in tasks():
-            name = label(spec)
-            row = rows.get(name)
-            if row is None:
-                row = rows[name] = Row(pp.label, name)
-                report.rows.append(row)
-            if time.monotonic() + (plan.server_s if with_server else plan.lab_s) > deadline:
-                row.note = ("server " if with_server else "") + "skipped: time budget"
+    except Exception as exc:
+        report.failures.append(f"{model.label} lab: {type(exc).__name__}: {exc}")
+        report.say(f"# {model.label}: the lab did not start ({exc}); llama-server alone")
+        for line in client.stderr_tail.splitlines()[-30:]:
+            report.say(f"#   worker: {line[:300]}")
+        client.close()
+        client = None
+    plain: float | None = None
+    try:
+        for spec in settings():
+            row = Row(model.label, label(spec))
+            report.rows.append(row)
+            if time.monotonic() + plan.row_s > deadline:
+                row.note = "skipped: time budget"
                 continue
-            sampler.phase = f"{pp.label} {name}{' server' if with_server else ''}"
+            sampler.phase = f"{model.label} {row.setting}"
             try:
-                if with_server:
-                    _against_server(client, load, spec, sampling, plan, row)
-                else:
-                    _in_lab(client, spec, sampling, plan, row)
-                    row.nvml = sampler.summary(sampler.phase)
-                    if not spec.types and peak_bw:
-                        row.bandwidth_share = weights * row.tokens_per_s / peak_bw
-            except Exception as exc:  # this row fails; the others still run unless the worker is gone
-                row.note = f"FAILED{' (server)' if with_server else ''}: {exc}"[:300]
-                report.failures.append(f"{pp.label} {name}: {type(exc).__name__}: {exc}")
-                if client.state in ("crashed", "stopped"):
+                _lab_and_server(client, load, spec, sampling, plan, row)
+            except Exception as exc:  # this row fails; the others still run
+                row.note = f"FAILED: {exc}"[:300]
+                report.failures.append(f"{model.label} {row.setting}: {type(exc).__name__}: {exc}")
+                if client is not None and client.state in ("crashed", "stopped"):
                     for line in client.stderr_tail.splitlines()[-40:]:
                         report.say(f"#   worker: {line[:300]}")
-                    break
+                    client = None
+            row.nvml = sampler.summary(sampler.phase)
+            if not spec.types:
+                plain = row.tps
+                if peak_bw and plain:
+                    row.bandwidth_share = weights * plain / peak_bw
+            row.predicted_tps = _predicted(model, spec, row.acceptance, plain)
+    finally:
+        if client is not None:
+            client.close()
 
 
-def _in_lab(client, spec, sampling, plan: Plan, row: Row) -> None:
-    from engine.measure.generate import generate
-
-    baseline = not spec.types
-    for p in plan.prompts:  # warm-up: first use of weights, graphs and caches
-        generate(client, p, 8, spec, sampling, baseline=baseline)
-    runs = [generate(client, p, plan.tokens, spec, sampling, baseline=baseline) for p in plan.prompts]
-    drafted = sum(r["drafted"] for r in runs)
-    accepted = sum(r["accepted"] for r in runs)
-    steps = sum(r["steps"] for r in runs)
-    row.tokens_per_s = statistics.median(r["tokens_per_s"] for r in runs)
-    row.acceptance = accepted / drafted if drafted else None
-    row.mean_len = 1 + accepted / steps if steps and drafted else None
-
-
-def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
-    """llama-server and the lab on the same settings, alternating, so drift hits both alike. With no client
-    (the lab's worker died) llama-server alone: the GPU's numbers still come, acceptance from the server."""
+def _lab_and_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
+    """One setting on llama-server and in the lab, each prompt on both in alternating order; with no client
+    (the lab is down) llama-server alone."""
+    from engine.core.paired import abba
     from engine.deploy.export import llama_server_argv
     from engine.llama.install import server_path
     from engine.llama.server import LlamaServer, server_summary
@@ -336,26 +418,38 @@ def _against_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
 
     argv = llama_server_argv(load, spec, sampling, server_path(), extra=["--fit", "off"])
     baseline = not spec.types
-    served, lab_tps, same = [], [], True
+    lab, served, ratios, same = [], [], [], True
     with LlamaServer(argv, startup_timeout=300) as srv:
-        for p in plan.prompts:
+        srv.start()
+        for p in plan.prompts:  # warm-up: first use of weights, graphs and caches, on both
             srv.complete(p, 8)
-        for _ in range(plan.rounds):
-            for p in plan.prompts:
-                s = server_summary(srv.complete(p, plan.tokens))
-                served.append(s)
-                if client is None:
-                    continue
-                lab = generate(client, p, plan.tokens, spec, sampling, baseline=baseline)
-                lab_tps.append(lab["tokens_per_s"])
-                same &= (s["drafted"], s["accepted"]) == (lab["drafted"], lab["accepted"])
+            if client is not None:
+                generate(client, p, 8, spec, sampling, baseline=baseline)
+        for r in range(plan.rounds):
+            for i, p in enumerate(plan.prompts):
+                got = {}
+                for side in abba(("lab", "server") if client is not None else ("server",), r * len(plan.prompts) + i):
+                    if side == "server":
+                        got[side] = server_summary(srv.complete(p, plan.tokens))
+                        served.append(got[side])
+                    else:
+                        got[side] = generate(client, p, plan.tokens, spec, sampling, baseline=baseline)
+                        lab.append(got[side])
+                if "lab" in got:
+                    s, l_ = got["server"], got["lab"]
+                    same &= (s["drafted"], s["accepted"]) == (l_["drafted"], l_["accepted"])
+                    ratios.append(l_["tokens_per_s"] / s["tokens_per_s"] if s["tokens_per_s"] else 0.0)
     row.server_tps = statistics.median(s["tokens_per_s"] for s in served)
-    if client is None:
-        drafted = sum(s["drafted"] or 0 for s in served)
-        row.acceptance = sum(s["accepted"] or 0 for s in served) / drafted if drafted else None
-        return
-    row.lab_over_server = statistics.median(lab_tps) / row.server_tps if row.server_tps else None
-    row.counts_match = same
+    source = lab or served
+    drafted = sum(x["drafted"] for x in source)
+    accepted = sum(x["accepted"] for x in source)
+    row.acceptance = accepted / drafted if drafted else None
+    if lab:
+        row.tokens_per_s = statistics.median(x["tokens_per_s"] for x in lab)
+        row.lab_over_server = statistics.median(ratios)
+        row.counts_match = same
+        steps = sum(x["steps"] for x in lab)
+        row.mean_len = 1 + accepted / steps if steps and drafted else None
 
 
 ORDERS = ("specrt-first", "modules-first")
@@ -426,7 +520,7 @@ _TELLING = re.compile(r"\[diagnose\]|calling init|Fatal|File \"|Segmentation|sig
 
 
 def run_diagnose(
-    models: Path, label_: str, ngl: int, order: str, report: Report, out_dir: str | None, timeout: float
+    pair_dir: Path, label_: str, ngl: int, order: str, report: Report, out_dir: str | None, timeout: float
 ) -> bool:
     """diagnose() in a child (under gdb when the machine has it; the loader's LD_DEBUG=files on for the
     modules-first order, which says which library's initialiser ran last); its output goes to the report.
@@ -434,7 +528,7 @@ def run_diagnose(
     import shutil
 
     argv = [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), "diagnose"]
-    argv += [str(models / label_), str(ngl), order]
+    argv += [str(pair_dir), str(ngl), order]
     gdb = shutil.which("gdb")
     if gdb:
         bt = ["-ex", "run", "-ex", "thread apply all bt 30"]
@@ -460,39 +554,12 @@ def run_diagnose(
     how = f"{order}{' under gdb' if gdb else ''}"
     report.say(f"# diagnose {label_} ngl={ngl} {how}: {'clean' if clean else f'FAILED (exit {rc})'}")
     if out_dir:
-        Path(out_dir, f"diagnose-{label_}-{order}.log").write_text(text)
+        Path(out_dir, f"diagnose-{label_.replace(' ', '-')}-{order}.log").write_text(text)
     if not clean:
         keep = [ln for ln in text.splitlines() if _TELLING.search(ln)]
         for line in keep[-50:]:
             report.say(f"#   {line[:300]}")
     return clean
-
-
-def server_pair(
-    pp: PairPlan, models: Path, plan: Plan, peak_bw: float | None, sampler: NvmlSampler, deadline: float, report: Report
-) -> None:
-    """The server rows of a pair whose lab crashed; the bandwidth share of its plain row is the server's."""
-    from engine.core.settings import LoadSettings, SamplingSettings
-
-    target, draft = models / pp.label / "target.gguf", models / pp.label / "draft.gguf"
-    load = LoadSettings(target, draft, ctx=2048, ngl=plan.ngl, ngl_draft=plan.ngl, threads=plan.threads)
-    for spec, with_server in tasks():
-        if not with_server:
-            continue
-        row = Row(pp.label, label(spec).replace(" (no speculation)", "") + " (server only)")
-        report.rows.append(row)
-        if time.monotonic() + plan.server_s > deadline:
-            row.note = "skipped: time budget"
-            continue
-        sampler.phase = f"{pp.label} {row.setting}"
-        try:
-            _against_server(None, load, spec, SamplingSettings(temp=0.0), plan, row)
-            row.nvml = sampler.summary(sampler.phase)
-            if not spec.types and peak_bw and row.server_tps:
-                row.bandwidth_share = target.stat().st_size * row.server_tps / peak_bw
-        except Exception as exc:
-            row.note = f"FAILED: {exc}"[:300]
-            report.failures.append(f"{pp.label} {row.setting}: {type(exc).__name__}: {exc}")
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -507,34 +574,38 @@ def _fmt(value, spec: str, missing: str = "-") -> str:
 
 
 def table(report: Report) -> None:
-    plain = {r.pair: r.tokens_per_s for r in report.rows if r.setting.startswith("plain") and r.tokens_per_s}
+    plain = {r.model: r.tps for r in report.rows if r.setting.startswith("plain") and r.tps}
     head = (
-        f"{'pair':<8} {'setting':<26} {'tok/s':>8} {'x plain':>7} {'accept':>6} {'len':>5} {'BW %':>5} "
-        f"{'server':>8} {'lab/srv':>7} {'counts':>6} {'GPU %':>5} {'W max':>6} {'SM MHz':>6} {'GiB':>6}"
+        f"{'model':<14} {'setting':<22} {'tok/s':>8} {'x plain':>7} {'server':>8} {'lab/srv':>7} {'counts':>6} "
+        f"{'accept':>6} {'len':>5} {'BW %':>5} {'pred':>8} {'err %':>6} {'GPU %':>5} {'W max':>6} {'SM MHz':>6} "
+        f"{'GiB':>6}"
     )
     report.say(head)
     report.say("-" * len(head))
     for r in report.rows:
-        base = plain.get(r.pair)
+        base = plain.get(r.model)
         n = r.nvml or {}
         counts = None if r.counts_match is None else ("same" if r.counts_match else "DIFFER")
+        err = 100 * (r.predicted_tps / r.tps - 1) if r.predicted_tps and r.tps else None
         report.say(
-            f"{r.pair:<8} {r.setting:<26} {_fmt(r.tokens_per_s, '8.1f')} "
-            f"{_fmt(r.tokens_per_s / base if base and r.tokens_per_s else None, '7.2f')} "
-            f"{_fmt(r.acceptance, '6.3f')} {_fmt(r.mean_len, '5.2f')} "
-            f"{_fmt(100 * r.bandwidth_share if r.bandwidth_share else None, '5.1f')} "
-            f"{_fmt(r.server_tps, '8.1f')} {_fmt(r.lab_over_server, '7.3f')} {_fmt(counts, '>6')} "
+            f"{r.model:<14} {r.setting:<22} {_fmt(r.tokens_per_s, '8.1f')} "
+            f"{_fmt(r.tps / base if base and r.tps else None, '7.2f')} {_fmt(r.server_tps, '8.1f')} "
+            f"{_fmt(r.lab_over_server, '7.3f')} {_fmt(counts, '>6')} {_fmt(r.acceptance, '6.3f')} "
+            f"{_fmt(r.mean_len, '5.2f')} {_fmt(100 * r.bandwidth_share if r.bandwidth_share else None, '5.1f')} "
+            f"{_fmt(r.predicted_tps, '8.1f')} {_fmt(err, '+6.1f')} "
             f"{_fmt(n.get('gpu_util'), '5.0f')} {_fmt(n.get('power_w'), '6.0f')} {_fmt(n.get('sm_mhz'), '6.0f')} "
             f"{_fmt(n.get('mem_used_gib'), '6.1f')}" + (f"  {r.note}" if r.note else "")
         )
     report.say()
     report.say(
-        "tok/s: median over prompts of the worker's tokens/s (tokens after the first over the time after the "
-        "prompt, llama-server's definition); x plain: against the plain row of the same pair; accept: "
-        "accepted / drafted; len: 1 + accepted / steps (bonus token included); BW %: target weight bytes "
-        "x plain tok/s / peak memory bandwidth; server: llama-server tok/s on the same settings, alternating "
-        "with the lab; lab/srv: ratio of medians; counts: drafted/accepted identical to the server's; "
-        "GPU %, W max, SM MHz, GiB: NVML during the row (mean, max, mean, max)."
+        "tok/s: the lab's median over generations (tokens after the first over the time after the prompt, "
+        "llama-server's definition); x plain: against the plain row of the same model (the server's where the "
+        "lab did not run); server: llama-server's median on the same setting, alternating with the lab; "
+        "lab/srv: median of the paired ratios; counts: drafted/accepted identical in every generation; accept: "
+        "accepted / drafted; len: 1 + accepted / steps; BW %: target weight bytes x plain tok/s / peak memory "
+        "bandwidth; pred: the speed model's tok/s (plain: its roofline for this GPU; draft-simple: its speedup at "
+        "the row's measured acceptance x the measured plain), err %: pred against the measured; GPU %, W max, "
+        "SM MHz, GiB: NVML during the row (mean, max, mean, max)."
     )
 
 
@@ -548,12 +619,20 @@ def run(a: argparse.Namespace) -> int:
     report = Report()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
-    log = work / "build.log"
     site = Path(a.site)
     stamp = time.strftime("%Y-%m-%d-%H%M") + ("" if a.mode == "gpu" else "-cpu-dry-run")
-    os.environ["SPECTUNE_SDIST"] = str(Path(a.sdist).resolve())
-    os.environ.setdefault("SPECTUNE_CACHE_DIR", str(work / "cache"))
+    models = work / "models"
+    # the models first: they are written while the rest starts
+    writers = start_writers(a.mode, models, work / "models.log")
+    try:
+        return _run(a, plan, report, site, models, writers, stamp, t_start, deadline)
+    finally:
+        writers.kill()
 
+
+def _run(a, plan: Plan, report: Report, site: Path, models: Path, writers, stamp: str, t_start: float, deadline):
+    from engine.llama.install import find_install
+    from engine.planning.device_speed import gpu_device
     from engine.planning.hardware import probe
 
     hw = probe()
@@ -569,74 +648,45 @@ def run(a: argparse.Namespace) -> int:
     if a.mode == "gpu" and not gpu:
         report.say("gpu_check: mode gpu but no GPU is visible; use --cpu-dry-run on a machine without one")
         return 1
-
-    models = work / "models"
-    models_log = work / "models.log"
-    writer = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "models", "--mode", a.mode, str(models)],
-        stdout=models_log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        if a.mode == "gpu":
-            # the CPU wheel built here and carried, plus ggml's CUDA module compiled there (scripts/setup.sh
-            # --cuda makes the same wheel)
-            module, seconds, info = build_cuda_module(Path(a.sdist), work, log, CUDA_ARCHITECTURES, os.cpu_count() or 4)
-            wheel = wheel_with_module(Path(a.wheel), module, work / "cuda-wheel")
-            prepend_env(os.environ, "LD_LIBRARY_PATH", info["loader_dirs"])
-            report.say(f"# CUDA module built in {seconds:.0f} s: {' '.join(info['cmake_args'])}")
-        else:
-            wheel = Path(a.wheel)
-            report.say(f"# rehearsal: the carried CPU wheel {wheel.name} stands in for the CUDA one")
-        install_wheel(wheel, site, log)
-        from engine.llama.install import find_install
-        from engine.runtime.native_build import ensure_built
-
-        install = find_install()
-        if install.prefix != site:
-            raise SystemExit(
-                f"gpu_check: find_install() chose {install.prefix}, not the wheel just installed in {site}"
-            )
-        if a.mode == "gpu" and not install.is_cuda:
-            raise SystemExit(f"gpu_check: the wheel in {site} has no ggml-cuda library")
-        t0 = time.monotonic()
-        specrt = ensure_built(verbose=True)
-        report.say(f"# native/ built against it in {time.monotonic() - t0:.0f} s: {specrt}")
-        left = max(1.0, deadline - time.monotonic())
-        try:
-            status = writer.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            raise SystemExit(
-                f"gpu_check: the models were not written within the budget:\n{models_log.read_text()[-3000:]}"
-            ) from None
-        if status != 0:
-            raise SystemExit(f"gpu_check: writing the models failed:\n{models_log.read_text()[-3000:]}")
-        for line in models_log.read_text().splitlines():
-            report.say(f"# models {line}")
-    finally:
-        if writer.poll() is None:
-            writer.kill()
-
+    install = find_install()
+    if install.prefix != site:
+        raise SystemExit(f"gpu_check: find_install() chose {install.prefix}, not the tree unpacked in {site}")
+    if a.mode == "gpu" and not install.is_cuda:
+        raise SystemExit(f"gpu_check: the tree in {site} has no ggml-cuda library")
+    report.say(f"# llama.cpp from {site}; libspecrt {os.environ.get('SPECTUNE_SPECRT', '(built here)')}")
+    device = gpu_device(hw) if gpu else None
     sampler = NvmlSampler().start()
     if sampler.error:
         report.say(f"# NVML: not read ({sampler.error})")
     try:
-        for pp in plan.pairs:
-            if time.monotonic() > deadline:
-                report.rows.append(Row(pp.label, "-", note="skipped: time budget"))
+        if a.diagnose:
+            # on the smallest model, written first, while the large ones are still being written: one is
+            # enough to say where a crash that hits every model is
+            pp, quant = plan.pairs[-1], plan.quants[-1]
+            name = model_label(pp, quant)
+            report.say(f"# models {writers.wait(name, deadline)}")
+            for o in ORDERS:
+                left = deadline - time.monotonic()
+                run_diagnose(
+                    model_dir(models, pp, quant), name, plan.ngl, o, report, a.out_dir, max(10.0, min(60.0, left))
+                )
+        order = [(pp, q) for q in plan.quants for pp in plan.pairs]  # F16 of both first: the bandwidth rows
+        for pp, quant in order:
+            name = model_label(pp, quant)
+            if time.monotonic() + plan.row_s > deadline:
+                report.rows.append(Row(name, "-", note="skipped: time budget"))
                 continue
-            if a.diagnose and pp is plan.pairs[0]:  # one is enough to say where a crash that hits every pair is
-                for order in ORDERS:
-                    left = deadline - time.monotonic()
-                    run_diagnose(models, pp.label, plan.ngl, order, report, a.out_dir, max(10.0, min(120.0, left)))
+            line = writers.wait(name, deadline)
+            if not (a.diagnose and (pp, quant) == (plan.pairs[-1], plan.quants[-1])):
+                report.say(f"# models {line}")
+            folder = model_dir(models, pp, quant)
+            model = Model(name, folder / "target.gguf", folder / "draft.gguf")
+            predict_model(model, device, report)
             try:
-                bench_pair(pp, models, plan, peak_bw, sampler, deadline, report)
-            except Exception as exc:  # one pair's failure leaves the other's numbers in the report
-                report.failures.append(f"{pp.label}: {type(exc).__name__}: {exc}")
-                report.rows.append(Row(pp.label, "-", note=f"FAILED: {exc}"[:200]))
-                for line in str(exc).splitlines()[1:]:
-                    report.say(f"#   worker: {line[:300]}")
-                server_pair(pp, models, plan, peak_bw, sampler, deadline, report)
+                bench_model(model, plan, peak_bw, sampler, deadline, report)
+            except Exception as exc:  # one model's failure leaves the others' numbers in the report
+                report.failures.append(f"{name}: {type(exc).__name__}: {exc}")
+                report.rows.append(Row(name, "-", note=f"FAILED: {exc}"[:200]))
     finally:
         sampler.stop()
     report.say()
@@ -656,9 +706,35 @@ def run(a: argparse.Namespace) -> int:
         (out / results.name).write_text(text)
         rows = [r.__dict__ for r in report.rows]
         (out / f"gpu_check-{stamp}.json").write_text(json.dumps({"rows": rows, "failures": report.failures}, indent=1))
-        if log.exists():
-            (out / "build-tail.log").write_text(log.read_text(errors="replace")[-200_000:])
     return 1 if report.failures else 0
+
+
+# -- the carried tree, made smaller (gpu_check.sh --prepare) ------------------------------------------
+
+# the CPU modules an H100 or H200 host may want: Intel Xeon (Sapphire / Emerald Rapids: sapphirerapids; older:
+# icelake, skylakex), AMD EPYC (Genoa and later: zen4; older: haswell), and the fallback
+KEEP_CPU_VARIANTS = ("x64", "haswell", "skylakex", "icelake", "sapphirerapids", "zen4")
+
+
+def slim(site: Path) -> None:
+    """Drop the CPU variants no GPU host needs, and make every library file that is a byte-for-byte copy of
+    another (the wheel holds libX.so, libX.so.0 and libX.so.0.N.M, in lib/ and llama_cpp/lib/) a link to it."""
+    before = sum(p.stat().st_size for p in site.rglob("*") if p.is_file() and not p.is_symlink())
+    for module in (site / "bin").glob("libggml-cpu-*.so"):
+        if module.stem.removeprefix("libggml-cpu-") not in KEEP_CPU_VARIANTS:
+            module.unlink()
+    first: dict[str, Path] = {}
+    for path in sorted(site.rglob("*.so*"), key=lambda p: (len(p.parts), len(p.name), str(p))):
+        if path.is_symlink() or not path.is_file():
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest in first:
+            path.unlink()
+            path.symlink_to(os.path.relpath(first[digest], path.parent))
+        else:
+            first[digest] = path
+    after = sum(p.stat().st_size for p in site.rglob("*") if p.is_file() and not p.is_symlink())
+    print(f"slim: {before / 2**20:.0f} MiB -> {after / 2**20:.0f} MiB in {site}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -669,21 +745,18 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--site",
         required=True,
-        help="the folder the wheel is installed into (ends in site-packages, and is on PYTHONPATH)",
+        help="the folder the carried tree was unpacked into (ends in site-packages, and is on PYTHONPATH)",
     )
-    r.add_argument("--sdist", required=True, help="the (trimmed) llama-cpp-python sdist")
-    r.add_argument("--wheel", help="the CPU wheel: extended with the CUDA module (gpu), or as it is (cpu)")
-    r.add_argument("--work", default="/tmp/gpu_check-work")
-    r.add_argument("--budget-s", type=float, default=540.0)
-    r.add_argument("--out-dir", help="also write the report, raw rows and build log here ($OUT)")
+    r.add_argument("--work", default="/tmp/gpu_check/work")
+    r.add_argument("--budget-s", type=float, default=290.0)
+    r.add_argument("--out-dir", help="also write the report and raw rows here ($OUT)")
     r.add_argument(
         "--diagnose",
         action="store_true",
-        help="before each pair, the lab's path step by step in a child (gdb when present), its output in the report",
+        help="before the first model, the lab's path step by step in a child (gdb when present), in the report",
     )
-    m = sub.add_parser("models")
-    m.add_argument("--mode", choices=sorted(PLANS), required=True)
-    m.add_argument("out_dir", type=Path)
+    sl = sub.add_parser("slim")
+    sl.add_argument("site", type=Path)
     d = sub.add_parser("diagnose")
     d.add_argument("pair_dir", type=Path)
     d.add_argument("ngl", type=int)
@@ -692,11 +765,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "diagnose":
         diagnose(a.pair_dir, a.ngl, a.order)
         return 0
-    if a.cmd == "models":
-        write_models(a.mode, a.out_dir)
+    if a.cmd == "slim":
+        slim(a.site)
         return 0
-    if not a.wheel:
-        ap.error("run needs --wheel (the CPU wheel of scripts/setup.sh; gpu_check.sh --prepare carries it)")
     return run(a)
 
 
