@@ -371,3 +371,23 @@ def test_the_search_only_inputs_are_off_while_several_clients_are_tuned(qtbot, w
     assert page.max_tokens.isEnabled() and page.workload.isEnabled()
     page.clients.setValue(1)
     assert all(w.isEnabled() for w in search_only)
+
+
+def test_a_tune_through_llama_server_measures_k_and_says_the_costs_are_not_timed(qtbot, window, pair):
+    """The Engine menu's llama-server: the Tune page's one-client tune runs through it too. llama-server
+    cannot time forward passes, so K is measured at a few values rather than predicted, and the chart says so."""
+    set_pair(window, pair, k=2, method="draft-simple")
+    window.tune.engine = ("llama-server", None)
+    window.show_page("Tune")
+    page = window.tune
+    set_tune(page, prompts=2, budget=5, k_max=4)
+    page.start_button.click()
+    qtbot.waitUntil(lambda: page.mode == "idle", timeout=WAIT)
+    result = page.result
+    assert result is not None, page.log.toPlainText()[-2000:]
+    assert page.runner is None and result.costs is None
+    measured_ks = sorted(c.spec.draft_n_max for c in result.candidates if c.spec.spec_type == "draft-simple")
+    assert measured_ks == [2, 3, 4] and not result.predicted_by_k
+    assert "cannot time forward passes" in page.log.toPlainText()
+    assert "measured through llama-server" in page.charts.p_k.titleLabel.text
+    assert result.to_dict()["verify_ms"] is None

@@ -85,18 +85,20 @@ class TuneCharts(QWidget):
         xs = ks or [c.spec.draft_n_max for c in plain] or [1]
         if result.baseline_tps:
             self.c_base.setData([min(xs), max(xs)], [result.baseline_tps] * 2)
-        if not ks:
-            self._title_note("no draft model: only n-gram methods were measured (see the table)")
-        elif best not in plain:
-            self._title_note(f"the best, {best.label}, is not on this axis (see the table)")
-        if result.costs is None:
-            self._title_note("measured through llama-server: no pass costs (K measured at a few values)")
-        else:
+        notes = []
+        if result.costs is None:  # an engine that cannot time passes (llama-server): K measured, not predicted
+            notes.append("measured through llama-server: K at a few values, no pass costs")
+        elif not ks:
+            notes.append("no draft model: only n-gram methods were measured (see the table)")
+        if plain and best not in plain:
+            notes.append(f"the best, {best.label}, is not on this axis (see the table)")
+        self._title_note("; ".join(notes))
+        if result.costs is not None:
             v = result.costs.verify
             self.c_verify.setData(list(v.sizes), list(v.ms))
-        if result.costs is not None and result.costs.draft is not None:
-            d = result.costs.draft
-            self.c_draft.setData(list(d.sizes), list(d.ms))
+            if result.costs.draft is not None:
+                d = result.costs.draft
+                self.c_draft.setData(list(d.sizes), list(d.ms))
         self.p_k.enableAutoRange()
         self.p_cost.enableAutoRange()
         self.stack.show_plots()

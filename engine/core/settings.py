@@ -44,7 +44,9 @@ def parse_spec_types(text: str) -> list[str]:
     unknown = [n for n in names if n not in SPEC_TYPES]
     if unknown:
         raise SettingsError(
-            f"unknown speculative type {', '.join(map(repr, unknown))}; known: none, {', '.join(SPEC_TYPES)}"
+            f"unknown speculative type {', '.join(map(repr, unknown))}; known: none, {', '.join(SPEC_TYPES)}. "
+            "These are the types of the llama.cpp SpecTune is pinned to: a newer llama-server may know more, "
+            "but SpecTune cannot measure, tune or export a type it does not know yet"
         )
     return names
 
