@@ -89,8 +89,9 @@ class EngineController(QObject):
         if (engine, server) == (self.engine, self.server):
             return
         self.engine, self.server = engine, server
-        self._client.kill()
-        self._client = self._new_client()
+        old, self._client = self._client, self._new_client()
+        old.on_event = None  # its last words (stopped) must not reach the new worker's state
+        old.kill()
         self.hello_info = None
         self.loaded_info = None
         self.running_run = None

@@ -81,7 +81,9 @@ log=$work/gpu_check.log
 mkdir -p "$work"
 
 {
-  echo "# $(date -u +%FT%TZ) $(uname -srm); $("$py" --version 2>&1) at $(command -v "$py")"
+  echo "# $(date -u +%FT%TZ) $(uname -srm); $("$py" --version 2>&1) at $(command -v "$py"); $(ldd --version 2>&1 | head -n 1)"
+  # the loader and C library matter to a crash inside dlopen (bench/results/gpu_crash_hypotheses.txt)
+  echo "# $(grep -h PRETTY_NAME /etc/os-release 2>/dev/null | cut -d= -f2); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
   t0=$SECONDS
   rm -rf "$site" "$base/libspecrt.so"
   xz -dc "$pack" | tar -xf - -C "$base"

@@ -466,3 +466,18 @@ def test_a_native_engine_that_cannot_load_leaves_a_banner_and_the_lab_runs_throu
     assert totals["drafted"] >= totals["accepted"] > 0
     assert "memory not reported" in lab.controls.badges.text()
     w.close()
+
+
+def test_the_engine_menu_switches_to_llama_server_and_back_and_the_choice_persists(qtbot, window, pair, tmp_path):
+    set_pair(window, pair, k=3, max_tokens=16)
+    lab = window.lab
+    lab.load()
+    qtbot.waitUntil(lambda: window.controller.loaded_info is not None, timeout=WAIT)
+    with qtbot.waitSignal(window.controller.loaded, timeout=WAIT):  # the pair comes back in the new engine
+        window.engine_actions["llama-server"].trigger()
+    assert window.controller.engine_kind == "llama-server" and window.engine_actions["llama-server"].isChecked()
+    assert window.engine_banner.isVisible() and "Measuring through llama-server" in window.engine_banner.label.text()
+    assert window.settings.value("engine/kind") == "llama-server" and window.tune.engine == ("llama-server", None)
+    with qtbot.waitSignal(window.controller.hello, timeout=WAIT):
+        window.engine_actions["native"].trigger()
+    assert window.controller.engine_kind == "native" and not window.engine_banner.isVisible()

@@ -205,3 +205,18 @@ def test_a_native_failure_is_said_in_words(code, tail, fatal, says):
     text = describe_native_failure(code, tail, fatal)
     assert says in text and "What still works" in text
     assert "Fatal Python error" not in text
+
+
+def test_on_the_demo_pair_both_engines_draft_and_accept_the_same(tmp_path):
+    """`spectune run --demo` through each engine at temperature 0: the same counts and the same text."""
+    env = {**os.environ, "SPECTUNE_DATA_DIR": str(tmp_path)}
+    got = {}
+    for engine in ("native", "llama-server"):
+        argv = [sys.executable, "-m", "engine.cli", "run", "--demo", "--engine", engine, "--json"]
+        argv += ["--workload", "code-completion", "--max-tokens", "32", "--spec-type", "draft-simple"]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["engine"] == engine
+        got[engine] = [(p["drafted"], p["accepted"], p["text"]) for p in out["prompts"]]
+    assert got["native"] == got["llama-server"] and any(d for d, _, _ in got["native"])
