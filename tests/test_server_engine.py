@@ -220,3 +220,24 @@ def test_on_the_demo_pair_both_engines_draft_and_accept_the_same(tmp_path):
         assert out["engine"] == engine
         got[engine] = [(p["drafted"], p["accepted"], p["text"]) for p in out["prompts"]]
     assert got["native"] == got["llama-server"] and any(d for d, _, _ in got["native"])
+
+
+def test_a_llama_server_killed_by_sigill_while_repacking_is_started_again_without_repacking(pair, tmp_path):
+    """As the native engine does (engine.runtime.client.load): a CPU whose AMX the system does not enable kills
+    llama.cpp with SIGILL while it repacks the weights. Here a wrapper of the bundled llama-server dies so
+    whenever it is asked to load a model with repacking on."""
+    from engine.llama.install import server_path
+
+    wrapper = tmp_path / "llama-server"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" -m "*) case " $* " in *" -nr "*) ;; *) kill -ILL $$ ;; esac ;; esac\n'
+        f'exec "{server_path()}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    with EngineClient(engine="llama-server", server=wrapper) as client:
+        client.start()
+        loaded = client.load(LoadSettings(pair[0], pair[1], ctx=1024))
+        assert loaded["repack"] is False and "SIGILL" in loaded["notice"]
+        s, _ = _run(client, PROMPTS[0], SPECS[0])
+        assert s["drafted"] > 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import socket
 import threading
 import time
@@ -213,8 +214,20 @@ class ServerEngine:
         self._lock = threading.Lock()
         if progress is not None and not progress("target", 0.0):
             raise SpecrtError(_CANCELLED, "the load was cancelled")
+        self.notice = ""  # what the load had to change, said to the user (the worker adds it to "loaded")
         # started now, so that a pair llama-server cannot load fails here, as a native load would
-        self._server_for(self._argv(self._spec, baseline=settings.draft is None))
+        try:
+            self._server_for(self._argv(self._spec, baseline=settings.draft is None))
+        except SpecrtError as exc:
+            if not (settings.repack and exc.exit_code == -signal.SIGILL):
+                raise
+            # CPU weight repacking on a CPU whose AMX the system does not enable (engine.runtime.client's load)
+            self._load = replace(settings, repack=False)
+            self._server_for(self._argv(self._spec, baseline=settings.draft is None))
+            self.notice = (
+                "llama-server died (SIGILL) loading with CPU weight repacking, so it was started again with "
+                "repacking off (-nr)"
+            )
         if progress is not None:
             progress("target", 1.0)
             if settings.draft is not None:
@@ -248,7 +261,9 @@ class ServerEngine:
         try:
             srv.start()
         except ServerError as exc:
-            raise SpecrtError(_LOAD_FAILED, f"llama-server could not load the pair: {exc}") from exc
+            err = SpecrtError(_LOAD_FAILED, f"llama-server could not load the pair: {exc}")
+            err.exit_code = exc.exit_code
+            raise err from exc
         self._servers.append((key, srv))
         return srv, True
 

@@ -44,6 +44,7 @@ class SpecrtError(RuntimeError):
         super().__init__(message)
         self.code = code
         self.kind = STATUS_NAMES.get(code, f"error_{code}")
+        self.exit_code: int | None = None  # a llama-server that died (engine.measure.server_engine)
 
 
 # bool (*)(int32_t stage, float progress, void * user): stage 0 target, 1 draft; False stops the load

@@ -290,6 +290,7 @@ class Worker:
 
             self._make_engine = Engine
         engine = self._make_engine(settings, progress=progress)
+        notice = str(getattr(engine, "notice", ""))
         self._engine, self._load, self._unavailable = engine, settings, methods_refused
         self.send("load_progress", id=req_id, stage="loaded", progress=1.0)
         return (
@@ -301,6 +302,8 @@ class Worker:
                 "memory": engine.memory(),
                 "load_s": round(time.perf_counter() - t0, 3),
                 "settings": to_dict(settings),
+                # the llama-server engine may have had to turn repacking off (engine.runtime.client.load's rule)
+                **({"repack": False, "notice": notice} if notice else {}),
             },
         )
 
