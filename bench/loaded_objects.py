@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from engine.runtime.client import EngineClient  # noqa: E402
 
 LLAMA_LIBS = ("libggml", "libggml-base", "libllama", "libllama-common", "libspecrt")
+STD_PREFIXES = ("_ZNSt", "_ZNKSt", "_ZSt", "_ZNSs", "_ZNSa")
 RUNTIME_LIBS = ("libstdc++", "libgcc_s", "libgomp", "libiomp", "libomp", "libssl", "libcrypto")
 
 
@@ -123,6 +124,7 @@ def verdicts(objects: list[SharedObject]) -> list[tuple[str, bool, str]]:
     )
     specrt = next((o for o in objects if o.stem == "libspecrt"), None)
     clashes: dict[str, list[str]] = {}
+    std_instances: dict[str, list[str]] = {}
     shared_with_llama = 0
     if specrt is not None:
         mine = exported(specrt.path)
@@ -136,7 +138,11 @@ def verdicts(objects: list[SharedObject]) -> list[tuple[str, bool, str]]:
                 shared_with_llama = max(shared_with_llama, len(both))
                 continue
             for sym in both:
-                clashes.setdefault(sym, []).append(Path(o.path).name)
+                # std:: template instances (vague linkage) are one definition under the one-definition rule; they
+                # are counted apart, and the loader's bindings (gpu_crash_repro.sh) show where they go
+                (std_instances if sym.startswith(STD_PREFIXES) else clashes).setdefault(sym, []).append(
+                    Path(o.path).name
+                )
     out.append(
         (
             "4 a symbol libspecrt exports that another object (not llama.cpp's) also exports",
@@ -144,7 +150,9 @@ def verdicts(objects: list[SharedObject]) -> list[tuple[str, bool, str]]:
             "; ".join(f"{s} also in {', '.join(v)}" for s, v in sorted(clashes.items())[:20])
             or (
                 f"none of libspecrt's {len(exported(specrt.path))} exports is defined outside llama.cpp's "
-                f"libraries (up to {shared_with_llama} C++ template instances are shared with them, as any "
+                f"libraries but for {len(std_instances)} std:: template instance(s) "
+                + (f"({'; '.join(f'{k} in {v[0]}' for k, v in sorted(std_instances.items())[:3])}) " if std_instances else "")
+                + f"(up to {shared_with_llama} such instances are shared with llama.cpp's own libraries, as any "
                 "two libraries built from the same headers share them)"
                 if specrt
                 else "libspecrt not loaded"
