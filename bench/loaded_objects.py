@@ -151,7 +151,11 @@ def verdicts(objects: list[SharedObject]) -> list[tuple[str, bool, str]]:
             or (
                 f"none of libspecrt's {len(exported(specrt.path))} exports is defined outside llama.cpp's "
                 f"libraries but for {len(std_instances)} std:: template instance(s) "
-                + (f"({'; '.join(f'{k} in {v[0]}' for k, v in sorted(std_instances.items())[:3])}) " if std_instances else "")
+                + (
+                    f"({'; '.join(f'{k} in {v[0]}' for k, v in sorted(std_instances.items())[:3])}) "
+                    if std_instances
+                    else ""
+                )
                 + f"(up to {shared_with_llama} such instances are shared with llama.cpp's own libraries, as any "
                 "two libraries built from the same headers share them)"
                 if specrt
