@@ -419,8 +419,7 @@ def _lab_and_server(client, load, spec, sampling, plan: Plan, row: Row) -> None:
     argv = llama_server_argv(load, spec, sampling, server_path(), extra=["--fit", "off"])
     baseline = not spec.types
     lab, served, ratios, same = [], [], [], True
-    with LlamaServer(argv, startup_timeout=300) as srv:
-        srv.start()
+    with LlamaServer(argv, startup_timeout=300) as srv:  # started by the with, stopped after it
         for p in plan.prompts:  # warm-up: first use of weights, graphs and caches, on both
             srv.complete(p, 8)
             if client is not None:

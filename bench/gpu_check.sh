@@ -45,6 +45,8 @@ case "${1:-}" in
   -h|--help) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"; exit 0 ;;
   *) echo "gpu_check.sh: unknown option $1 (--prepare, --cpu-dry-run, or nothing on the GPU machine)" >&2; exit 2 ;;
 esac
+# the system's python3, as on the device: an activated venv's would find its own llama.cpp before the carried one
+if [ -n "${VIRTUAL_ENV:-}" ]; then PATH=${PATH//"$VIRTUAL_ENV/bin:"/}; unset VIRTUAL_ENV; fi
 py=python3
 
 if [ "$mode" = prepare ]; then

@@ -61,7 +61,8 @@ def test_llama_server_engine_gives_the_native_engines_counts(pair):
         with EngineClient(engine=engine) as client:
             client.start()
             assert client.engine_kind == engine == client.hello["engine_kind"]
-            client.load(load)
+            loaded = client.load(load)
+            got[f"{engine} memory"] = {(m["model"], m["buffer_type"]): m for m in loaded["memory"]}
             rows = []
             for spec in SPECS:
                 for prompt in PROMPTS[:2]:
@@ -76,6 +77,12 @@ def test_llama_server_engine_gives_the_native_engines_counts(pair):
             got[engine] = rows
     assert got["native"] == got["llama-server"]
     assert any(r[0] for r in got["native"][:-1]), "the settings drafted something"
+    # the buffers llama-server's log reports at load are the native engine's, to its two decimals of MiB
+    native, served = got["native memory"], got["llama-server memory"]
+    assert set(native) == set(served) and {m for m, _ in native} == {"target", "draft"}
+    for key, item in native.items():
+        for field in ("model_bytes", "context_bytes", "compute_bytes"):
+            assert abs(served[key][field] - item[field]) <= 6 * 1024, (key, field, served[key], item)
 
 
 def test_a_changed_setting_restarts_llama_server_at_the_next_generation(pair):

@@ -65,3 +65,20 @@ def test_terminate_does_not_kill_a_server_that_exits_on_sigterm():
         proc.kill()
         proc.wait()
         proc.stdout.close()
+
+
+def test_a_running_server_is_not_started_twice(pair):
+    """`with LlamaServer(...)` starts it; a second start() must not spawn a second process that fails to bind
+    while the first answers its health check and is left running unowned."""
+    from engine.core.settings import LoadSettings, SpecSettings
+    from engine.deploy.export import llama_server_argv
+    from engine.llama.install import server_path
+    from engine.llama.server import LlamaServer, ServerError
+
+    argv = llama_server_argv(LoadSettings(pair[0], pair[1], ctx=512), SpecSettings("none"), None, server_path())
+    with LlamaServer(argv) as srv:
+        pid = srv.pid
+        with pytest.raises(ServerError, match="already running"):
+            srv.start()
+        assert srv.pid == pid and srv.running
+    assert not srv.running

@@ -88,6 +88,10 @@ class LlamaServer:
     def start(self) -> LlamaServer:
         if self._aborted:
             raise ServerError("llama-server was stopped before it started")
+        if self.running:
+            # a second process on the same port could not bind, yet its health check would be answered by the
+            # first, which would then be left running unowned (`with LlamaServer(...)` starts it already)
+            raise ServerError("this llama-server is already running")
         # tied: a SpecTune killed outright takes its server with it (engine.llama.child_process)
         self._proc = popen_tied(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._pump, daemon=True).start()
@@ -226,6 +230,34 @@ def server_summary(resp: dict) -> dict:
 
 def default_server() -> Path:
     return server_path()
+
+
+# llama.cpp's buffer lines at load (-lv 4): "load_tensors:   CPU_Mapped model buffer size =     9.64 MiB",
+# "llama_kv_cache:        CPU KV buffer size =     3.00 MiB", "sched_reserve:        CPU compute buffer size = ..."
+_BUFFER_LINE = re.compile(r"\s(?P<type>\S+)\s+(?P<what>model|KV|compute) buffer size =\s*(?P<mib>[\d.]+) MiB")
+_DRAFT_START = "loading draft model"
+
+
+def memory_from_log(text: str) -> list[dict]:
+    """The buffers llama-server's log reports at load, as the native engine's memory() gives them: one item per
+    model (target, then draft after "loading draft model") and buffer type, with model, context (the KV cache)
+    and compute bytes. Sizes are printed in MiB to two decimals, so each is good to about 5 KiB."""
+    items: dict[tuple[str, str], dict] = {}
+    model = "target"
+    for line in text.splitlines():
+        if _DRAFT_START in line:
+            model = "draft"
+            continue
+        m = _BUFFER_LINE.search(line)
+        if not m:
+            continue
+        key = (model, m["type"])
+        item = items.setdefault(
+            key, {"model": model, "buffer_type": m["type"], "model_bytes": 0, "context_bytes": 0, "compute_bytes": 0}
+        )
+        field_ = {"model": "model_bytes", "compute": "compute_bytes"}.get(m["what"], "context_bytes")
+        item[field_] += round(float(m["mib"]) * 2**20)
+    return list(items.values())
 
 
 _METRIC_LINE = re.compile(r'^llamacpp:(\w+)(?:\{position="(\d+)"\})?\s+(\S+)$')

@@ -19,8 +19,8 @@ engine.measure.server_worker``). Each generation is one streamed POST /completio
   A baseline runs on a server with the target alone. Two servers may stay up on a machine without a GPU
   (mmap shares the weights' pages), one with a GPU (VRAM is not shared).
 
-What it cannot do: time single forward passes (the tuner's calibration; ``time_forward`` says so) and
-report llama.cpp's buffer sizes (``memory`` is empty).
+What it cannot do: time single forward passes (the tuner's calibration; ``time_forward`` says so). The
+buffer sizes (``memory``) are read from llama-server's log at load, to about 5 KiB.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.deploy.export import ExportError, server_argv
 from engine.llama.dialect import ServerDialect, detect_dialect, read_help, resolve_server
-from engine.llama.server import LlamaServer, ServerError
+from engine.llama.server import LlamaServer, ServerError, memory_from_log
 from engine.runtime.binding import Cycle, SpecrtError
 
 # SpecrtError codes (engine.runtime.binding.STATUS_NAMES)
@@ -217,17 +217,19 @@ class ServerEngine:
         self.notice = ""  # what the load had to change, said to the user (the worker adds it to "loaded")
         # started now, so that a pair llama-server cannot load fails here, as a native load would
         try:
-            self._server_for(self._argv(self._spec, baseline=settings.draft is None))
+            srv, _ = self._server_for(self._argv(self._spec, baseline=settings.draft is None))
         except SpecrtError as exc:
             if not (settings.repack and exc.exit_code == -signal.SIGILL):
                 raise
             # CPU weight repacking on a CPU whose AMX the system does not enable (engine.runtime.client's load)
             self._load = replace(settings, repack=False)
-            self._server_for(self._argv(self._spec, baseline=settings.draft is None))
+            srv, _ = self._server_for(self._argv(self._spec, baseline=settings.draft is None))
             self.notice = (
                 "llama-server died (SIGILL) loading with CPU weight repacking, so it was started again with "
                 "repacking off (-nr)"
             )
+        # what llama.cpp reported at load (its log at -lv 4), as the native engine's memory() reports it
+        self._memory = memory_from_log(srv.log)
         if progress is not None:
             progress("target", 1.0)
             if settings.draft is not None:
@@ -243,7 +245,8 @@ class ServerEngine:
                 self._sampling,
                 self._path,
                 self._dialect,
-                extra=["--metrics"],
+                # -lv 4: the log then has llama.cpp's buffer sizes (memory()); a few dozen lines a request
+                extra=["--metrics", *(["-lv", "4"] if self._dialect.accepts("-lv") else [])],
             )
         except ExportError as exc:
             raise SpecrtError(_INVALID, str(exc)) from exc
@@ -257,7 +260,7 @@ class ServerEngine:
                 return srv, False
         while len(self._servers) >= self._keep:
             self._servers.pop(0)[1].stop()
-        srv = LlamaServer(argv)
+        srv = LlamaServer(argv, log_lines=4000)  # the whole load, for memory_from_log
         try:
             srv.start()
         except ServerError as exc:
@@ -294,7 +297,7 @@ class ServerEngine:
         return self._load.ctx
 
     def memory(self) -> list[dict]:
-        return []  # llama-server reports its buffers only in its log
+        return [dict(item) for item in self._memory]
 
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         srv = self._servers[-1][1]

@@ -420,7 +420,7 @@ class LabPage(QWidget):
             self.mode = "idle"
             self.controls.set_running(False)
         mem = sum(m["model_bytes"] + m["context_bytes"] + m["compute_bytes"] for m in ev.get("memory", []))
-        # llama-server (the other engine) reports its buffers in its log only
+        # a llama-server build whose log does not give its buffer sizes reports none
         held = f"{mem / 2**20:.0f} MiB as llama.cpp reports it" if ev.get("memory") else "memory not reported"
         self.controls.badges.setText(
             f"loaded: n_ctx {ev.get('n_ctx')}, {held}, {'with' if ev.get('has_draft') else 'no'} draft model"
