@@ -93,11 +93,7 @@ class EngineController(QObject):
         old.on_event = None  # its last words (stopped) must not reach the new worker's state
         old.kill()
         self.hello_info = None
-        self.loaded_info = None
-        self.running_run = None
-        self._unload_when_idle = False
-        self.state = "stopped"
-        self.start()
+        self.restart()
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> None:

@@ -45,7 +45,7 @@ from app.widgets.navigation import PageNavigation
 from app.widgets.theme import ThemeFollower
 from app.widgets.timers import make_timer
 from app.widgets.wheel_guard import guard_knobs
-from engine.runtime.engine_choice import WHAT_STILL_WORKS
+from engine.runtime.engine_choice import ENGINES, WHAT_STILL_WORKS
 
 STATE_COLOURS = {  # the role's colour in the current look (style.current())
     STARTING: "busy",
@@ -93,7 +93,7 @@ class MainWindow(QMainWindow):
         engine = str(self.settings.value("engine/kind", "auto"))
         server = str(self.settings.value("engine/server", "")) or None
         self.controller = controller or EngineController(
-            self, engine=engine if engine in ("auto", "native", "llama-server") else "auto", server=server
+            self, engine=engine if engine in ENGINES else "auto", server=server
         )
 
         self.session = LabSession(self)

@@ -136,7 +136,7 @@ def model_dir(models: Path, pp: PairPlan, quant: str) -> Path:
     return models / f"{pp.label}-{quant}"
 
 
-def start_writers(mode: str, models: Path, log: Path) -> _Writers:
+def start_writers(mode: str, models: Path) -> _Writers:
     """bench/gpu_models.py for every (pair, quant), at most plan.writers at once (the rest start as those end)."""
     plan = PLANS[mode]
     jobs = []
@@ -156,12 +156,12 @@ def start_writers(mode: str, models: Path, log: Path) -> _Writers:
                 f"--divergence={pp.divergence}",
             ]
             jobs.append((model_label(pp, quant), argv))
-    return _Writers(jobs, plan.writers, log)
+    return _Writers(jobs, plan.writers)
 
 
 class _Writers:
-    def __init__(self, jobs: list[tuple[str, list[str]]], at_once: int, log: Path):
-        self.waiting, self.at_once, self.log = list(jobs), at_once, log
+    def __init__(self, jobs: list[tuple[str, list[str]]], at_once: int):
+        self.waiting, self.at_once = list(jobs), at_once
         self.running: dict[str, tuple[subprocess.Popen, float]] = {}
         self.done: dict[str, str] = {}
         self._fill()
@@ -303,23 +303,24 @@ class Model:
     label: str
     target: Path
     draft: Path
-    prediction: object | None = None  # engine.planning.speed_model.Prediction, or None when none could be made
+    device: object | None = None  # engine.planning.device_speed.DeviceSpeed of this GPU; None: no prediction
+    costs: tuple | None = None  # the target's and the draft's ModelCost, each header read once
 
 
 def predict_model(model: Model, device, report: Report) -> None:
-    """The speed model's prediction for this pair on this GPU (its roofline: no tune of it exists)."""
+    """Read the pair's headers once for the speed model's predictions on this GPU (its roofline: no tune of
+    the pair exists)."""
     from engine.models.gguf_inspect import inspect_gguf
     from engine.planning.model_cost import model_cost
-    from engine.planning.speed_model import predict
 
     if device is None:
         return
     try:
-        model.prediction = predict(
+        model.costs = (
             model_cost(inspect_gguf(model.target, keep=False)),
             model_cost(inspect_gguf(model.draft, keep=False)),
-            device,
         )
+        model.device = device
     except Exception as exc:  # a row without its prediction still has its measurement
         report.say(f"# {model.label}: no prediction ({type(exc).__name__}: {exc})")
 
@@ -329,22 +330,13 @@ def _predicted(model: Model, spec, acceptance: float | None, plain_tps: float | 
     (so the cost side is judged), times the measured plain (so the plain row's miss is not counted twice)."""
     from engine.planning.speed_model import predict
 
-    pred = model.prediction
-    if pred is None:
+    if model.costs is None:
         return None
     if not spec.types:
-        return pred.plain_tokens_per_s
+        return predict(*model.costs, model.device).plain_tokens_per_s
     if spec.types != ["draft-simple"] or acceptance is None or plain_tps is None:
         return None
-    from engine.models.gguf_inspect import inspect_gguf
-    from engine.planning.model_cost import model_cost
-
-    at = predict(
-        model_cost(inspect_gguf(model.target, keep=False)),
-        model_cost(inspect_gguf(model.draft, keep=False)),
-        pred.device,
-        acceptance=acceptance,
-    )
+    at = predict(*model.costs, model.device, acceptance=acceptance)
     return at.speedup_by_k.get(spec.draft_n_max, 0.0) * plain_tps
 
 
@@ -622,7 +614,7 @@ def run(a: argparse.Namespace) -> int:
     stamp = time.strftime("%Y-%m-%d-%H%M") + ("" if a.mode == "gpu" else "-cpu-dry-run")
     models = work / "models"
     # the models first: they are written while the rest starts
-    writers = start_writers(a.mode, models, work / "models.log")
+    writers = start_writers(a.mode, models)  # a writer's output goes into the report when it fails
     try:
         return _run(a, plan, report, site, models, writers, stamp, t_start, deadline)
     finally:

@@ -27,13 +27,14 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.paired import append_result  # noqa: E402
-from engine.planning.device_speed import gpu_speed  # noqa: E402
+from engine.planning.device_speed import DeviceSpeed, gpu_speed  # noqa: E402
 from engine.planning.hardware import GpuInfo  # noqa: E402
 from engine.planning.model_cost import ModelCost  # noqa: E402
 
@@ -61,7 +62,7 @@ def find_gpu(name: str, specs: list[dict]) -> dict | None:
     return best
 
 
-def device_for(spec: dict):
+def device_for(spec: dict) -> DeviceSpeed | None:
     """The DeviceSpeed SpecTune would use on this card (NVML's peak bandwidth: the published one)."""
     bw = spec.get("memory_bandwidth_gb_s")
     if not bw:
@@ -71,28 +72,41 @@ def device_for(spec: dict):
     return gpu_speed(info)
 
 
-def cost_of(size_gib: float, params_b: float) -> ModelCost:
-    return ModelCost(int(size_gib * GIB), int(params_b * 1e9), 0, 0)
+def device_and_cost(row: dict, specs: list[dict]) -> tuple[DeviceSpeed, ModelCost] | str:
+    """The card's DeviceSpeed and the model's cost for a published row, or why the row cannot be predicted. The
+    model is costed from llama-bench's size and params columns alone (module docstring)."""
+    if any(a in row["gpu"] and b in row["model"] for a, b in FITTED_ON):
+        return "a figure the model was fitted on"
+    if row.get("gpu_count", 1) != 1:
+        return f"{row['gpu_count']} GPUs"
+    if "WEAK LABEL" in row["caveats"]:
+        return "weak label (quant or device not read)"
+    gpu = find_gpu(row["gpu"], specs)
+    device = device_for(gpu) if gpu else None
+    if device is None:
+        return "no bandwidth for this GPU"
+    if not row.get("size_gib") or not row.get("params_b"):
+        return "no size or params"
+    return device, ModelCost(int(row["size_gib"] * GIB), int(row["params_b"] * 1e9), 0, 0)
+
+
+def predictable(name: str, key: str, specs: list[dict], skipped: list[str]) -> Iterator[tuple]:
+    """(row, its label, DeviceSpeed, ModelCost) for every row of a data file that can be predicted; the others
+    go to ``skipped`` with why."""
+    for row in json.loads((DATA / name).read_text())[key]:
+        label = f"{row['gpu'][:26]:<26} {row['model'][:26]:<26}"
+        found = device_and_cost(row, specs)
+        if isinstance(found, str):
+            skipped.append(f"{label}: {found}")
+        else:
+            yield (row, label, *found)
 
 
 def plain_rows(specs: list[dict], lines: list[str]) -> list[float]:
     errors, skipped = [], []
     lines.append(f"{'gpu':<26} {'model':<26} {'measured':>9} {'predicted':>9} {'error':>7}  source")
-    for row in json.loads((DATA / "plain_decode.json").read_text())["rows"]:
-        gpu = find_gpu(row["gpu"], specs)
-        label = f"{row['gpu'][:26]:<26} {row['model'][:26]:<26}"
-        if any(a in row["gpu"] and b in row["model"] for a, b in FITTED_ON):
-            skipped.append(f"{label}: a figure the model was fitted on")
-            continue
-        if row.get("gpu_count", 1) != 1:
-            skipped.append(f"{label}: {row['gpu_count']} GPUs")
-            continue
-        if gpu is None or device_for(gpu) is None or not row.get("size_gib") or not row.get("params_b"):
-            why = "no bandwidth for this GPU" if gpu is None or device_for(gpu) is None else "no size or params"
-            skipped.append(f"{label}: {why}")
-            continue
-        device = device_for(gpu)
-        predicted = 1000.0 / device.forward_ms(cost_of(row["size_gib"], row["params_b"]), 1, 64)
+    for row, label, device, cost in predictable("plain_decode.json", "rows", specs, skipped):
+        predicted = 1000.0 / device.forward_ms(cost, 1, 64)
         err = predicted / row["tokens_per_s"] - 1
         errors.append(err)
         lines.append(f"{label} {row['tokens_per_s']:9.1f} {predicted:9.1f} {100 * err:+6.1f}%  {row['source']}")
@@ -103,17 +117,7 @@ def plain_rows(specs: list[dict], lines: list[str]) -> list[float]:
 def batch_rows(specs: list[dict], lines: list[str]) -> list[float]:
     errors, skipped = [], []
     lines.append(f"{'gpu':<26} {'model':<26} {'b':>2} {'measured':>8} {'predicted':>9} {'error':>7}")
-    for curve in json.loads((DATA / "batch_curves.json").read_text())["curves"]:
-        gpu = find_gpu(curve["gpu"], specs)
-        label = f"{curve['gpu'][:26]:<26} {curve['model'][:26]:<26}"
-        if "WEAK LABEL" in curve["caveats"]:
-            skipped.append(f"{label}: weak label (quant or device not read)")
-            continue
-        device = device_for(gpu) if gpu else None
-        if device is None or not curve.get("size_gib") or not curve.get("params_b"):
-            skipped.append(f"{label}: {'no bandwidth for this GPU' if device is None else 'no size or params'}")
-            continue
-        cost = cost_of(curve["size_gib"], curve["params_b"])
+    for curve, label, device, cost in predictable("batch_curves.json", "curves", specs, skipped):
         tps = {int(b): float(t) for b, t in curve["tokens_per_s_by_batch"].items()}
         one = device.forward_ms(cost, 1, 64)
         for b in sorted(tps):

@@ -146,7 +146,7 @@ class _CycleBatch:
 class Worker:
     def __init__(self, out: BinaryIO, make_engine: Callable[..., Any] | None = None):
         """make_engine(settings, progress=...) loads a pair: engine.runtime.binding.Engine (the default, SpecTune's
-        native engine) or engine.runtime.server_engine.ServerEngine (through llama-server)."""
+        native engine) or engine.measure.server_engine.ServerEngine (through llama-server)."""
         self._out = out
         self._make_engine = make_engine
         self._out_lock = threading.Lock()
