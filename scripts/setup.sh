@@ -176,5 +176,5 @@ if [ "$have" != "$want [$extras]" ] && { [ "$test_tools" = 1 ] || [ "$have" != "
 fi
 
 # --- 4. the native runtime ---------------------------------------------------
-SPECTUNE_SDIST="$sdist" "$vpy" -m engine.runtime.native_build
+SPECTUNE_SDIST="$sdist" "$vpy" -m engine.runtime.native_build >&2  # its path on stderr: run.sh demo --json keeps stdout JSON
 say "ready ($variant): .venv/bin/spectune"
