@@ -340,6 +340,20 @@ def _predicted(model: Model, spec, acceptance: float | None, plain_tps: float | 
     return at.speedup_by_k.get(spec.draft_n_max, 0.0) * plain_tps
 
 
+def target_meta(target: Path, quant: str) -> dict:
+    """A target's size and parameters as llama-bench would print them, for the dataset (llama: the 8B and 1B
+    shapes are Llama 3.1 8B's and 3.2 1B's)."""
+    from engine.models.gguf_inspect import inspect_gguf
+
+    try:
+        info = inspect_gguf(target, keep=False)
+    except Exception as exc:  # a row without its size is left out of the dataset, not of the check
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    params = sum(t.n_elements for t in info.tensors)
+    size = info.tensor_bytes / GIB
+    return {"architecture": "llama", "quant": quant.upper(), "size_gib": size, "params_b": params / 1e9}
+
+
 def bench_model(model: Model, plan: Plan, peak_bw: float | None, sampler, deadline: float, report: Report) -> None:
     """Every setting's row for one model: the lab (one worker, loaded once) and llama-server (started per
     setting) in alternating order. A lab that cannot start or dies leaves the rows to llama-server."""
@@ -647,6 +661,7 @@ def _run(a, plan: Plan, report: Report, site: Path, models: Path, writers, stamp
     report.say(f"# llama.cpp from {site}; libspecrt {os.environ.get('SPECTUNE_SPECRT', '(built here)')}")
     device = gpu_device(hw) if gpu else None
     sampler = NvmlSampler().start()
+    models_meta: dict[str, dict] = {}  # each model's size and parameters, for the dataset
     if sampler.error:
         report.say(f"# NVML: not read ({sampler.error})")
     try:
@@ -673,6 +688,7 @@ def _run(a, plan: Plan, report: Report, site: Path, models: Path, writers, stamp
             folder = model_dir(models, pp, quant)
             model = Model(name, folder / "target.gguf", folder / "draft.gguf")
             predict_model(model, device, report)
+            models_meta[name] = target_meta(model.target, quant)
             try:
                 bench_model(model, plan, peak_bw, sampler, deadline, report)
             except Exception as exc:  # one model's failure leaves the others' numbers in the report
@@ -696,7 +712,17 @@ def _run(a, plan: Plan, report: Report, site: Path, models: Path, writers, stamp
         out.mkdir(parents=True, exist_ok=True)
         (out / results.name).write_text(text)
         rows = [r.__dict__ for r in report.rows]
-        (out / f"gpu_check-{stamp}.json").write_text(json.dumps({"rows": rows, "failures": report.failures}, indent=1))
+        header = {
+            # what bench/gpu_device_rows.py needs to add the plain rows to tests/data/gpu (judged, never fitted)
+            "gpu": gpu.name if gpu else None,
+            "compute_capability": gpu.compute_capability if gpu else None,
+            "peak_bandwidth_gb_s": peak_bw / 1e9 if peak_bw else None,
+            "results": f"bench/results/{results.name}",
+            "models": models_meta,
+        }
+        (out / f"gpu_check-{stamp}.json").write_text(
+            json.dumps({**header, "rows": rows, "failures": report.failures}, indent=1)
+        )
     return 1 if report.failures else 0
 
 

@@ -15,6 +15,7 @@ from engine.measure.concurrent_tune import (
     ConcurrentTuneError,
     _batches,
     candidate_specs,
+    predicted_k,
     side_by_side_refusal,
     tune_concurrent,
 )
@@ -58,6 +59,10 @@ def test_the_candidates_follow_the_pair_and_take_the_users_own_setting():
     assert with_draft == ["draft-simple", "draft-simple", "ngram-mod"]
     alone = candidate_specs(LoadSettings(target, None), SpecSettings("ngram-simple"))
     assert [s.spec_type for s in alone] == ["ngram-mod", "ngram-simple"]
+    # the K the speed model predicts best for the clients joins the fixed ones, once
+    assert [s.draft_n_max for s in candidate_specs(LoadSettings(target, draft), predicted=3)[:3]] == [2, 3, 4]
+    assert len(candidate_specs(LoadSettings(target, draft), predicted=4)) == 3
+    assert predicted_k(LoadSettings(target, None), 4) is None
 
 
 def test_a_recording_that_saw_several_requests_at_once_sets_the_tunes_concurrency(tmp_path, capsys):

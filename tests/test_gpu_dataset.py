@@ -32,10 +32,23 @@ def test_plain_decode_rows_are_tokens_per_second_of_tg_tests():
         assert row["test"].startswith("tg") and 0 < row["tokens_per_s"] < 5000, row
 
 
-def test_batch_curves_start_at_one_and_cover_two_four_eight():
+def test_batch_curves_start_at_one_and_cover_two_sizes_a_verify_runs():
     for curve in _rows("batch_curves.json", "curves"):
         by_batch = {int(b): float(t) for b, t in curve["tokens_per_s_by_batch"].items()}
-        assert {1, 2, 4, 8} <= set(by_batch) and all(t > 0 for t in by_batch.values()), curve
+        assert 1 in by_batch and len(set(by_batch) & set(range(2, 9))) >= 2, curve
+        assert all(t > 0 for t in by_batch.values()), curve
+
+
+def test_the_gpu_table_sources_every_figure_it_gives():
+    table = json.loads((Path(__file__).parent.parent / "resources" / "catalog" / "gpus.json").read_text())["gpus"]
+    assert len(table) >= 40
+    gens = {g["generation"] for g in table}
+    assert {"Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell"} <= gens
+    for g in table:
+        for field in ("vram_gb", "memory_bandwidth_gb_s", "fp16_tensor_tflops", "int8_tensor_tops"):
+            if g.get(field) is not None:
+                assert g["sources"].get(field), (g["name"], field)
+        assert g["memory_bandwidth_gb_s"] and g["vram_gb"] and g["compute_capability"], g["name"]
 
 
 def test_speculative_runs_have_what_a_speedup_needs():
@@ -44,3 +57,34 @@ def test_speculative_runs_have_what_a_speedup_needs():
         assert row["speedup"] is not None or (row["plain_tokens_per_s"] and row["spec_tokens_per_s"]), row
         if row["acceptance"] is not None:
             assert 0 <= row["acceptance"] <= 1, row
+
+
+def test_a_lent_gpus_run_joins_the_dataset_as_rows_no_fit_reads(tmp_path):
+    """bench/gpu_device_rows.py: a gpu_check JSON's plain rows become dataset rows, once; a run without a GPU adds
+    nothing. (bench/gpu_prediction.py reads them apart from the published rows: load_cases(device_runs=True).)"""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    from bench.gpu_device_rows import add
+
+    run = {
+        "gpu": "NVIDIA H200",
+        "results": "bench/results/gpu_check-2026-12-07-1200.txt",
+        "models": {"8B f16": {"architecture": "llama", "quant": "F16", "size_gib": 14.96, "params_b": 8.03}},
+        "rows": [
+            {"model": "8B f16", "setting": "plain", "tokens_per_s": None, "server_tps": 212.0},
+            {"model": "8B f16", "setting": "draft-simple K=4", "tokens_per_s": 300.0},
+            {"model": "1B f16", "setting": "plain", "tokens_per_s": 900.0},  # no size: left out
+        ],
+        "failures": [],
+    }
+    path, data = tmp_path / "run.json", tmp_path / "device_runs.json"
+    path.write_text(json.dumps(run))
+    added = add(path, data)
+    assert [(r["gpu"], r["quant"], r["tokens_per_s"]) for r in added] == [("NVIDIA H200", "F16", 212.0)]
+    assert "never fitted" in added[0]["caveats"] and added[0]["source"].startswith("bench/results/")
+    assert add(path, data) == [] and len(json.loads(data.read_text())["rows"]) == 1
+    run["gpu"] = None
+    path.write_text(json.dumps(run))
+    with pytest.raises(ValueError, match="names no GPU"):
+        add(path, data)

@@ -412,6 +412,16 @@ def test_recommendations_for_the_gpu_nvml_reports(qtbot, tmp_path, places):
         creative = {c.label: c.acceptance_prior for c in rec.result.recommended}
         both = set(flat) & set(creative)
         assert both and all(creative[k] < flat[k] for k in both)
+
+        # another card: ranked for its memory and speed, said in the budget line and the group's title
+        before = rec.result
+        rec.machine.setCurrentIndex(rec.machine.findData("RTX 4060 Ti 16GB"))
+        assert rec.gpu() == "RTX 4060 Ti 16GB"
+        qtbot.waitUntil(lambda: rec.result is not before and not page.rank_job.running, timeout=WAIT)
+        assert rec.result.budget.gpus[0].free_bytes == 16 * 2**30
+        assert "GPU table" in rec.budget_label.text() and "RTX 4060 Ti" in rec.tree.topLevelItem(0).text(0)
+        assert all(c.needed_bytes <= rec.result.budget.free_bytes for c in rec.result.recommended)
+        assert "±" in rec.result.recommended[0].speed_text()  # a GPU prediction's held-out band
     finally:
         w.close()
     assert not page.rank_job.running and not page.library.scanning

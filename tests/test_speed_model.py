@@ -21,7 +21,6 @@ from engine.measure.pair_speed import predict_pairs
 from engine.models.gguf_inspect import TensorInfo, inspect_gguf
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import (
-    GPU_BANDWIDTH_EFFICIENCY,
     PROBE_BATCHES,
     PROBE_LONG_PAST,
     PROBE_N_PAST,
@@ -162,11 +161,12 @@ def test_gpu_figures_from_nvml_and_the_table():
     report = probe(FakeNVML([rtx4090(0), h100(1)]))
     speeds = [gpu_speed(g) for g in report.gpus]
     assert speeds[0] is not None and speeds[1] is not None
-    # llama.cpp reaches a share of the peak NVML computes from the memory clock and bus width
+    # the peak NVML computes from the memory clock and bus width, priced by the fitted GPU model of its generation
     peak = report.gpus[0].peak_memory_bandwidth_bytes_per_s
-    assert speeds[0].bandwidth_bytes_per_s == pytest.approx(GPU_BANDWIDTH_EFFICIENCY * peak)
-    assert speeds[0].flops_per_s == 165e12 and "table" in speeds[0].source
-    assert speeds[1].flops_per_s == 756e12
+    assert speeds[0].bandwidth_bytes_per_s == pytest.approx(peak) and speeds[0].gpu_fit is not None
+    assert speeds[0].generation == "Ada" and speeds[1].generation == "Hopper"
+    assert speeds[0].flops_per_s == 330.3e12 and "table" in speeds[0].source  # the FP16-accumulate rate
+    assert speeds[1].flops_per_s == 989e12
     unknown = dataclasses.replace(report.gpus[0], name="NVIDIA Future GPU", compute_capability="12.0")
     assert gpu_speed(unknown).flops_per_s == 60e12 and "compute capability 12.0" in gpu_speed(unknown).source
     assert gpu_speed(dataclasses.replace(report.gpus[0], peak_memory_bandwidth_bytes_per_s=None)) is None

@@ -1,6 +1,7 @@
 """The ``spectune`` subcommands about the catalog: what to run, and the one-click presets.
 
-  spectune recommend [--vram 12GiB [--ram 32GiB] | auto] [--family F] [--ctx N] [--bandwidth GB/s]
+  spectune recommend [--vram 12GiB [--ram 32GiB] | auto | --gpu NAME [--gpu-count N]] [--family F] [--ctx N]
+                     [--bandwidth GB/s]
                      [--limit N] [--speed-floor TOK/S] [--workload SET] [--no-probe] [--json]
   spectune presets [--vram SIZE [--ram SIZE] | auto] [--ctx N] [--json]
 
@@ -8,6 +9,8 @@ recommend ranks by the speed the pairs are predicted to reach on this machine's 
 NVML sizes, else the CPU as measured by a short probe (run once, cached; --no-probe uses the last
 probe or an assumption from the core count). With --vram SIZE the device is a GPU of that size; give
 --bandwidth too for predicted speeds, else the ranking uses the bandwidth-bound speedup alone.
+With --gpu NAME the machine is one with that card (SpecTune's GPU table, engine.planning.gpu_table):
+its whole memory free, its bandwidth and compute, as if NVML had reported it.
 
 engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
 ``spectune: error: ...``, on stderr and return exit code 2.
@@ -26,34 +29,49 @@ from engine.measure.device_probe import measured_device
 from engine.models.catalog import CatalogError, load_catalog
 from engine.planning.budget import Budget, BudgetError, budget_from_hardware, budget_from_size
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX, DEFAULT_SPEED_FLOOR
-from engine.planning.device_speed import (
-    GPU_OVERHEAD_MS,
-    TFLOPS_BY_COMPUTE_MAJOR,
-    DeviceSpeed,
-    gpu_device,
-    local_device,
-)
-from engine.planning.hardware import HardwareReport, probe
-from engine.planning.memory_plan import PlanError
+from engine.planning.device_speed import TFLOPS_BY_COMPUTE_MAJOR, DeviceSpeed, gpu_device, local_device
+from engine.planning.gpu_speed import load_fit
+from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
+from engine.planning.hardware import CpuInfo, HardwareReport, cpu_info, probe
+from engine.planning.memory_plan import PlanError, parse_size
 from engine.planning.presets import format_presets, preset_fits
 from engine.planning.recommend import RecommendError, format_recommendation, recommend
 from engine.planning.speed_model import ACCEPTANCE_PRIORS
 from engine.runtime.client import EngineError
 
-_guarded = guarded(CatalogError, BudgetError, RecommendError, PlanError, EngineError)
+_guarded = guarded(CatalogError, BudgetError, RecommendError, PlanError, EngineError, GpuTableError)
 
 
 def _auto(a: argparse.Namespace) -> bool:
     return a.vram is None or a.vram.lower() == "auto"
 
 
+def described_machine(a: argparse.Namespace) -> HardwareReport | None:
+    """--gpu NAME [--gpu-count N] [--ram SIZE]: the report NVML would give on a machine with that card (None
+    without --gpu). Its RAM is --ram, else this machine's."""
+    gpu, count = getattr(a, "gpu", None), getattr(a, "gpu_count", 1)
+    if gpu is None:
+        if count != 1:
+            raise RecommendError("--gpu-count goes with --gpu")
+        return None
+    if not _auto(a):
+        raise RecommendError("--gpu and --vram both describe the GPU; give one")
+    cpu = cpu_info()
+    if a.ram is not None:
+        size = parse_size(a.ram)
+        cpu = CpuInfo(cpu.logical_cores, size, size, cpu.features, "--ram")
+    return described_report(find_gpu(gpu), count, cpu)
+
+
 def _budget(a: argparse.Namespace, report: HardwareReport | None = None) -> Budget:
     """report: NVML already read (--vram auto)."""
     if a.bandwidth is not None and a.bandwidth <= 0:
         raise RecommendError(f"--bandwidth must be positive (GB/s), got {a.bandwidth}")
+    if getattr(a, "gpu", None) is not None and report is not None:
+        return budget_from_hardware(None, a.bandwidth, report=report)
     if _auto(a):
         if a.ram is not None:
-            raise RecommendError("--ram goes with --vram SIZE; --vram auto reads this machine's RAM")
+            raise RecommendError("--ram goes with --vram SIZE or --gpu; --vram auto reads this machine's RAM")
         return budget_from_hardware(a.nvml, a.bandwidth, report=report)
     return budget_from_size(a.vram, a.bandwidth, a.ram)
 
@@ -70,8 +88,13 @@ def _device(a: argparse.Namespace, budget: Budget, report: HardwareReport | None
         if not budget.bandwidth_bytes_per_s:
             return None
         tflops = TFLOPS_BY_COMPUTE_MAJOR[8]
+        bandwidth = budget.bandwidth_bytes_per_s
         return DeviceSpeed(
-            "GPU", budget.bandwidth_bytes_per_s, tflops * 1e12, GPU_OVERHEAD_MS, "--bandwidth; FLOPs assumed"
+            "GPU",
+            bandwidth,
+            tflops * 1e12,
+            source="--bandwidth (peak); FLOPs assumed",
+            gpu_fit=load_fit(),
         )
     if budget.kind == "gpu":
         gpu = gpu_device(report)
@@ -91,7 +114,7 @@ def cmd_recommend(a: argparse.Namespace) -> int:
         raise RecommendError(f"--limit must be 1 or more, got {a.limit}")
     if a.speed_floor < 0:
         raise RecommendError(f"--speed-floor must be 0 or more (tokens/s), got {a.speed_floor}")
-    report = probe(a.nvml) if _auto(a) else None
+    report = described_machine(a) or (probe(a.nvml) if _auto(a) else None)
     budget = _budget(a, report)
     result = recommend(
         load_catalog(a.catalog),
@@ -110,7 +133,7 @@ def cmd_recommend(a: argparse.Namespace) -> int:
 def cmd_presets(a: argparse.Namespace) -> int:
     _check_ctx(a.ctx)
     catalog = load_catalog(a.catalog)
-    budget = _budget(a)
+    budget = _budget(a, described_machine(a))
     fits = preset_fits(catalog, budget, a.ctx)
     if a.json:
         print(json.dumps({"budget": budget.to_dict(), "ctx": a.ctx, "presets": [f.to_dict() for f in fits]}))
@@ -131,6 +154,12 @@ def _common(p: argparse.ArgumentParser, nvml: ModuleType | None) -> None:
         help="with --vram SIZE: the RAM available (e.g. 32GiB) for what a placement keeps on the CPU (an MoE "
         "target's experts, the draft); unchecked without it. --vram auto reads this machine's",
     )
+    p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help='plan and predict for this card from SpecTune\'s GPU table, not this machine ("RTX 4060 Ti 16GB")',
+    )
+    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
     p.add_argument("--ctx", type=int, default=DEFAULT_CTX, help=f"context size to plan for (default {DEFAULT_CTX})")
     p.add_argument(
         "--bandwidth",

@@ -4,7 +4,8 @@
   spectune inspect FILE [--json]              what a GGUF holds (header only)
   spectune compat TARGET DRAFT [--json]       llama.cpp's draft/target vocab rule
   spectune plan --target T [--draft D] --ctx N [--ngl N] [--ngl-draft N]
-                [--cache-type-k T] [--cache-type-v T] [--vram SIZE] [--ram SIZE] [--json]
+                [--cache-type-k T] [--cache-type-v T] [--vram SIZE | --gpu NAME [--gpu-count N]]
+                [--ram SIZE] [--json]
 
 engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
 ``spectune: error: ...``, on stderr and return exit code 2; ``compat`` returns 1
@@ -27,6 +28,7 @@ from engine.models.compat import check_pair
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.models.gguf_inspect import format_report as format_model
 from engine.planning.budget import Budget
+from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
 from engine.planning.hardware import cpu_features, probe, ram
 from engine.planning.hardware import format_report as format_hardware
 from engine.planning.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size
@@ -35,7 +37,7 @@ from engine.planning.preflight import VOCAB, preflight_and_place
 EXIT_INCOMPATIBLE = 1
 
 
-_guarded = guarded(GGUFInspectError, PlanError)
+_guarded = guarded(GGUFInspectError, PlanError, GpuTableError)
 
 
 def cmd_gpus(a: argparse.Namespace) -> int:
@@ -71,18 +73,22 @@ def cmd_compat(a: argparse.Namespace) -> int:
 
 
 def _budgets(a: argparse.Namespace) -> list[GpuBudget]:
+    if a.gpu is not None and a.vram is not None:
+        raise PlanError("--gpu and --vram both describe the GPU; give one")
+    if a.gpu_count != 1 and a.gpu is None:
+        raise PlanError("--gpu-count goes with --gpu")
     if a.vram is not None:
         return [GpuBudget("CUDA0", parse_size(a.vram))]
-    report = probe(a.nvml)
+    report = described_report(find_gpu(a.gpu), a.gpu_count) if a.gpu is not None else probe(a.nvml)
     return [GpuBudget(g.llama_name, g.memory_free_bytes) for g in report.gpus if g.memory_free_bytes is not None]
 
 
 def _ram(a: argparse.Namespace) -> int | None:
     """The RAM a plan's host part must fit: --ram, else this machine's available RAM, unless --vram describes
-    another machine's GPU (then not checked)."""
+    another machine's GPU (--vram, --gpu: then not checked)."""
     if a.ram is not None:
         return parse_size(a.ram)
-    return None if a.vram is not None else ram()[1]
+    return None if a.vram is not None or a.gpu is not None else ram()[1]
 
 
 def cmd_plan(a: argparse.Namespace) -> int:
@@ -179,6 +185,12 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument(
         "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"
     )
+    p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help='plan for this card from SpecTune\'s GPU table, its whole memory free ("RTX 3090", "H100 SXM")',
+    )
+    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
     p.add_argument(
         "--ram",
         help="the RAM available (e.g. 32GiB) for what stays on the CPU (default: this machine's; with --vram "

@@ -1,11 +1,15 @@
 """``spectune predict``: how fast a pair will run here, and whether speculation pays, before it runs.
 
-  spectune predict --target T [--draft D] [--n-past N] [--acceptance A] [--workload SET] [--prior] [--cpu] [--json]
+  spectune predict --target T [--draft D] [--gpu NAME [--gpu-count N]] [--n-past N] [--acceptance A]
+                   [--workload SET] [--prior] [--cpu] [--json]
 
 The speed model (engine.planning.speed_model) on this machine's device: the first GPU NVML sizes, or
-the CPU measured by a short probe (cached). A tune of the same pair in the history replaces the priors
-(basis "measured") unless --prior; --acceptance replaces the acceptance either way. Without --draft, a
-target with an MTP block is predicted drafting for itself (draft-mtp).
+the CPU measured by a short probe (cached); with --gpu, a card from SpecTune's GPU table that this machine
+need not have. T and D are GGUF files or models not downloaded (engine.planning.named_models: a catalog
+preset, a catalog file, ARCH:SIZE:QUANT such as llama:8B:Q4_0). A tune of the same pair in the history
+replaces the priors (basis "measured") unless --prior or --gpu; --acceptance replaces the acceptance either
+way. Without --draft, a preset's draft is used, and a target with an MTP block is predicted drafting for
+itself (draft-mtp).
 """
 
 from __future__ import annotations
@@ -19,36 +23,55 @@ from types import ModuleType
 from engine.cli.errors import guarded
 from engine.measure.calibration import measured_pair
 from engine.measure.device_probe import measured_device
-from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
+from engine.models.catalog import CatalogError, load_catalog
+from engine.models.gguf_inspect import GGUFInspectError
 from engine.planning.constants import ACCEPTANCE_PRIOR, PREDICT_N_PAST
+from engine.planning.device_speed import gpu_device
+from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
 from engine.planning.hardware import probe
 from engine.planning.model_cost import model_cost, mtp_cost
+from engine.planning.named_models import resolve
 from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior_text, predict
 from engine.runtime.client import EngineError
 
-_guarded = guarded(GGUFInspectError, EngineError, ValueError)
+_guarded = guarded(GGUFInspectError, EngineError, ValueError, CatalogError, GpuTableError)
 
 
 def cmd_predict(a: argparse.Namespace) -> int:
     if a.acceptance is not None and not 0.0 <= a.acceptance <= 1.0:
         raise ValueError(f"--acceptance must be between 0 and 1, got {a.acceptance}")
-    info = inspect_gguf(a.target)
-    target = model_cost(info)
+    if a.gpu_count != 1 and a.gpu is None:
+        raise ValueError("--gpu-count goes with --gpu")
+    if a.gpu is not None and a.cpu:
+        raise ValueError("--gpu and --cpu ask for two devices; give one")
+    catalog = load_catalog()
+    named = resolve(a.target, catalog)
+    target = model_cost(named.info)
+    named_draft = resolve(a.draft, catalog) if a.draft else named.draft
     # without a draft, a target with an MTP block drafts for itself (draft-mtp), as `spectune run` picks
-    draft = model_cost(inspect_gguf(a.draft)) if a.draft else mtp_cost(info)
-    measured = None if a.prior else measured_pair(a.target, a.draft)
+    draft = model_cost(named_draft.info) if named_draft else mtp_cost(named.info)
+    files = Path(a.target).exists() and (a.draft is None or Path(a.draft).exists())
+    # a tune measured this pair on this machine: it says nothing of another card
+    measured = None if a.prior or a.gpu or not files else measured_pair(Path(a.target), a.draft and Path(a.draft))
     device = None
-    if measured is None:
+    if a.gpu is not None:
+        device = gpu_device(described_report(find_gpu(a.gpu), a.gpu_count))
+    elif measured is None:
         device = measured_device(
             probe(a.nvml), cpu_only=a.cpu, progress=lambda m: print(f"spectune: {m}", file=sys.stderr)
         )
     result = predict(
         target, draft, device, n_past=a.n_past, acceptance=a.acceptance, measured=measured, workload=a.workload
     )
+    if a.json:
+        out = result.to_dict()
+        out["target"] = named.label
+        out["draft"] = named_draft.label if named_draft else None
+        print(json.dumps(out))
+        return 0
+    print(f"target: {named.label}" + (f"; draft: {named_draft.label}" if named_draft else ""))
     print(
-        json.dumps(result.to_dict())
-        if a.json
-        else format_prediction(
+        format_prediction(
             result,
             measured_from=measured.source if measured is not None else None,
             acceptance_given=a.acceptance is not None,
@@ -82,8 +105,19 @@ def format_prediction(
 def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None = None) -> None:
     """Add predict. nvml: an NVML module to use instead of pynvml (tests)."""
     p = subparsers.add_parser("predict", help="predicted tokens/s and speculative speedup of a pair on this machine")
-    p.add_argument("--target", type=Path, required=True, help="target model (GGUF)")
-    p.add_argument("--draft", type=Path, help="draft model (GGUF)")
+    p.add_argument(
+        "--target",
+        required=True,
+        help="target model: a GGUF file, a catalog preset, a catalog file (REPO/FILE), ID:QUANT, or a described "
+        "model ARCH:SIZE:QUANT such as llama:8B:Q4_0",
+    )
+    p.add_argument("--draft", help="draft model, named as --target is (default: a preset's draft)")
+    p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help='predict for this card from SpecTune\'s GPU table instead of this machine ("RTX 3090", "4060 Ti 16GB")',
+    )
+    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
     p.add_argument(
         "--n-past",
         type=int,

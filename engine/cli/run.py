@@ -285,7 +285,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
 def _tune_concurrent(a, load, spec, sampling, prompts: list[Prompt], clients: int) -> int:
     """spectune tune --clients N: through llama-server at -np N, each setting paired with no speculation."""
     from engine.deploy.shell_quote import bash_join
-    from engine.measure.concurrent_tune import candidate_specs, tune_concurrent
+    from engine.measure.concurrent_tune import candidate_specs, predicted_k, tune_concurrent
 
     extra = spec if a.spec_type else None  # a setting the user named joins the candidates
     result = tune_concurrent(
@@ -295,7 +295,7 @@ def _tune_concurrent(a, load, spec, sampling, prompts: list[Prompt], clients: in
         sampling=sampling,
         max_tokens=a.max_tokens,
         rounds=a.rounds,
-        specs=candidate_specs(load, extra),
+        specs=candidate_specs(load, extra, predicted_k(load, clients)),
         server=a.server,
         progress=(lambda m: None) if a.json else (lambda m: print(f"  {m}", file=sys.stderr, flush=True)),
     )

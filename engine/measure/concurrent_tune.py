@@ -44,9 +44,13 @@ from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, 
 from engine.deploy.export import llama_server_argv
 from engine.llama.install import server_path
 from engine.llama.server import LlamaServer, ServerError
+from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.budget import Budget
+from engine.planning.device_speed import local_device
 from engine.planning.hardware import probe
+from engine.planning.model_cost import model_cost
 from engine.planning.preflight import preflight_load
+from engine.planning.speed_model import best_concurrent_k, concurrent_speedups
 
 REQUEST_TIMEOUT_S = 600.0
 NONE = SpecSettings("none")
@@ -181,8 +185,33 @@ class ConcurrentTuneResult:
         }
 
 
-def candidate_specs(load: LoadSettings, extra: SpecSettings | None = None) -> list[SpecSettings]:
-    specs = [SpecSettings("draft-simple", draft_n_max=k) for k in (2, 4)] if load.draft is not None else []
+# the draft lengths every concurrency tune measures with a draft model, beside the one the speed model predicts
+# best for the number of clients
+BASE_KS = (2, 4)
+
+
+def predicted_k(load: LoadSettings, clients: int, nvml=None) -> int | None:
+    """The draft length the speed model predicts best for ``clients`` requests at once on this machine's device
+    (engine.planning.speed_model.concurrent_speedups: the same batch curve as a single stream, out to a verify of
+    clients x (K + 1) tokens); None without a draft model, where no K pays, or where the files cannot be read."""
+    if load.draft is None:
+        return None
+    try:
+        target = model_cost(inspect_gguf(load.target))
+        draft = model_cost(inspect_gguf(load.draft))
+    except (OSError, GGUFInspectError):
+        return None
+    best = best_concurrent_k(concurrent_speedups(target, draft, local_device(probe(nvml)), clients))
+    return best[0] if best else None
+
+
+def candidate_specs(
+    load: LoadSettings, extra: SpecSettings | None = None, predicted: int | None = None
+) -> list[SpecSettings]:
+    """The settings a concurrency tune measures: draft-simple at BASE_KS and at ``predicted`` (predicted_k) with a
+    draft model, ngram-mod, and the user's own setting."""
+    ks = sorted({*BASE_KS, *([predicted] if predicted else [])}) if load.draft is not None else []
+    specs = [SpecSettings("draft-simple", draft_n_max=k) for k in ks]
     specs.append(SpecSettings("ngram-mod"))
     if extra is not None and extra.spec_type != "none" and extra not in specs:
         specs.append(extra)

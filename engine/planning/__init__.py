@@ -17,6 +17,9 @@ presets          the catalog's model-pair presets held against a memory budget
 cost_model       speculative tokens/s from measured step costs
 model_cost       what one token costs a model, from its GGUF header: bytes and multiply-adds by weight class
 device_speed     what a device sustains for llama.cpp (DeviceSpeed), and the CPU probe's solve
+gpu_speed        llama.cpp's CUDA kernels on a GPU: the model's form and its constants fitted to published runs
+gpu_table        NVIDIA cards by name (resources/catalog/gpus.json), forgiving matching, machines described
+named_models     a model named without its file: a preset, a catalog file, ARCH:SIZE:QUANT
 speed_model      how fast a pair will run here: a model's cost on a device, and the acceptance priors
 constants        the numbers several parts must agree on, each once with its reason
 prediction_band  how far a speed prediction may be off: bands from held-out errors

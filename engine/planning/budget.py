@@ -186,7 +186,9 @@ def budget_from_hardware(
             tuple(GpuBudget(g.llama_name, g.memory_free_bytes or 0) for g in gpus),
             report.cpu.ram_available_bytes,
             bandwidth_bytes_per_s=bandwidth,
-            source=f"NVML: {names}" + (f"; RAM from {report.cpu.source}" if report.cpu.ram_available_bytes else ""),
+            # a machine described from SpecTune's GPU table (no driver read) says so in its message
+            source=(f"NVML: {names}" if report.driver_version else report.message)
+            + (f"; RAM from {report.cpu.source}" if report.cpu.ram_available_bytes else ""),
         )
     if not report.cpu.ram_available_bytes:
         raise BudgetError(f"{report.message}, and the available RAM cannot be read either; give --vram SIZE")

@@ -1,9 +1,9 @@
 """What this machine's devices sustain for llama.cpp: memory bandwidth and compute, for the speed model.
 
-GPUs: the share of the peak bandwidth NVML reports (memory clock x bus width) that llama.cpp reaches
-in decoding (GPU_BANDWIDTH_EFFICIENCY), which decides single-stream speed on a GPU, and dense FP16
-tensor throughput from a table by name, with one by compute capability behind it, since NVML says
-nothing about FLOPs.
+GPUs: the peak bandwidth NVML reports (memory clock x bus width), and dense FP16 tensor throughput from
+SpecTune's GPU table by name (engine.planning.gpu_table), with a guess by compute capability behind it,
+since NVML says nothing about FLOPs. What llama.cpp's CUDA kernels make of them is engine.planning.gpu_speed's
+model, fitted to published measurements (bench/gpu_prediction.py).
 
 The CPU: measured when it can be. engine.measure.device_probe writes a model of a real one's
 proportions (PROBE_SHAPE), loads it in an engine worker and times llama.cpp's own forward passes and a
@@ -30,45 +30,13 @@ import numpy as np
 from engine.core.paths import cache_dir
 from engine.models.synthetic import ModelShape
 from engine.planning.cost_model import CostCurve
+from engine.planning.gpu_speed import GpuFit, load_fit
+from engine.planning.gpu_table import lookup
 from engine.planning.hardware import GpuInfo, HardwareReport
 from engine.planning.model_cost import ModelCost
 
-# dense FP16 tensor-core TFLOPs (FP32 accumulate where the card halves it), by a name's distinctive part
-GPU_TFLOPS = {
-    "H200": 989.0,
-    "H100": 756.0,
-    "A100": 312.0,
-    "L40S": 362.0,
-    "L4": 121.0,
-    "A10": 125.0,
-    "T4": 65.0,
-    "RTX 5090": 209.0,
-    "RTX 5080": 113.0,
-    "RTX 5070 Ti": 88.0,
-    "RTX 5070": 62.0,
-    "RTX 5060 Ti": 47.0,
-    "RTX 4090": 165.0,
-    "RTX 4080": 97.0,
-    "RTX 4070 Ti": 80.0,
-    "RTX 4070": 58.0,
-    "RTX 4060 Ti": 44.0,
-    "RTX 4060": 30.0,
-    "RTX 3090": 71.0,
-    "RTX 3080": 59.0,
-    "RTX 3070": 40.0,
-    "RTX 3060": 25.0,
-    "RTX 2080": 40.0,
-    "RTX 2070": 30.0,
-    "RTX 2060": 26.0,
-}
-# a modest card of each generation, for a name the table does not know
+# dense FP16 tensor TFLOPs of a modest card of each generation, for a card SpecTune's GPU table does not know
 TFLOPS_BY_COMPUTE_MAJOR = {7: 25.0, 8: 40.0, 9: 400.0, 10: 1000.0, 12: 60.0}
-# llama.cpp's decoding reaches about 65% of a GPU's peak bandwidth, plus a fixed cost per pass (kernel
-# launches, synchronisation). Fitted to published llama-bench tg128 figures: RTX 4090 Llama-3-8B Q6_K
-# (6.6 GB) 93 tok/s, RTX 5090 Qwen3-8B Q4_K_M (5.0 GB) 222 tok/s, RTX 4090 TinyLlama-1.1B Q4_K_M
-# (0.67 GB) 762 tok/s; the model gives 96, 217 and 758.
-GPU_BANDWIDTH_EFFICIENCY = 0.65
-GPU_OVERHEAD_MS = 0.3
 
 # an unmeasured CPU (assumed_cpu_speed)
 ASSUMED_BANDWIDTH_PER_CORE = 7e9
@@ -184,6 +152,10 @@ class DeviceSpeed:
     # what each matrix row a one-token pass runs through costs beyond its bytes, in ns, by weight class (a class
     # without a figure takes F16's; none: the bandwidth carries the rows, as before the probe timed them)
     row_ns: dict[str, float] = field(default_factory=dict)
+    # a GPU: llama.cpp's CUDA kernels as engine.planning.gpu_speed models them, on bandwidth_bytes_per_s (the peak)
+    # and flops_per_s, for a card of this generation in SpecTune's GPU table ("Ada"; "" unknown)
+    gpu_fit: GpuFit | None = None
+    generation: str = ""
 
     def rows_ms(self, cost: ModelCost) -> float:
         """The rows' fixed time in a pass of one token (a batch's tokens share each row's set-up)."""
@@ -212,6 +184,10 @@ class DeviceSpeed:
         }
 
     def forward_ms(self, cost: ModelCost, batch: int, n_past: int) -> float:
+        if self.gpu_fit is not None:
+            return self.overhead_ms + self.gpu_fit.forward_ms(
+                cost, batch, n_past, self.bandwidth_bytes_per_s, self.flops_per_s, self.generation
+            )
         groups = list(cost.by_class) or [("F16", cost.weight_bytes, cost.weight_macs)]
         if self.overlap and not self.class_rates:
             memory_s = cost.bytes_read(n_past, batch) / self.bandwidth_bytes_per_s
@@ -276,31 +252,34 @@ class DeviceSpeed:
 
 
 def gpu_flops(gpu: GpuInfo) -> tuple[float, str]:
-    """(FP16 TFLOPs, where the figure comes from): SpecTune's table for a GPU it names, else a guess from the
+    """(FP16 TFLOPs, where the figure comes from): SpecTune's GPU table for a card it names, else a guess from the
     compute capability."""
-    name = gpu.name or gpu.llama_name
-    # the longest matching entry: "RTX 4070 Ti" before "RTX 4070"
-    known = max((k for k in GPU_TFLOPS if k in name), key=len, default=None)
-    if known is not None:
-        return GPU_TFLOPS[known], "FLOPs from SpecTune's table"
+    spec = lookup(gpu.name)
+    if spec is not None and spec.fp16_tensor_tflops:
+        return spec.fp16_tensor_tflops, f"FLOPs of the {spec.label} from SpecTune's GPU table"
     major = int((gpu.compute_capability or "8").split(".")[0])
     return TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0), (
         f"FLOPs guessed from compute capability {gpu.compute_capability or '?'}"
     )
 
 
-def gpu_speed(gpu: GpuInfo) -> DeviceSpeed | None:
-    """None when NVML gave no bandwidth for this GPU."""
+def gpu_speed(gpu: GpuInfo, fit: GpuFit | None = None) -> DeviceSpeed | None:
+    """None when NVML gave no bandwidth for this GPU. fit: the model's constants (default: the shipped fit)."""
     if not gpu.peak_memory_bandwidth_bytes_per_s:
         return None
+    fit = fit or load_fit()
     tflops, flops_source = gpu_flops(gpu)
+    peak = gpu.peak_memory_bandwidth_bytes_per_s
+    spec = lookup(gpu.name)
     return DeviceSpeed(
         f"{gpu.llama_name} ({gpu.name or gpu.llama_name})",
-        GPU_BANDWIDTH_EFFICIENCY * gpu.peak_memory_bandwidth_bytes_per_s,
+        peak,
         tflops * 1e12,
-        GPU_OVERHEAD_MS,
-        f"NVML bandwidth, {flops_source}; {GPU_BANDWIDTH_EFFICIENCY:.0%} of the peak bandwidth, as llama.cpp"
-        " reaches in decoding",
+        0.0,
+        f"peak bandwidth {peak / 1e9:.0f} GB/s, {flops_source}; llama.cpp's CUDA kernels as fitted to published"
+        " measurements",
+        gpu_fit=fit,
+        generation=spec.generation if spec else "",
     )
 
 
@@ -561,9 +540,9 @@ def save_cpu_speed(key: str, speed: DeviceSpeed, folder: Path | None = None) -> 
         path.write_text(json.dumps(dataclasses.asdict(speed)), encoding="utf-8")
 
 
-def gpu_device(report: HardwareReport) -> DeviceSpeed | None:
+def gpu_device(report: HardwareReport, fit: GpuFit | None = None) -> DeviceSpeed | None:
     """The first GPU NVML can size: where llama.cpp puts the layers first."""
-    return next((s for s in (gpu_speed(g) for g in report.gpus) if s is not None), None)
+    return next((s for s in (gpu_speed(g, fit) for g in report.gpus) if s is not None), None)
 
 
 def _cache_file(key: str, folder: Path | None = None) -> Path:

@@ -119,6 +119,10 @@ class ModelCost:
     # layer's included): a CPU kernel pays a fixed time for each row beyond its bytes (DeviceSpeed.row_ns),
     # so a narrow model, or a large vocabulary's output layer, runs slower per byte than a wide one
     rows_by_class: tuple[tuple[str, int], ...] = ()
+    # the matrix products' bytes by ggml type as the file holds them (one token's share of an MoE's experts), and
+    # the output layer's type: a GPU's kernels are picked by type (engine.planning.gpu_speed), not by CPU class
+    bytes_by_type: tuple[tuple[str, int], ...] = ()
+    output_type: str = ""
 
     @property
     def rows(self) -> int:
@@ -201,6 +205,8 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         n_layers=len(w.layers_run),
         charged_extra_bytes=w.charged_extra,
         rows_by_class=tuple(sorted((c, int(n)) for c, n in w.rows.items())),
+        bytes_by_type=tuple(sorted(w.types.items())),
+        output_type="" if mtp else w.output_type,
     )
 
 
@@ -217,6 +223,8 @@ class _Weights:
     charged_extra: int = 0
     layers_run: set[int] = field(default_factory=set)
     rows: dict[str, float] = field(default_factory=dict)  # weight class -> matrix rows a token's pass runs
+    types: dict[str, int] = field(default_factory=dict)  # ggml type -> bytes held (one token's share)
+    output_type: str = ""
 
     def add_matrix(self, t: TensorInfo, share: float) -> None:
         """A matrix product's multiply-adds and the bytes its weight class is charged for."""
@@ -233,6 +241,7 @@ class _Weights:
             self.charged_extra += charged - held
         c[0] += charged
         c[1] += int(t.n_elements * share)
+        self.types[t.type_name.upper()] = self.types.get(t.type_name.upper(), 0) + held
         # ggml's shape puts the row length first: every further dimension counts rows
         self.rows[cls] = self.rows.get(cls, 0.0) + t.n_elements / max(t.shape[0], 1) * share
 
@@ -268,6 +277,7 @@ def _count_weights(
             continue  # a lookup of one row per token, not a matrix product
         if t.name == ("token_embd.weight" if tied else "output.weight"):
             w.output_bytes += t.n_bytes
+            w.output_type = t.type_name.upper()
         w.weight_bytes += int(t.n_bytes * share)
         if len(t.shape) >= 2:
             w.add_matrix(t, share)

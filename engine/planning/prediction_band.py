@@ -7,8 +7,10 @@ are written here, with the run they come from, so that every place that shows a 
 predict and recommend, the Start and Models pages, the Lab's why line) shows the same band.
 
 A band is the largest |error| seen, not a statistical interval: with about ten cases that is the honest
-summary. Where no held-out measurement stands behind a prediction (a GPU, whose figures come from NVML and
-a table; a CPU nobody has probed yet) there is no band, and the text says the figure is unchecked.
+summary. A GPU's band is the 90th percentile of the held-out errors of bench/gpu_prediction.py over published
+llama.cpp measurements (dozens of rows, where the largest is a three-year-old build's), stored with the fit
+(resources/catalog/gpu_speed.json). Where no held-out measurement stands behind a prediction (a CPU nobody has
+probed yet) there is no band, and the text says the figure is unchecked.
 """
 
 from __future__ import annotations
@@ -78,6 +80,15 @@ def model_kind(target: ModelCost) -> str:
 
 
 PRIOR_BANDS = {"dense": PRIOR_DENSE, "small": PRIOR_SMALL, "moe": PRIOR_MOE, "output-heavy": PRIOR_OUTPUT_HEAVY}
+
+
+def gpu_band(held_out: dict[str, float]) -> Band:
+    """The band of a GPU prediction: the fit's held-out error quantiles (engine.planning.gpu_speed.GpuFit.band)."""
+    return Band(
+        held_out.get("plain", 0.0),
+        held_out.get("speedup", 0.0),
+        "90th percentile of the held-out errors on published llama.cpp GPU measurements (bench/gpu_prediction.py)",
+    )
 
 
 def band_for(basis: str, *, device_checked: bool, kind: str = "dense", borrowed: bool = False) -> Band | None:

@@ -53,12 +53,22 @@ from engine.planning.catalog_models import CatalogModels, plan_pair, quant_quali
 from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, K_MAX, PREDICT_N_PAST
 from engine.planning.cost_model import leviathan_speedup
 from engine.planning.device_speed import DeviceSpeed, local_device
+from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
 from engine.planning.hardware import probe
 from engine.planning.memory_plan import CPU, MemoryPlan, PlanError, expert_on_cpu
 from engine.planning.model_cost import split_cost
 from engine.planning.placement import Placement, place
 from engine.planning.presets import PresetFit, preset_fits
-from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior, predict, tokens_per_s_text
+from engine.planning.speed_model import (
+    ACCEPTANCE_PRIORS,
+    CONCURRENT_CLIENTS,
+    Prediction,
+    acceptance_prior,
+    best_concurrent_k,
+    concurrent_speedups,
+    predict,
+    tokens_per_s_text,
+)
 
 PACE_CAP = 4.0  # speed counts in the score up to this many times the floor
 MIN_SPEEDUP = 1.05  # below this a draft is not worth its memory
@@ -130,6 +140,9 @@ class PairChoice:
     # a GPU budget's host part: what the plan keeps in RAM, and the RAM usable for it (None: unknown)
     host_bytes: int = 0
     ram_usable_bytes: int | None = None
+    # with N requests at once (llama-server -np N): the best K and its aggregate speedup, or None where no K pays
+    # (engine.planning.speed_model.concurrent_speedups); filled for the shown pairs on a GPU
+    concurrent: dict[int, tuple[int, float] | None] = field(default_factory=dict)
 
     @property
     def ram_short(self) -> bool:
@@ -231,6 +244,16 @@ class PairChoice:
             out.append(f"bandwidth bound: about {self.tokens_per_s_bound:.0f} tokens/s with the draft")
         for s in self.published:
             out.append(f"published: x{s['speedup']:.2f} ({s['setup']}) {s['source']}")
+        if self.concurrent:
+            parts = [
+                f"{n}: K={best[0]} x{best[1]:.2f}" if best else f"{n}: none pays"
+                for n, best in sorted(self.concurrent.items())
+            ]
+            out.append(
+                "requests at once (-np N), the best K and the aggregate speedup: "
+                + ", ".join(parts)
+                + " (each client adds K + 1 tokens to every verify pass)"
+            )
         if self.mtp_head:
             mtp = self.mtp_prediction
             alone = ""
@@ -275,6 +298,10 @@ class PairChoice:
             "prediction": self.prediction.to_dict() if self.prediction else None,
             "mtp_prediction": self.mtp_prediction.to_dict() if self.mtp_prediction else None,
             "published_speedups": self.published,
+            "concurrent": {
+                str(n): None if best is None else {"k": best[0], "speedup": round(best[1], 3)}
+                for n, best in self.concurrent.items()
+            },
             "reasons": self.reasons(),
             "pull": pull_commands(self.target, self.draft if self.uses_draft else None, self.preset),
             "placement": self.placement.to_dict() if self.placement else None,
@@ -363,9 +390,19 @@ def recommend(
     misses.sort(key=lambda c: (-(c.tokens_per_s or 0.0), -c.score, c.needed_bytes, c.label))
     fits, misses = fits[:limit], misses[:near_miss_limit]
     for c in fits:  # the shown ones get llama.cpp's whole plan (screening added the two models' parts)
+        target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
         if c.plan is None:  # (a placed one's plan is the placement's)
-            target, draft = catalog.model(c.target.model), catalog.model(c.draft.model)
             c.plan = plan_pair(search.models, budget, ctx, target, c.target.quant, draft, c.draft.quant)
+        if device is not None and device.gpu_fit is not None and c.placement is None:
+            t_cost, d_cost = search.models.cost(target, c.target.quant), search.models.cost(draft, c.draft.quant)
+            c.concurrent = {
+                n: best_concurrent_k(
+                    concurrent_speedups(
+                        t_cost, d_cost, device, n, acceptance=c.acceptance_prior, n_past=min(ctx, PREDICT_N_PAST)
+                    )
+                )
+                for n in CONCURRENT_CLIENTS
+            }
     return Recommendation(budget, ctx, family, fits, misses, sorted(set(left_out)), device, speed_floor)
 
 
@@ -659,6 +696,8 @@ def rank_catalog(
     probe_cache: Path | None = None,
     workload: str | None = None,
     apart: bool = False,
+    gpu: str | None = None,
+    gpu_count: int = 1,
 ) -> CatalogView:
     """The catalog (loaded when None), the budget NVML sees (or RAM), the list ranked by the speed predicted
     on this machine's device (the GPU, else the CPU as last measured or as assumed from its cores) and the
@@ -666,13 +705,14 @@ def rank_catalog(
     budget that cannot be measured still leaves the presets with their sizes. probe_cache: where the CPU
     probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at. apart: the
     ranking itself (all but the hardware's probe) runs in a child process (engine.core.child_call: the
-    desktop app's, whose GUI thread would wait on the GIL)."""
+    desktop app's, whose GUI thread would wait on the GIL). gpu: a card from SpecTune's GPU table to rank for
+    instead of this machine's (gpu_count of it, its whole memory free; engine.planning.gpu_table)."""
     catalog = catalog if catalog is not None else load_catalog()
     try:
-        report = probe(nvml)
+        report = described_report(find_gpu(gpu), gpu_count) if gpu else probe(nvml)
         budget = budget_from_hardware(nvml, report=report)
         device = local_device(report, probe_cache)
-    except (BudgetError, CatalogError, PlanError) as exc:
+    except (BudgetError, CatalogError, PlanError, GpuTableError) as exc:
         budget, device, error = None, None, str(exc)
     else:
         error = ""

@@ -35,10 +35,13 @@ from dataclasses import dataclass, field
 
 from engine.core.paths import RESOURCES_DIR
 from engine.planning.constants import ACCEPTANCE_PRIOR, K_MAX, PREDICT_N_PAST, VERIFY_BATCH_SIZES
-from engine.planning.cost_model import CostCurve, PairCosts
+from engine.planning.cost_model import CostCurve, PairCosts, expected_tokens
 from engine.planning.device_speed import DeviceSpeed
 from engine.planning.model_cost import ModelCost
-from engine.planning.prediction_band import Band, band_for, model_kind
+from engine.planning.prediction_band import Band, band_for, gpu_band, model_kind
+
+# predict reports the verify cost of every batch up to this many tokens (a verify of K = 15)
+MAX_VERIFY_BATCH = 16
 
 # the same prior by the kind of text (the shipped workload sets), measured on a real same-family pair
 # (Qwen2.5-Coder 1.5B Instruct drafted by the 0.5B, draft-simple K=4, greedy) by bench/acceptance_priors.py,
@@ -233,17 +236,21 @@ def predict(
         band = band_for("measured", device_checked=True)
     else:
         assert device is not None
-        # held-out cases ran on a probed CPU alone: a GPU's figures (or a part of the pair on one) are unchecked
+        # a GPU's figures are judged on published measurements; a CPU's on held-out cases on a probed CPU
         checked = not device.overlap and not device.assumed
-        band = band_for(
-            "prior",
-            device_checked=checked,
-            kind=model_kind(target),
-            borrowed=bool(target.borrowed or (draft is not None and draft.borrowed)),
+        band = (
+            gpu_band(device.gpu_fit.band)
+            if device.gpu_fit is not None and device.gpu_fit.band
+            else band_for(
+                "prior",
+                device_checked=checked,
+                kind=model_kind(target),
+                borrowed=bool(target.borrowed or (draft is not None and draft.borrowed)),
+            )
         )
     return Prediction(
         plain_tokens_per_s=plain,
-        verify_ms_by_batch={b: verify.at(b) for b in range(1, k_max + 2)},
+        verify_ms_by_batch={b: verify.at(b) for b in range(1, max(k_max + 2, MAX_VERIFY_BATCH + 1))},
         draft_ms=draft_curve.at(1) if draft_curve else None,
         speedup_by_k=speedups,
         best_k=best if best is not None and speedups[best] > 1.0 else None,
@@ -280,7 +287,7 @@ def _prior_curves(
 ) -> tuple[CostCurve, CostCurve | None]:
     """The verify and draft costs by batch size (up to k_max + 1) that the devices' rooflines give: each pass
     on the device, plus the host's part of it for a pair placed partly on the CPU."""
-    sizes = tuple(b for b in VERIFY_BATCH_SIZES if b <= k_max + 1)
+    sizes = tuple(b for b in VERIFY_BATCH_SIZES if b <= max(k_max + 1, MAX_VERIFY_BATCH))
 
     def verify_ms(b: int) -> float:
         gpu = device.forward_ms(target, b, n_past)
@@ -333,3 +340,45 @@ def measured_from_tune(result: dict) -> Measured:
         acceptance_by_position=[float(a) for a in by_position],
         source="tune",
     )
+
+
+# the numbers of concurrent requests the recommendations quote a best K for (llama-server -np N)
+CONCURRENT_CLIENTS = (2, 4, 8)
+
+
+def concurrent_speedups(
+    target: ModelCost,
+    draft: ModelCost,
+    device: DeviceSpeed,
+    clients: int,
+    *,
+    acceptance: float | Sequence[float] | None = None,
+    n_past: int = PREDICT_N_PAST,
+    k_max: int = K_MAX,
+    workload: str | None = None,
+) -> dict[int, float]:
+    """The aggregate speedup of draft-simple at each K with ``clients`` requests decoding together (llama-server
+    -np N, one batch for all slots): a plain step is a pass of one token per client; a speculative step drafts K
+    for each (K draft passes of N tokens, and the draft's pass over what was kept) and verifies K + 1 for each, a
+    pass of N x (K + 1) tokens. The verify costs come from the same batch curve as the single-stream prediction,
+    taken out to N x (K + 1): each token beyond the first costs its weights again in arithmetic, so where a card's
+    arithmetic is slow for its bandwidth the best K falls as clients are added."""
+    if clients < 1:
+        raise ValueError(f"clients must be 1 or more, got {clients}")
+    cond = _conditional_acceptance(acceptance, None, workload)
+    plain_ms = device.forward_ms(target, clients, n_past)
+    draft_one = device.forward_ms(draft, clients, n_past)
+    out = {}
+    for k in range(1, k_max + 1):
+        step = k * draft_one + device.forward_ms(draft, clients * (k + 1), n_past)
+        step += device.forward_ms(target, clients * (k + 1), n_past)
+        out[k] = expected_tokens(cond, k) * plain_ms / step
+    return out
+
+
+def best_concurrent_k(speedups: dict[int, float]) -> tuple[int, float] | None:
+    """(K, speedup) of the best K, or None when no K beats plain decoding."""
+    if not speedups:
+        return None
+    k = max(speedups, key=lambda x: speedups[x])
+    return (k, speedups[k]) if speedups[k] > 1.0 else None

@@ -147,12 +147,12 @@ class ModelsPage(QWidget):
         self._hook_close()
         catalog = self.catalog_view.catalog if self.catalog_view is not None else self._catalog
         nvml, ctx, floor = self.nvml, self.recommend.ctx.value(), float(self.recommend.floor.value())
-        workload = self.recommend.workload()
+        workload, gpu = self.recommend.workload(), self.recommend.gpu()
         cache = getattr(self.hardware, "probe_cache", None)
         self.recommend.set_busy()
         self.rank_job = BackgroundJob(
             "models-recommend",
-            lambda report: rank_catalog(catalog, nvml, ctx, floor, cache, workload, apart=True),
+            lambda report: rank_catalog(catalog, nvml, ctx, floor, cache, workload, apart=True, gpu=gpu),
             self,
         )
         self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()

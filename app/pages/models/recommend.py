@@ -3,6 +3,8 @@ for the memory this machine has (free VRAM from NVML, else available RAM for a C
 run) and the speed its device is predicted to give them (at least the floor set here), each
 with the reasons behind its score, then the near-misses with why they missed (too big, or
 too slow here), then what was left out. Download hands the chosen pair to the downloads tab.
+The "on" box ranks for a card from SpecTune's GPU table instead (engine.planning.gpu_table): what
+a pair would do on a GPU the user is thinking of buying or renting.
 """
 
 from __future__ import annotations
@@ -25,17 +27,24 @@ from app.widgets.forms import push_button
 from app.widgets.style import ERROR, error_text
 from engine.core.units import format_bytes
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX
+from engine.planning.gpu_table import load_gpus
 from engine.planning.speed_model import ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
 
-COLUMNS = ("target + draft", "score", "memory", "predicted here", "preset")
+GENERATION_ORDER = ("Blackwell", "Hopper", "Ada", "Ampere", "Turing", "Volta", "Pascal")
+
+COLUMNS = ("target + draft", "score", "memory", "predicted speed", "preset")
 ROLE = Qt.ItemDataRole.UserRole
 
 
-def nothing_recommended(rec) -> str:
-    """Why the list is empty: nothing fits, or nothing that fits is fast enough here."""
+def _generation_rank(generation: str) -> int:
+    return GENERATION_ORDER.index(generation) if generation in GENERATION_ORDER else len(GENERATION_ORDER)
+
+
+def nothing_recommended(rec, where: str = "this machine") -> str:
+    """Why the list is empty: nothing fits, or nothing that fits is fast enough there."""
     family = " in this family" if rec.family else ""
     if any(c.too_slow for c in rec.near_misses):
-        return f"Nothing{family} reaches {rec.speed_floor:g} tokens/s on this machine; the fastest are below"
+        return f"Nothing{family} reaches {rec.speed_floor:g} tokens/s on {where}; the fastest are below"
     return f"Nothing in the catalog fits with headroom{family}"
 
 
@@ -78,9 +87,23 @@ class RecommendPanel(QWidget):
             "Llama 3.1 8B drafted by 3.2 1B"
         )
         self.text_kind.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
+        # where to rank for: this machine, or a card from the table (newest generation first)
+        self.machine = QComboBox()
+        self.machine.addItem("this machine", None)
+        cards = sorted(load_gpus(), key=lambda g: (_generation_rank(g.generation), -(g.bandwidth_gb_s or 0)))
+        for g in cards:
+            # the label, not NVML's name: two cards sold in two memory sizes share one name
+            self.machine.addItem(f"{g.label} · {g.vram_gb:g} GB, {g.bandwidth_gb_s:g} GB/s ({g.generation})", g.label)
+        self.machine.setToolTip(
+            "rank for this machine, or for a GPU you do not have: its whole memory free, its bandwidth and the GPU "
+            "model fitted to published llama.cpp measurements (the band beside each speed is its held-out error)"
+        )
+        self.machine.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
         self.refresh_button = push_button("Refresh", self.refreshRequested, "read the free memory again and rank anew")
         top = QHBoxLayout()
         top.addWidget(self.budget_label, 1)
+        top.addWidget(QLabel("on"))
+        top.addWidget(self.machine)
         top.addWidget(QLabel("context"))
         top.addWidget(self.ctx)
         top.addWidget(QLabel("at least"))
@@ -118,6 +141,14 @@ class RecommendPanel(QWidget):
         """The shipped workload set chosen (None: any text, the flat prior)."""
         return self.text_kind.currentData()
 
+    def gpu(self) -> str | None:
+        """The card chosen in the "on" box (its label in the table), or None for this machine."""
+        return self.machine.currentData()
+
+    def where(self) -> str:
+        """Whom the list is for, in words: "this machine" or "the RTX 4060 Ti 16GB"."""
+        return "this machine" if self.gpu() is None else f"the {self.machine.currentText().split(' · ')[0]}"
+
     def set_busy(self) -> None:
         self.refresh_button.setEnabled(False)
         self.budget_label.setText("measuring the memory budget and ranking the catalog…")
@@ -141,9 +172,9 @@ class RecommendPanel(QWidget):
         self.budget_label.setToolTip(f"usable: {format_bytes(rec.budget.usable_bytes)} at {rec.ctx} tokens")
         self.tree.clear()
 
-        top = QTreeWidgetItem([f"Recommended for this machine ({len(rec.recommended)})"])
+        top = QTreeWidgetItem([f"Recommended for {self.where()} ({len(rec.recommended)})"])
         if not rec.recommended:
-            top.setText(0, nothing_recommended(rec))
+            top.setText(0, nothing_recommended(rec, self.where()))
         self.tree.addTopLevelItem(top)
         for i, c in enumerate(rec.recommended, 1):
             item = self._candidate(top, c, f"{i}. ")

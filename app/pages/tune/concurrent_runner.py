@@ -13,7 +13,7 @@ from app.pages.tune.runner import TuneThread
 from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.llama.server import ServerError
-from engine.measure.concurrent_tune import ConcurrentTuneCancelled, candidate_specs, tune_concurrent
+from engine.measure.concurrent_tune import ConcurrentTuneCancelled, candidate_specs, predicted_k, tune_concurrent
 
 
 class ConcurrentTuneRunner(TuneThread):
@@ -51,7 +51,7 @@ class ConcurrentTuneRunner(TuneThread):
             self.clients,
             sampling=self.sampling,
             max_tokens=self.max_tokens,
-            specs=candidate_specs(self.load, self.extra),
+            specs=candidate_specs(self.load, self.extra, predicted_k(self.load, self.clients)),
             server=self.server,
             progress=progress,
             stop=self._stop,

@@ -1,0 +1,138 @@
+"""What a pass of llama.cpp's CUDA backend costs on a GPU: the form of the GPU speed model, and its constants as
+bench/gpu_prediction.py fitted them to published llama.cpp measurements (resources/catalog/gpu_speed.json).
+
+A pass of one token reads every weight once. Its time is a fixed cost per layer (the kernels a layer launches,
+each with a floor of a few microseconds however little it reads) plus the bytes over the share of the card's peak
+bandwidth that llama.cpp's vector kernels reach, which differs by kernel family: float weights
+(mul_mat_vec_f), legacy block types and K-quants (mul_mat_vec_q, which also decodes the blocks, the K-quants'
+at more cost).
+
+A pass of b tokens, as speculation verifies: llama.cpp's vector kernels read each weight once for the whole
+batch but decode it and take the dot product again for every token (ggml-cuda/mmvq.cu), so each token beyond
+the first costs every weight of the matrix again in arithmetic: ``token_ops`` operations per weight (by family)
+at the card's dense FP16 tensor rate, which stands for how fast its arithmetic is. A card with much bandwidth for
+its arithmetic (an A100 against an RTX 4090) pays more for each verified token, and a bit-lean type (Q2_K
+against Q8_0) more per byte. Tried and judged worse held out (bench/gpu_prediction.py, 2026-12-06, median error
+of the verify ratio at b = 2..8, leave one GPU out): the same cost per byte read (19 %), per weight over the
+bandwidth (15 %); this form: 10 %. Past MMVQ_MAX_BATCH_SIZE (8) quantized weights go to the tiled MMQ kernel
+and float weights run the tensor-core MMF kernel from 2 tokens to 16; a cap for the tiled kernel fitted the few
+published curves worse, so the line stands for every batch size.
+
+The constants come from resources/catalog/gpu_speed.json, written by ``bench/gpu_prediction.py --write`` with
+the held-out errors that set the bands GPU predictions show (engine.planning.prediction_band).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from engine.core.paths import RESOURCES_DIR
+from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES
+from engine.planning.model_cost import FLOAT_TYPES, ModelCost
+
+GPU_FIT = RESOURCES_DIR / "catalog" / "gpu_speed.json"
+FAMILIES = ("float", "legacy", "kquant")
+# block types whose dot products mul_mat_vec_q takes straight from int8 (a scale or two per block of 32); the
+# K-quants and the importance-matrix types unpack sub-blocks first ("k-quants cost more to decode and mvq redoes
+# that per column", ggml-cuda/mmvq.cu)
+LEGACY_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "MXFP4")
+
+
+def family(type_name: str) -> str:
+    """The CUDA kernel family a ggml type runs in: "float" (F16, BF16, F32), "legacy" or "kquant"."""
+    t = type_name.upper()
+    if t in FLOAT_TYPES:
+        return "float"
+    return "legacy" if t in LEGACY_TYPES else "kquant"
+
+
+def weights_in(type_name: str, n_bytes: int) -> float:
+    """How many weights ``n_bytes`` of a ggml type hold (its blocks' elements over their bytes)."""
+    _, block, block_bytes = GGML_TYPES[GGML_TYPE_IDS[type_name.upper()]]
+    return n_bytes * block / block_bytes
+
+
+def matrix_bytes_by_type(cost: ModelCost) -> list[tuple[str, int]]:
+    """The matrices' bytes by ggml type (a cost built without types: by its weight classes, F16 for none)."""
+    if cost.bytes_by_type:
+        return list(cost.bytes_by_type)
+    return [(c, b) for c, b, _ in cost.by_class] or [("F16", cost.weight_bytes)]
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    """The GPU speed model's constants (module docstring). Shares are of the peak bandwidth; times in ms."""
+
+    efficiency: dict[str, float]  # by family: the share of the peak bandwidth a one-token pass reaches
+    layer_ms: float  # each layer's fixed cost in a pass
+    # by family: what each token beyond the first costs per weight, in operations at the card's FP16 tensor rate
+    token_ops: dict[str, float]
+    # by GPU generation: added to 1 / efficiency of the quantized families (Pascal's P100 has no int8 dot product
+    # instruction; a T4 is held to 70 W), fitted shrunk toward 0 so that a generation with few rows stays near
+    # the common figure
+    generation_delta: dict[str, float] = field(default_factory=dict)
+    # |held-out error| quantiles the bands use: {"plain": .., "verify": .., "speedup": ..}
+    band: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+
+    def inverse_efficiency(self, fam: str, generation: str = "") -> float:
+        """1 / the share of the peak bandwidth a family's one-token read reaches on a card of this generation."""
+        inv = 1.0 / self.efficiency[fam]
+        return inv if fam == "float" else inv + self.generation_delta.get(generation, 0.0)
+
+    def forward_ms(
+        self,
+        cost: ModelCost,
+        batch: int,
+        n_past: int,
+        bandwidth: float,
+        flops: float,
+        generation: str = "",
+    ) -> float:
+        """A pass of ``batch`` tokens at context position ``n_past`` on a card of ``bandwidth`` bytes/s peak and
+        ``flops`` dense FP16 (the attention's arithmetic, small at decode), of a generation ("Ada")."""
+        ms = self.layer_ms * cost.n_layers
+        matrix_bytes = 0
+        for type_name, n_bytes in matrix_bytes_by_type(cost):
+            fam = family(type_name)
+            ms += 1000.0 * n_bytes * self.inverse_efficiency(fam, generation) / bandwidth
+            ops = self.token_ops.get(fam, 0.0) * weights_in(type_name, n_bytes) * max(batch - 1, 0)
+            ms += 1000.0 * ops / flops
+            matrix_bytes += n_bytes
+        # an MoE batch reads the experts its other tokens route to (at the quantized share)
+        ms += 1000.0 * cost.extra_expert_bytes(batch) * self.inverse_efficiency("kquant", generation) / bandwidth
+        # the KV cache, norms and the rest: read once a pass at the float kernels' share
+        rest = cost.bytes_read(n_past) - matrix_bytes
+        ms += 1000.0 * rest / (self.efficiency["float"] * bandwidth)
+        ms += 1000.0 * 2.0 * batch * cost.attention_macs(n_past) / flops
+        return ms
+
+    def to_dict(self) -> dict:
+        return {
+            "efficiency": self.efficiency,
+            "layer_ms": self.layer_ms,
+            "token_ops": self.token_ops,
+            "generation_delta": self.generation_delta,
+            "band": self.band,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GpuFit:
+        return cls(
+            efficiency={k: float(v) for k, v in d["efficiency"].items()},
+            layer_ms=float(d["layer_ms"]),
+            token_ops={k: float(v) for k, v in d.get("token_ops", {}).items()},
+            generation_delta={k: float(v) for k, v in d.get("generation_delta", {}).items()},
+            band={k: float(v) for k, v in d.get("band", {}).items()},
+            source=str(d.get("source", "")),
+        )
+
+
+@lru_cache(maxsize=2)
+def load_fit(path: Path = GPU_FIT) -> GpuFit:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return GpuFit.from_dict(data["fit"])
