@@ -96,7 +96,7 @@ def format_prediction(
         )
     lines.append(p.why())
     if p.band:
-        lines.append(f"band: {p.band.source} (bench/prediction_error.py)")
+        lines.append(f"band: {p.band.source}" + ("" if "bench/" in p.band.source else " (bench/prediction_error.py)"))
     if p.speedup_by_k and p.basis == "prior" and not acceptance_given:
         lines.append(f"acceptance: {acceptance_prior_text(workload)}")
     return "\n".join(lines)

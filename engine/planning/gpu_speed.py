@@ -14,9 +14,11 @@ at the card's dense FP16 tensor rate, which stands for how fast its arithmetic i
 its arithmetic (an A100 against an RTX 4090) pays more for each verified token, and a bit-lean type (Q2_K
 against Q8_0) more per byte. Tried and judged worse held out (bench/gpu_prediction.py, 2026-12-06, median error
 of the verify ratio at b = 2..8, leave one GPU out): the same cost per byte read (19 %), per weight over the
-bandwidth (15 %); this form: 10 %. Past MMVQ_MAX_BATCH_SIZE (8) quantized weights go to the tiled MMQ kernel
-and float weights run the tensor-core MMF kernel from 2 tokens to 16; a cap for the tiled kernel fitted the few
-published curves worse, so the line stands for every batch size.
+bandwidth (15 %); this form: 10 %, then 7.3 % once cards without a read FP16 figure (the P40, GB10: a guess by
+compute capability stands in) were kept out of the fit, since the cost is in units of that figure, and 6.6 %
+fitted on the vector kernels' range (b <= 8) alone. Past MMVQ_MAX_BATCH_SIZE (8) quantized weights go to the
+tiled MMQ kernel and float weights run the tensor-core MMF kernel from 2 tokens to 16; a cap for the tiled
+kernel fitted the few published curves worse, so the line stands for every batch size, past 8 an extrapolation.
 
 The constants come from resources/catalog/gpu_speed.json, written by ``bench/gpu_prediction.py --write`` with
 the held-out errors that set the bands GPU predictions show (engine.planning.prediction_band).

@@ -63,7 +63,8 @@ def described(catalog: Catalog, arch: str, size: str, quant: str, tolerance: flo
     if not same:
         archs = sorted({m.architecture.architecture for m in catalog.models})
         raise NamedModelError(f"the catalog has no {arch!r} model; its architectures: {', '.join(archs)}")
-    nearest = min(same, key=lambda m: abs(m.architecture.params / params - 1))
+    # the nearest in size; of equals (a distill keeps its base's numbers), the one whose id names the architecture
+    nearest = min(same, key=lambda m: (abs(m.architecture.params / params - 1), not m.id.startswith(arch.lower())))
     off = nearest.architecture.params / params - 1
     if abs(off) > tolerance:
         sizes = ", ".join(sorted({f"{m.architecture.params / 1e9:.2g}B" for m in same}, key=lambda s: float(s[:-1])))

@@ -156,6 +156,8 @@ class Prediction:
         if self.draft_ms is not None and v1:
             base += f" and a draft token {self.draft_ms / v1:.0%} of a target step"
         band = f" ±{self.band.speedup:.2f}" if self.band is not None else ""
+        if not self.speedup_by_k:  # no draft named: what a draft would have to beat
+            return f"no draft: {base}, which a draft's accepted tokens would have to pay for ({self.basis})"
         if self.verdict == "may not pay":
             closest = self._closest_k()
             return (
