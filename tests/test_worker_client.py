@@ -249,6 +249,19 @@ def test_illegal_instruction_while_loading_reloads_without_repacking(pair):
         assert list(client.generate(PROMPTS[0], 8, spec={"spec_type": "draft-simple"}))[-1]["event"] == "done"
 
 
+def test_the_first_fault_names_the_crash_when_faulthandler_itself_faults():
+    """Seen in CI: SIGILL arrived mid-JSON-decode, faulthandler faulted while printing, and the worker
+    ended by SIGSEGV; the SIGILL that started it is what decides the repack fallback."""
+    from engine.runtime.client import first_fault
+
+    both = "Fatal Python error: Illegal instruction\n\nThread 0x1 ...\nFatal Python error: Segmentation fault\n"
+    assert first_fault(-signal.SIGSEGV, both) == -signal.SIGILL
+    assert first_fault(-signal.SIGSEGV, "Fatal Python error: Segmentation fault\n") == -signal.SIGSEGV
+    assert first_fault(-signal.SIGKILL, "no faulthandler here") == -signal.SIGKILL
+    assert first_fault(-signal.SIGSEGV, "Fatal Python error: something new\n") == -signal.SIGSEGV
+    assert first_fault(1, both) == 1 and first_fault(None, both) is None
+
+
 @pytest.mark.parametrize("repack, fallback", [(False, True), (True, False)], ids=["repacking-off", "no-fallback"])
 def test_illegal_instruction_is_not_retried_when_repacking_is_not_the_cause(pair, repack, fallback):
     """Only a load with repacking on is retried, once, and only when the caller allows it."""

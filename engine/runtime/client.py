@@ -79,6 +79,31 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
+# Python's faulthandler (on in the worker) names the signal it caught first. A fault while it prints
+# (it runs in a signal handler, mid-whatever the process was doing) can end the process by another
+# signal, so its first line, not the exit status, says what killed the worker.
+_FAULT_NAMES = {
+    "Illegal instruction": signal.SIGILL,
+    "Segmentation fault": signal.SIGSEGV,
+    "Floating-point exception": signal.SIGFPE,
+    "Floating point exception": signal.SIGFPE,
+    "Bus error": signal.SIGBUS,
+    "Aborted": signal.SIGABRT,
+}
+
+
+def first_fault(code: int | None, stderr: str) -> int | None:
+    """The exit code of the fault that started the crash: faulthandler's first "Fatal Python error"
+    line when the process died by a signal, else the exit code itself."""
+    if code is None or code >= 0:
+        return code
+    for line in stderr.splitlines():
+        if line.startswith("Fatal Python error: "):
+            sig = _FAULT_NAMES.get(line.removeprefix("Fatal Python error: ").strip())
+            return -sig if sig is not None else code
+    return code
+
+
 class EngineClient:
     def __init__(
         self,
@@ -269,21 +294,25 @@ class EngineClient:
                     self._stderr_tail.append(f"[unparsable output] {line[:200]!r}\n")
                     continue
                 self._on_event(ev)
-        except ValueError:
-            # close() closed the pipe before this thread read its end: the process is going anyway
-            if not proc.stdout.closed:
+        except (ValueError, OSError):
+            # close() closed the pipe before (ValueError) or while (EBADF) this thread read it: the
+            # process is going anyway
+            if not (proc.stdout.closed or self._closing):
                 raise
         code = proc.wait()
         if proc is not self._proc:
             return
-        self.last_exit_code = code
         if self._closing:
+            self.last_exit_code = code
             self._set_state(STOPPED)
             # wake a request still waiting on another thread (kill() from a cancel button)
             events.put({"event": "stopped", "exit_code": code})
             return
         time.sleep(0.05)  # let the stderr reader catch the last lines
-        tail = self.stderr_tail.strip().splitlines()[-8:]
+        stderr = self.stderr_tail
+        cause = first_fault(code, stderr)
+        self.last_exit_code = code = cause
+        tail = stderr.strip().splitlines()[-8:]
         msg = f"the engine process {_describe_exit(code)}"
         if code == -signal.SIGILL and self.state == LOADING:
             msg += (

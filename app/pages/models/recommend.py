@@ -94,6 +94,11 @@ class RecommendPanel(QWidget):
         for g in cards:
             # the label, not NVML's name: two cards sold in two memory sizes share one name
             self.machine.addItem(f"{g.label} · {g.vram_gb:g} GB, {g.bandwidth_gb_s:g} GB/s ({g.generation})", g.label)
+        # a label can be 60 characters: the closed box shows the start, the open list all of it, so the
+        # row stays narrow enough for a 1280 px screen at 150 %
+        self.machine.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.machine.setMinimumContentsLength(16)
+        self.machine.view().setMinimumWidth(self.machine.view().sizeHintForColumn(0) + 24)
         self.machine.setToolTip(
             "rank for this machine, or for a GPU you do not have: its whole memory free, its bandwidth and the GPU "
             "model fitted to published llama.cpp measurements (the band beside each speed is its held-out error)"
