@@ -308,6 +308,14 @@ def test_warnings_for_a_draft_model_without_a_draft_type_and_for_the_slots(pair)
     assert not any("b9464" in w for w in clean) and len(clean) == 1
 
 
+def test_an_export_without_repacking_says_why_and_when_to_leave_nr_out(pair):
+    """Issue 51: Export added -nr after the Lab turned repacking off, without a word."""
+    off = export_warnings(LoadSettings(*pair, repack=False), SpecSettings("draft-simple"), gpus=BIG_BUDGET)
+    assert any(w.startswith("-nr:") and "illegal instruction" in w for w in off)
+    on = export_warnings(LoadSettings(*pair), SpecSettings("draft-simple"), gpus=BIG_BUDGET)
+    assert not any(w.startswith("-nr:") for w in on)
+
+
 def test_warning_for_a_draft_whose_vocabulary_llama_cpp_refuses(incompatible_pair):
     target, draft = incompatible_pair
     warnings = export_warnings(LoadSettings(target, draft), SpecSettings("draft-simple"), gpus=BIG_BUDGET)

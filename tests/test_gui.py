@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QSettings, QTimer  # noqa: E402
-from PySide6.QtGui import QImage  # noqa: E402
+from PySide6.QtGui import QGuiApplication, QImage  # noqa: E402
+from PySide6.QtWidgets import QPushButton  # noqa: E402
 
 from app.engine_controller import CRASHED, LOADING, READY  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
@@ -95,6 +96,16 @@ def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
     assert lab.live.markers and lab.live.markers[0].label == "K 6→2"
     # the chart timer draws the marker at its next tick
     qtbot.waitUntil(lambda: len(lab.charts._marker_items) == 1, timeout=WAIT)
+    # the history keeps the setting in force at the end, and that it changed (issue 51), and its count follows
+    from engine.measure.history import History
+
+    with History() as h:
+        latest = h.entries(limit=1, kind="lab")[0]
+    assert latest.settings["spec"]["draft_n_max"] == 2 and latest.results["settings_changed"] == ["K 6→2"]
+    n = window.history.table.rowCount()
+    assert window.history.status.text().startswith(f"{n} run")
+    methods = [window.history.table.item(r, 3).text() for r in range(n)]
+    assert "draft-simple (changed during the run)" in methods
 
 
 def test_killed_engine_shows_crash_and_restarts(qtbot, window, pair):
@@ -170,7 +181,13 @@ def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
     w.export.shell.setCurrentText("pwsh")
     pwsh = w.export.command.toPlainText()
     assert pwsh.startswith("& '") and "llama-server' " in pwsh  # the bundled binary, nothing set before it
-    assert "dialect: current" in w.export.warnings.text() and "-np 1" in w.export.warnings.text()
+    assert "since build b9131" in w.export.warnings.text() and "-np 1" in w.export.warnings.text()
+    # Copy says it copied (issue 51)
+    w.export.shell.setCurrentText("bash")
+    copy = next(b for b in w.export.findChildren(QPushButton) if b.text() == "Copy")
+    copy.click()
+    assert w.export.copied.text().startswith("copied (") and "bash" in w.export.copied.text()
+    assert QGuiApplication.clipboard().text() == w.export.command.toPlainText()
 
 
 def test_app_selftest_in_a_subprocess(tmp_path):

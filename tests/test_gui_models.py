@@ -240,6 +240,13 @@ def test_scan_fills_the_table_and_selecting_sets_the_lab(qtbot, make_page, place
     session.set_custom_prompt("")
     lib.use_button.click()
     assert (session.target(), session.draft()) == (hf_t, ollama_d)
+    # two files llama.cpp would refuse as a pair: the reason, and nothing to send to the Lab (issue 51)
+    demo = next(m.path for m in BUNDLED.models if "demo-target" in m.path)
+    lib.select_paths(hf_t, demo)
+    assert not lib.use_button.isEnabled()
+    qtbot.waitUntil(lambda: "not a pair llama.cpp accepts:" in lib.selection_label.text(), timeout=WAIT)
+    assert lib.selection_label.text().split("accepts:")[-1].strip()  # llama.cpp's reason, whatever it is
+    lib.select_paths(ollama_d, hf_t)
     # the Lab had no workload (issue 30 #3: Start then said "write a prompt"): the pair brings the set that
     # suits its target, and Start can run at once
     assert session.workload() == suggested_workload(str(hf_t)) and session.collect_prompts()

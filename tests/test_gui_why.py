@@ -25,3 +25,63 @@ def test_after_a_baseline_the_lab_says_why_and_follows_k(qtbot, window, pair):
     assert "verifying 3 tokens costs" in lab.why.text()
     lab.stop()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_a_baseline_is_dropped_when_the_pair_or_a_setting_changes(qtbot, window, pair):
+    """Issue 51: the stats line names the baseline it divides by; a context change (or another pair) drops it and
+    says so, and Ctrl+B shows its progress from the first tokens."""
+    lab = window.lab
+    set_pair(window, pair, k=4, max_tokens=200, ctx=2048)
+    seen = []
+    lab.baseline()
+    qtbot.waitUntil(lambda: seen.append(lab.banner.label.text()) or "tokens; Esc stops it" in seen[-1], timeout=WAIT)
+    qtbot.waitUntil(lambda: lab.mode == "idle" and bool(lab.live.baseline_tps), timeout=WAIT)
+    assert lab.baseline_record is not None and "tok/s at" in lab.banner.label.text()
+    lab.start()
+    qtbot.waitUntil(lambda: "speedup" in lab.summary.text(), timeout=WAIT)
+    assert f"baseline {lab.baseline_record.tokens_per_s:.1f} ({lab.baseline_record.measured_at}" in lab.summary.text()
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    lab.controls.ctx.setValue(1024)  # the pair loads again with another context at Start
+    lab.start()
+    qtbot.waitUntil(lambda: lab.mode == "running" and lab.live.cycles > 5, timeout=WAIT)
+    assert lab.baseline_record is None and lab.live.baseline_tps is None
+    assert "speedup" not in lab.summary.text() and "Measure the baseline" in lab.why.text()
+    assert "measured another pair or other settings: measure again (Ctrl+B)" in lab.banner.label.text()
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_esc_stops_a_run_while_the_method_box_has_the_focus(qtbot, window, pair):
+    """Issue 51: the editable method box took Esc for itself; and K starts at 1 with a slider as long as the box."""
+    from PySide6.QtCore import Qt
+
+    lab = window.lab
+    set_pair(window, pair, k=4, max_tokens=2000, ctx=2048)
+    assert lab.controls.k.minimum() == 1 and lab.controls.k_slider.maximum() == lab.controls.k.maximum()
+    lab.controls.k.setValue(40)
+    assert lab.controls.k_slider.value() == 40 and lab.controls.k.value() == 40
+    lab.controls.k.setValue(4)
+    lab.start()
+    qtbot.waitUntil(lambda: lab.mode == "running" and lab.live.cycles > 3, timeout=WAIT)
+    lab.controls.method.setFocus()
+    qtbot.waitUntil(lambda: lab.controls.method.lineEdit().hasFocus() or lab.controls.method.hasFocus(), timeout=WAIT)
+    qtbot.keyClick(lab.controls.method.lineEdit(), Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+def test_another_pair_clears_the_last_pairs_figures_and_its_refusal(qtbot, window, pair, incompatible_pair):
+    """Issue 51: a refusal banner, stats and charts of the last pair stayed after a compatible pair was picked."""
+    lab = window.lab
+    set_pair(window, incompatible_pair)
+    lab.load()
+    qtbot.waitUntil(lambda: lab.banner.isVisible() and lab.banner.level in ("error", "warning"), timeout=WAIT)
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+    set_pair(window, pair, max_tokens=2000)
+    assert not lab.banner.isVisible()
+    lab.start()
+    qtbot.waitUntil(lambda: lab.mode == "running" and lab.live.cycles > 3, timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle" and "tokens/s" in lab.summary.text(), timeout=WAIT)
+    lab.controls.target.set_path(pair[1])  # another target: the draft's file
+    assert lab.live.cycles == 0 and lab.summary.text() == ""

@@ -144,3 +144,25 @@ def test_on_a_hybrid_models_run_the_parts_with_replays_explain_the_measured_spee
     why = explain(s.snapshot(), tps)
     assert why is not None and 0 < why.replay_share < 1
     assert why.explained_speedup == pytest.approx(why.measured_speedup, rel=0.15)
+
+
+def test_the_parts_named_add_up_to_the_step_and_an_ngram_is_not_described_by_k():
+    """Issue 51: "costs 9.75 plain tokens: verifying 3 1.96x, drafting 2 0.28x" did not add up, and an n-gram
+    method's line spoke of K, which it ignores."""
+    s = LiveSession()
+    s.baseline_tps = 1000.0 / 10.2
+    # an n-gram drafting 12 tokens a step at K=3 (it ignores K), half of them kept; lookups cost next to nothing
+    feed(s, 30, k=12, accepted=6, verify_ms=lambda b: 10.0 + 0.5 * b, draft_ms_per_token=0.01, other=0.3)
+    for method in ("draft-simple", "ngram-mod", "ngram-mod,draft-simple"):
+        why = explain(s.snapshot(), method=method)
+        assert why is not None
+        assert why.draft_part + why.verify_part + why.rest_part == pytest.approx(why.step_ratio, rel=1e-9)
+        text = why.sentence()
+        parts = f"drafting {why.draft_part:.2f}, verifying {why.verify_part:.2f}"
+        assert parts in text and f"costs {why.step_ratio:.2f} plain tokens" in text
+        if method == "draft-simple":
+            assert why.k_bounded and "at K=12" in text
+        else:
+            assert not why.k_bounded and "K=" not in text and "drafted 12.0 a step" in text
+    combined = explain(s.snapshot(), method="ngram-mod,draft-simple")
+    assert combined is not None and "the combination ngram-mod + draft-simple" in combined.sentence()

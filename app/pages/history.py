@@ -88,7 +88,8 @@ class HistoryPage(QWidget):
         n = self.table.rowCount()
         self.table_or_empty.setCurrentWidget(self.table if n else self.empty)
         self.status.setText(
-            f"{n} runs shown, newest last" + (" (the newest only: export CSV for all)" if n >= self.limit else "")
+            f"{n} run{'s' if n != 1 else ''} shown (click a header to sort)"
+            + (" (the newest only: export CSV for all)" if n >= self.limit else "")
         )
 
     def add_run(self, ev: dict) -> None:
@@ -107,7 +108,7 @@ class HistoryPage(QWidget):
                     load,
                     from_dict(SpecSettings, ev.get("spec", {})),
                     from_dict(SamplingSettings, ev.get("sampling", {})),
-                    {**summary, "event": ev.get("event")},
+                    {**summary, "event": ev.get("event"), "settings_changed": ev.get("settings_changed", [])},
                 )
             except (HistoryError, OSError, ValueError) as exc:
                 self.status.setText(f"not saved to the history: {exc}")
@@ -124,8 +125,7 @@ class HistoryPage(QWidget):
         self._trim()
         self.table.setSortingEnabled(True)
         self.table_or_empty.setCurrentWidget(self.table)
-        if self.table.rowCount() >= self.limit:
-            self._shown_note()
+        self._shown_note()  # the count follows every row added (it once said 0 over 247)
 
     def _trim(self) -> None:
         """Drop the oldest rows beyond the limit, wherever a sort has put them."""
@@ -140,7 +140,7 @@ class HistoryPage(QWidget):
             entry_id if entry_id is not None else "",
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created)),
             kind,
-            spec.get("spec_type", "?"),
+            spec.get("spec_type", "?") + (" (changed during the run)" if results.get("settings_changed") else ""),
             spec.get("draft_n_max", ""),
             sampling.get("temp", ""),
             _number(results.get("tokens_generated")),

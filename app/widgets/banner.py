@@ -27,10 +27,12 @@ class Banner(QFrame):
         row.addWidget(self.label, 1)
         row.addWidget(self.button)
         row.addWidget(close)
+        self.level = "info"  # the level of the message shown last
         self.hide()
 
     def show_message(self, text: str, level: str = "error", action: str | None = None) -> None:
         """level: error | warning | info (the background says which)."""
+        self.level = level
         colours = style.current()  # light or dark, as the system is now
         self.setStyleSheet(
             f"Banner {{ background: {colours.banner_backgrounds[level]}; border: 1px solid {colours.border}; }}"

@@ -313,6 +313,12 @@ def export_warnings(
             f"this llama-server ({dialect.name} dialect) has no draft type in --spec-type: -md alone "
             "turns the draft model on; a build from b9464 on needs --spec-type draft-simple as well"
         )
+    if not load.repack:
+        warnings.append(
+            "-nr: llama.cpp will not repack the weights for this CPU's AMX / AVX-512 kernels (the Lab turns this off "
+            "when loading died of an illegal instruction while repacking, on a CPU that reports AMX it cannot run); "
+            "on a machine that runs them, leave -nr out for faster CPU passes"
+        )
     if parallel == 1:
         warnings.append(
             "the command runs 1 server slot (-np 1): llama-server's default (-np auto, 4 slots "

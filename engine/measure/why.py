@@ -15,6 +15,12 @@ step restores it and verifies the accepted tokens again (a replay), one more tar
 keeps one more token. The replayed steps' verify time holds both passes, so the verify line is fitted
 on the other steps, and the what-if adds a replay to every partly accepted draft.
 
+The sentence's parts add up to the whole: drafting, verifying and the rest of a step, each as the mean of the
+measured steps in plain tokens (issue 51: the parts once named did not sum to the step). K-bounded methods
+(draft-simple, draft-mtp, eagle3, ...) are described by K; an n-gram method drafts as many tokens as its match
+finds, so its sentence gives the tokens it drafted a step and its own knobs, and no K what-if; a combination
+names each method.
+
 The parts are counted since the last knob change (engine.measure.live: the current setting), and the
 same parts answer "what would another K give": verify time against batch size is fitted to a line
 through the steps' own sizes (and the baseline's one token), draft time per token is measured, and
@@ -51,28 +57,58 @@ class Why:
     measured_speedup: float | None  # tokens/s of the current setting over the baseline
     best_k: int | None  # what the measured parts predict is best; None: no K pays
     best_speedup: float
+    # the step's parts in plain tokens, means over the steps: they sum to step_ratio
+    draft_part: float = 0.0
+    verify_part: float = 0.0
+    rest_part: float = 0.0
+    drafted_per_step: float = 0.0
+    method: str = "draft-simple"  # the running spec type(s), "ngram-mod,draft-simple" for a combination
 
     @property
     def pays(self) -> bool:
         return self.explained_speedup > 1.0
 
+    @property
+    def k_bounded(self) -> bool:
+        """A method whose drafts K bounds, alone (an n-gram drafts what its match finds; a combination mixes)."""
+        return "," not in self.method and not self.method.startswith("ngram")
+
+    def _parts(self) -> str:
+        return (
+            f"drafting {self.draft_part:.2f}, verifying {self.verify_part:.2f} "
+            f"(on average {self.drafted_per_step + 1:.1f} tokens), the rest {self.rest_part:.2f}"
+        )
+
     def sentence(self) -> str:
         """What a user reads beside the charts."""
         k, vr = self.k, self.verify_ratio
+        head = "Speculation pays here" if self.pays else "Speculation does not pay here"
+        measured = f", measured x{self.measured_speedup:.2f}" if self.measured_speedup else ""
+        if not self.k_bounded:
+            kind = "the combination " + " + ".join(self.method.split(",")) if "," in self.method else self.method
+            text = (
+                f"{head}: each step keeps {self.tokens_per_step:.2f} tokens ({kind} drafted "
+                f"{self.drafted_per_step:.1f} a step, acceptance {self.acceptance:.2f}) and costs "
+                f"{self.step_ratio:.2f} plain tokens: {self._parts()}. That makes x{self.explained_speedup:.2f}"
+                f"{measured}."
+            )
+            if not self.pays:
+                text += (
+                    " An n-gram drafts only where the text repeats itself: its match length and n-gram sizes, not K, "
+                    "decide how often; try draft-simple with a draft model."
+                )
+            return text
         parts = (
             f"each step keeps {self.tokens_per_step:.2f} tokens (acceptance {self.acceptance:.2f} at K={k}) and costs "
-            f"{self.step_ratio:.2f} plain tokens: verifying {k + 1} tokens costs {vr:.2f}x one"
+            f"{self.step_ratio:.2f} plain tokens: {self._parts()}; verifying {k + 1} tokens costs {vr:.2f}x one"
         )
         if vr > COMPUTE_BOUND_RATIO:
             parts += " (compute-bound: on a GPU this is near 1x)"
-        parts += f", drafting {k} costs {k * self.draft_share:.2f}x one"
         if self.replay_share > 0:
             parts += (
                 f"; {self.replay_share:.0%} of steps verify their accepted tokens again (a hybrid model's "
                 "state cannot drop a rejected draft), a second target pass each"
             )
-        measured = f", measured x{self.measured_speedup:.2f}" if self.measured_speedup else ""
-        head = "Speculation pays here" if self.pays else "Speculation does not pay here"
         text = f"{head}: {parts}. That makes x{self.explained_speedup:.2f}{measured}."
         # a what-if from measured parts: its band is the calibrated prediction's (engine.planning.prediction_band)
         band = MEASURED.speedup
@@ -84,8 +120,9 @@ class Why:
         return text
 
 
-def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Why | None:
-    """The parts of the current setting's steps, or None when there is no baseline or too few steps."""
+def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None, method: str = "draft-simple") -> Why | None:
+    """The parts of the current setting's steps, or None when there is no baseline or too few steps. method: the
+    running spec type(s) as the Lab sent them ("ngram-mod", "ngram-mod,draft-simple")."""
     if not snapshot.baseline_tps:
         return None
     s = snapshot.series
@@ -142,6 +179,11 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None) -> Wh
         measured_speedup=current_tokens_per_s / snapshot.baseline_tps if current_tokens_per_s else None,
         best_k=best if what_if[best] > 1.0 else None,
         best_speedup=what_if[best],
+        draft_part=float(draft_ms.sum()) / steps / plain_ms,
+        verify_part=float(verify_ms.sum()) / steps / plain_ms,
+        rest_part=rest_ms / plain_ms,
+        drafted_per_step=float(drafted.sum()) / steps,
+        method=method,
     )
 
 

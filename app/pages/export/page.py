@@ -41,6 +41,26 @@ from app.widgets.style import error_text
 from engine.core.settings import SettingsError
 
 JOB = "validation"  # the name this page asks app.jobs with
+# what the chosen llama-server's flag dialect means for the command (engine.llama.dialect)
+DIALECT_TEXT = {
+    "current": "flags as llama-server spells them since build b9131 (this one's --help lists them)",
+    "renamed": "flags as llama-server spelled them from b8955 to b9131 (the old type names draft, eagle3)",
+    "pre-rename": "flags as llama-server spelled them before b8955 (--draft-max, --draft-min; -md turns drafting on)",
+}
+
+
+def ratio_text(ratio: float | None) -> str:
+    """A validation's speed ratio, said with what it means."""
+    if not ratio:
+        return ""
+    if ratio >= 0.95:
+        return f", llama-server at {ratio:.2f}x the Lab's speed: the export runs as fast as the tuning measured"
+    return (
+        f", llama-server at {ratio:.2f}x the Lab's speed: the same steps ran slower through the server (its HTTP "
+        "and per-request work; on a small CPU the two also shared the cores), so expect the server's figure"
+    )
+
+
 SHELLS = ("bash", "pwsh", "cmd")
 _STRAY_RUNNERS: list[ValidateRunner] = []  # threads still ending when their page went away
 
@@ -87,11 +107,8 @@ class ExportPage(QWidget):
         self.command.setReadOnly(True)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
-        copy = push_button(
-            "Copy",
-            lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()),
-            "copy the command to the clipboard",
-        )
+        copy = push_button("Copy", self._copy, "copy the command to the clipboard")
+        self.copied = QLabel("")  # says the copy happened (issue 51: Copy gave no sign)
         row = QHBoxLayout()
         row.addWidget(QLabel("shell"))
         row.addWidget(self.shell)
@@ -100,7 +117,10 @@ class ExportPage(QWidget):
         col.addLayout(row)
         col.addWidget(self.command, 1)
         col.addWidget(self.warnings)
-        col.addWidget(copy)
+        copy_row = QHBoxLayout()
+        copy_row.addWidget(copy)
+        copy_row.addWidget(self.copied, 1)
+        col.addLayout(copy_row)
 
     def _build_validation(self, col: QVBoxLayout) -> None:
         """Validate and Cancel with their inputs, the progress, the status line and the report."""
@@ -172,8 +192,17 @@ class ExportPage(QWidget):
             self.warnings.setText(f"Nothing to export: {exc}")
             return
         self.command.setPlainText(exported.line(self.shell.currentText()))
-        notes = [f"dialect: {exported.dialect}"] + exported.warnings
+        notes = [DIALECT_TEXT.get(str(exported.dialect), f"flags as llama-server {exported.dialect} spells them")]
+        notes += exported.warnings
         self.warnings.setText("<br>".join(f"• {n}" for n in notes))
+
+    def _copy(self) -> None:
+        text = self.command.toPlainText()
+        if not text:
+            self.copied.setText("nothing to copy: the command above is empty")
+            return
+        QGuiApplication.clipboard().setText(text)
+        self.copied.setText(f"copied ({len(text)} characters, {self.shell.currentText()})")
 
     # -- validation ---------------------------------------------------------------------------------
     @property
@@ -264,7 +293,7 @@ class ExportPage(QWidget):
             if report["agree"] is False
             else "counts not compared (a random seed above temperature 0)"
         )
-        ratio = f", llama-server at {report['ratio']:.2f}x the lab's speed" if report.get("ratio") else ""
+        ratio = ratio_text(report.get("ratio"))
         saved = self._record(report)
         self._say(
             f"Validated: {verdict}{ratio}" + (", saved to the history." if saved else "."),

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -58,6 +58,16 @@ METHOD_CHOICES = (
     "draft-dspark",
     "none",
 )
+
+
+class _PassEscape(QObject):
+    """Lets Esc through to the window's shortcut (the Lab's Stop) from a widget that would keep it: a widget that
+    accepts the shortcut-override event gets the key instead of the shortcut, so that event is swallowed here."""
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            return event.key() == Qt.Key.Key_Escape
+        return False
 
 
 def _spin(lo: int, hi: int, value: int, tip: str = ""):
@@ -155,6 +165,10 @@ class LabControls(QWidget):
         f = QFormLayout(spec)
         self.method = QComboBox()
         self.method.setEditable(True)
+        # Esc is the page's Stop: the editable box's line edit would take it as its own (and do nothing)
+        self._esc_filter = _PassEscape(self.method)
+        self.method.lineEdit().installEventFilter(self._esc_filter)
+        self.method.installEventFilter(self._esc_filter)
         self.method.addItems(METHOD_CHOICES)
         self.method.setToolTip(knob_tooltip("method") + "\nknown types: " + ", ".join(SPEC_TYPES))
         # why the chosen method cannot run on this pair (the list greys out what the pair cannot run)
@@ -165,9 +179,11 @@ class LabControls(QWidget):
         self._methods_of: tuple | None = None  # the files (and their mtimes) the verdicts were read from
         self._suggested = ("", "")  # a method the Lab chose for a new pair, and the note that says why
         self.k_slider = QSlider(Qt.Orientation.Horizontal)
-        self.k_slider.setRange(0, 32)
+        # K from 1: llama.cpp drafts at least one token (K=0 ran at 1 while an export wrote 0), and the slider
+        # covers the box's whole range (it once stopped at 32, clamping a K typed above without a word)
+        self.k_slider.setRange(1, MAX_DRAFT_N)
         self.k_slider.setValue(d.draft_n_max)
-        self.k = _spin(0, MAX_DRAFT_N, d.draft_n_max, knob_tooltip("k"))
+        self.k = _spin(1, MAX_DRAFT_N, d.draft_n_max, knob_tooltip("k"))
         self.k_slider.setToolTip(self.k.toolTip())
         k_row = QHBoxLayout()
         k_row.addWidget(self.k_slider)

@@ -31,6 +31,7 @@ from app.widgets.timers import make_timer
 from app.widgets.token_text import TokenText
 from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, from_dict, to_dict
+from engine.measure.baseline import Baseline, plausible_speedup
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
 from engine.planning.budget import Budget
@@ -83,11 +84,16 @@ class LabPage(QWidget):
         self._sent_spec: dict = {}
         self._sent_sampling: dict = {}
         self._pending_labels: list[str] = []
+        self._run_changes: list[str] = []  # the knob changes during the generation under way, for the history
         self._dirty = False
         self._bars_due = False  # the next repaint brings the bar charts up to date as well
         self.last_summary: dict | None = None
         self.last_check: list = []  # the last quick check's outcomes, best first
         self.last_error: dict | None = None
+        # the last baseline and what it measured (engine.measure.baseline): figures use it only while it matches
+        self.baseline_record: Baseline | None = None
+        self._baseline_tokens = 0  # tokens of the baseline under way, for its progress
+        self._baseline_note = ""  # why the baseline was dropped, said once
         self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
         self._banner_handler = None  # what the banner's button does now (restart, load anyway)
@@ -145,6 +151,7 @@ class LabPage(QWidget):
         c.loadRequested.connect(self.load)
         c.knobsChanged.connect(self._knobs_moved)
         c.pairChanged.connect(self._update_chat_hint)
+        c.pairChanged.connect(self._pair_changed)
         c.chatModeChanged.connect(self._update_chat_hint)
         header_reads().ready.connect(self._update_chat_hint)
         self.banner.actionClicked.connect(self._banner_action)
@@ -316,10 +323,11 @@ class LabPage(QWidget):
             return
         if not self._ready_for("start"):
             return
-        self.live = LiveSession(baseline_tps=self.live.baseline_tps)
+        self.live = LiveSession(baseline_tps=self._current_baseline_tps(to_dict(sampling)))
         self.charts.clear()
         self.text.clear_text()
         self._generate("running", spec, sampling)
+        self._say_baseline_dropped()
 
     def _generate(self, mode: str, spec: SpecSettings, sampling: SamplingSettings) -> None:
         """Start the loop of generations (a run or the baseline) over self._prompts with these settings."""
@@ -366,7 +374,9 @@ class LabPage(QWidget):
             return
         if not self._ready_for("baseline"):
             return
+        self._baseline_tokens = 0
         self._generate("baseline", self.controls.spec_settings(), self.controls.sampling_settings())
+        self.banner.show_message("Measuring the baseline (no speculation): starting; Esc stops it", "info")
 
     # -- knobs while running ----------------------------------------------
     def _knobs_moved(self) -> None:
@@ -394,6 +404,7 @@ class LabPage(QWidget):
             for k, v in list(spec_changes.items()) + list(sampling_changes.items())
         )
         self._pending_labels.append(label)
+        self._run_changes.append(label)
         self._sent_spec, self._sent_sampling = new_spec, new_sampling
         self.controller.update(spec=spec_changes, sampling=sampling_changes)
 
@@ -439,6 +450,14 @@ class LabPage(QWidget):
         )
 
     def _on_cycles(self, batch: list) -> None:
+        if self.mode == "baseline":  # its progress, from the first token
+            self._baseline_tokens += sum(int(ev.get("emitted", 0) or 0) for ev in batch if not ev.get("prompt"))
+            self.banner.show_message(
+                f"Measuring the baseline (no speculation): {self._baseline_tokens} of "
+                f"{self.controls.max_tokens.value()} tokens; Esc stops it",
+                "info",
+            )
+            return
         if self.mode not in ("running", "stopping"):
             return
         for ev in batch:
@@ -531,17 +550,32 @@ class LabPage(QWidget):
         summary = ev.get("summary", {})
         self._dirty = self._bars_due = True  # the bars show the run's last cycles too
         if self.mode == "baseline":
-            self.live.baseline_tps = summary.get("tokens_per_s") or None
+            tps = summary.get("tokens_per_s") or None
+            load = self.controller.load_settings
+            if tps and load is not None and ev.get("event") == "done":
+                tokens = int(summary.get("tokens_generated", 0))
+                self.baseline_record = Baseline.measured(tps, tokens, load, self._sent_sampling)
+            self.live.baseline_tps = self._current_baseline_tps(self._sent_sampling)
             self.mode = "idle"
             self.controls.set_running(False)
             self._dirty = True
+            self._update_summary()  # every figure against the baseline at once
+            done = self.baseline_record is not None and self.live.baseline_tps is not None
             self.banner.show_message(
-                f"baseline: {summary.get('tokens_per_s', 0):.1f} tokens/s without speculation on the loaded models",
+                f"baseline: {self.baseline_record.describe()} without speculation on the loaded models"
+                if done and self.baseline_record is not None
+                else "baseline stopped before its end: nothing kept",
                 "info",
             )
             return
         self.last_summary = summary
-        self.runFinished.emit(ev)
+        # what the history stores: the setting in force when the generation ended, in SpecTune's terms whatever
+        # the engine (issue 51: a run moved from K 2 to 6, then to ngram-mod, was stored as its start), and the
+        # changes made during it
+        changes, self._run_changes = self._run_changes, []
+        self.runFinished.emit(
+            {**ev, "spec": dict(self._sent_spec), "sampling": dict(self._sent_sampling), "settings_changed": changes}
+        )
         if self.mode == "running" and ev.get("event") == "done":
             self._next_generation()
             return
@@ -576,8 +610,13 @@ class LabPage(QWidget):
             and "SIGILL" in (message or "")
             and self.controls.repack.isChecked()
         ):
-            # a CPU that reports AMX the system will not run: load again without repacking, once
+            # a CPU that reports AMX the system will not run: load again without repacking, once, and say so where
+            # the setting is (issue 51: it was unticked without a word that stayed)
             self.controls.repack.setChecked(False)
+            self.controls.repack.setText(
+                "repack weights for this CPU (AMX / AVX-512): off, loading died of an illegal instruction (SIGILL) "
+                "while repacking"
+            )
             self.mode = "idle"
             self._pending = ("reload", self._pending)
             self.banner.show_message(
@@ -612,13 +651,59 @@ class LabPage(QWidget):
         if self._dirty and self.charts.refresh(self.live.snapshot(), bars=self._bars_due):
             self._dirty = self._bars_due = False
 
+    def _pair_changed(self) -> None:
+        """Another target or draft: the last pair's figures (stats, charts, a refusal about it) describe nothing on
+        screen any more. A run under way keeps its own until it stops."""
+        if self.mode != "idle":
+            return
+        self.live = LiveSession()
+        self.charts.clear()
+        self.last_summary = None
+        self.summary.setText("")
+        self._update_why()
+        if self.banner.isVisible() and self.banner.level in ("error", "warning"):
+            self.banner.hide()
+
+    def _current_baseline_tps(self, sampling: dict) -> float | None:
+        """The kept baseline's tokens/s while it measured the pair and settings loaded now, else None (and the
+        record is dropped: another pair, a changed setting, a file replaced on disk)."""
+        b = self.baseline_record
+        if b is None:
+            return None
+        if not b.matches(self.controller.load_settings, sampling):
+            self.baseline_record = None
+            self._baseline_note = (
+                f"The baseline ({b.describe()}) measured another pair or other settings: measure again (Ctrl+B)"
+            )
+            return None
+        return b.tokens_per_s
+
+    def _say_baseline_dropped(self) -> None:
+        if self._baseline_note:
+            self.banner.show_message(self._baseline_note, "info")
+            self._baseline_note = ""
+
+    def _baseline_text(self) -> str:
+        """The stats line's part about the baseline: which one, and the speedup against it where the run's own
+        accepted length allows it (engine.measure.baseline.plausible_speedup)."""
+        s = self.live
+        if self.mode == "running" and s.baseline_tps is not None:
+            s.baseline_tps = self._current_baseline_tps(self._sent_sampling)  # a sampling knob moved mid-run
+            self._say_baseline_dropped()
+        b = self.baseline_record
+        if not s.baseline_tps or b is None or not s.tokens_per_s:
+            return ""
+        speedup = s.tokens_per_s / s.baseline_tps
+        if s.steps and not plausible_speedup(speedup, s.stats.mean_accepted_length):
+            return (
+                f", baseline {b.describe()} {error_text('out of date: measure again (Ctrl+B)')} "
+                f"(x{speedup:.2f} is more than {s.stats.mean_accepted_length:.2f} tokens a step allow)"
+            )
+        return f", baseline {b.tokens_per_s:.1f} ({b.measured_at}, {b.tokens} tokens), speedup {speedup:.2f}x"
+
     def _update_summary(self) -> None:
         s = self.live
-        base = (
-            f", baseline {s.baseline_tps:.1f}, speedup {s.tokens_per_s / s.baseline_tps:.2f}x"
-            if s.baseline_tps and s.tokens_per_s
-            else ""
-        )
+        base = self._baseline_text()
         rate, length = s.stats.acceptance_rate, s.stats.mean_accepted_length
         self.summary.setText(
             f"<b>{s.tokens_per_s:.1f}</b> tokens/s{base} &nbsp; acceptance <b>{rate:.3f}</b> "
@@ -629,13 +714,23 @@ class LabPage(QWidget):
 
     def _update_why(self) -> None:
         s = self.live
+        implausible = bool(s.baseline_tps and s.tokens_per_s and s.steps) and not plausible_speedup(
+            s.tokens_per_s / (s.baseline_tps or 1.0), s.stats.mean_accepted_length
+        )
+        if implausible:
+            self.why.setText(
+                "<small>The baseline does not describe this run (the speedup exceeds what its accepted tokens "
+                "allow): measure it again (Ctrl+B) and SpecTune explains here why speculation pays.</small>"
+            )
+            return
         if not s.baseline_tps:
             self.why.setText(
                 "<small>Measure the baseline (Ctrl+B) and SpecTune explains here why speculation pays on this "
                 "machine, or why not.</small>"
             )
             return
-        why = explain(s.snapshot(), s.current.tokens_per_s if s.current.steps else None)
+        method = str(self._sent_spec.get("spec_type") or "draft-simple")
+        why = explain(s.snapshot(), s.current.tokens_per_s if s.current.steps else None, method=method)
         if why is None:
             self.why.setText("")
             return

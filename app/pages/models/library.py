@@ -76,6 +76,7 @@ class LibraryPanel(QWidget):
         self.sources = sources
         self.library = None
         self.job: BackgroundJob | None = None
+        self.refusal_job: BackgroundJob | None = None  # why two selected files make no pair
         self._again = False
 
         top = self._scan_row()
@@ -365,8 +366,26 @@ class LibraryPanel(QWidget):
             self.selection_label.setText(
                 "two files: " + (ok_text("✓ compatible") if ok else error_text("✗ not a pair llama.cpp accepts"))
             )
+            if not ok:  # llama.cpp would refuse them: say why (headers read off the GUI thread), offer nothing
+                self.use_button.setEnabled(False)
+                self._explain_refusal(a.path, b.path)
         else:
             self.selection_label.setText("select a file (or two: target and draft)")
+
+    def _explain_refusal(self, a: str, b: str) -> None:
+        from engine.models.compat import check_pair
+
+        def reasons(report) -> list[str]:
+            return list(check_pair(a, b)["reasons"])
+
+        def show(found: list[str]) -> None:
+            chosen = {m.path for m in self.selected_models()}
+            if chosen == {a, b}:  # still the selection the reasons are about
+                why = "; ".join(found) or "their vocabularies differ"
+                self.selection_label.setText(f"two files: {error_text('✗ not a pair llama.cpp accepts:')} {why}")
+
+        self.refusal_job = BackgroundJob("library-pair-refusal", reasons, self)
+        self.refusal_job.on(done=show, failed=lambda exc: show([str(exc)])).start()
 
     def use_selected(self) -> None:
         chosen = [m for m in self.selected_models() if not m.error]
