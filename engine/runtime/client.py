@@ -311,10 +311,10 @@ class EngineClient:
         time.sleep(0.05)  # let the stderr reader catch the last lines
         stderr = self.stderr_tail
         cause = first_fault(code, stderr)
-        self.last_exit_code = code = cause
+        self.last_exit_code = cause
         tail = stderr.strip().splitlines()[-8:]
-        msg = f"the engine process {_describe_exit(code)}"
-        if code == -signal.SIGILL and self.state == LOADING:
+        msg = f"the engine process {_describe_exit(cause)}"
+        if cause == -signal.SIGILL and self.state == LOADING:
             msg += (
                 " while loading: this CPU reports instructions (AMX / AVX-512) that the system does not let "
                 "llama.cpp use for repacked weights; load again with weight repacking off (--no-repack)"
@@ -323,7 +323,7 @@ class EngineClient:
             msg += ":\n" + "\n".join(tail)
         self.loaded = None
         self._set_state(CRASHED, msg)
-        self._emit({"event": "crashed", "message": msg, "exit_code": code})
+        self._emit({"event": "crashed", "message": msg, "exit_code": cause})
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None

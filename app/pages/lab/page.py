@@ -326,6 +326,8 @@ class LabPage(QWidget):
         self.live = LiveSession(baseline_tps=self._current_baseline_tps(to_dict(sampling)))
         self.charts.clear()
         self.text.clear_text()
+        self.summary.setText("")  # the last run's figures until this run's first text arrives would mislead
+        self._update_why()
         self._generate("running", spec, sampling)
         self._say_baseline_dropped()
 
