@@ -51,6 +51,14 @@ class ScriptedSession:
         else:
             self.w.models.use_demo_pair()
         self.w.show_page("Lab")
+        if self.keep_running:
+            # said from the first moment: on a busy machine the engine's start alone has taken 30 s, with the
+            # page showing "no run yet" meanwhile (issue 51); the baseline's progress replaces this
+            self.lab.banner.show_message(
+                "The demo: starting the engine, loading the pair, then a baseline and a check of which setting "
+                "pays here before the live run (seconds on a quiet machine; Esc stops it)",
+                "info",
+            )
         self._set_spec(spec_type="draft-simple", draft_n_max=4)
         if not self.session.set_workload("code-completion") and not self.session.custom_prompt().strip():
             self.session.set_custom_prompt("def the value of the data is")

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -336,16 +337,63 @@ def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monke
             }
         )
 
+    tokens_col = history_page.COLUMNS.index("tokens")
     start = page.table.rowCount()
     for tokens in (11, 12, 13):
         run(tokens)
-    page.table.sortItems(6)  # by tokens, ascending: the oldest row is now first, then move it
-    page.table.sortItems(6, history_page.Qt.SortOrder.DescendingOrder)
+    page.table.sortItems(tokens_col)  # by tokens, ascending: the oldest row is now first, then move it
+    page.table.sortItems(tokens_col, history_page.Qt.SortOrder.DescendingOrder)
     for tokens in (14, 15):
         run(tokens)
-    kept = sorted(page.table.item(r, 6).data(0) for r in range(page.table.rowCount()))
+    kept = sorted(page.table.item(r, tokens_col).data(0) for r in range(page.table.rowCount()))
     assert start == 0 and kept == [13, 14, 15]
     assert "newest only" in page.status.text()
+
+
+def test_a_lab_run_is_one_history_row_however_many_prompts_it_ran(qtbot, window, monkeypatch, tmp_path):
+    """Issue 51: the history kept one row per prompt (247 rows for a few runs). A run's generations now add
+    up in one row and one entry, written as each ends; the next Start opens the next row."""
+    from app.pages import history as history_page
+    from app.pages.history import HistoryPage
+    from engine.core.settings import LoadSettings
+    from engine.core.stats import RunStats
+    from engine.measure.history import History
+
+    monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))  # an empty history
+    lab = SimpleNamespace(runFinished=window.lab.runFinished, loaded_settings=LoadSettings(Path(__file__), None))
+    page = HistoryPage(lab)
+    qtbot.addWidget(page)
+
+    def generation(run, tokens, drafted, accepted, k, changes=()):
+        one = RunStats(tokens_generated=tokens, wall_ms=100.0, steps=10, drafted=drafted, accepted=accepted)
+        page.add_run(
+            {
+                "event": "done",
+                "summary": one.summary(),
+                "spec": {"spec_type": "draft-simple", "draft_n_max": k},
+                "sampling": {"temp": 0.0},
+                "settings_changed": list(changes),
+                "lab_run": run,
+            }
+        )
+
+    generation(1, 41, 40, 20, 4)
+    generation(1, 41, 40, 30, 4, ["K 4→6"])
+    generation(1, 41, 60, 30, 6)
+    generation(2, 21, 30, 15, 6)
+    assert page.table.rowCount() == 2 and page.status.text().startswith("2 runs")
+    col = {name: history_page.COLUMNS.index(name) for name in ("generations", "tokens", "acceptance", "method", "K")}
+    rows = sorted(range(2), key=lambda r: page.table.item(r, 1).data(history_page.CREATED_ROLE))
+    first = {name: page.table.item(rows[0], i).data(0) for name, i in col.items()}
+    assert first["generations"] == 3 and first["tokens"] == 123 and first["acceptance"] == round(80 / 140, 3)
+    assert first["method"] == "draft-simple (changed during the run)" and first["K"] == 6
+    with History() as h:
+        entries = h.entries(kind="lab")
+    assert len(entries) == 2
+    newest, oldest = entries
+    assert oldest.results["generations"] == 3 and oldest.results["drafted"] == 140
+    assert oldest.results["settings_changed"] == ["K 4→6"] and oldest.settings["spec"]["draft_n_max"] == 6
+    assert newest.results["tokens_generated"] == 21 and "generations" not in newest.results
 
 
 def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):

@@ -31,3 +31,62 @@ def test_every_legend_is_clear_of_the_data_and_the_title(qtbot, width):
         title = plot.titleLabel.item.sceneBoundingRect()
         assert not box.intersects(title), (plot.titleLabel.text, box, title)
         assert plot.sceneBoundingRect().contains(box), plot.titleLabel.text  # and within its own chart
+
+
+def test_the_mean_accepted_length_lies_within_the_length_bars(qtbot):
+    """Issue 51: an n-gram run read "mean accepted length 16.80" over a histogram whose last bar was 16,
+    because the bars counted accepted drafts and the mean counts the bonus token too. The bars now
+    count tokens kept per step, so the mean is theirs."""
+    from app.widgets.live_charts import LiveCharts
+    from engine.measure.live import LiveSession
+
+    from .test_why import feed
+
+    s = LiveSession()
+    feed(s, 30, k=16, accepted=16, verify_ms=lambda b: 10.0, draft_ms_per_token=0.1)
+    feed(s, 10, k=16, accepted=0, verify_ms=lambda b: 10.0, draft_ms_per_token=0.1)
+    live = LiveCharts()
+    qtbot.addWidget(live)
+    live.resize(1000, 700)
+    live.show()
+    qtbot.waitExposed(live)
+    snap = s.snapshot()
+    assert live.refresh(snap, bars=True)
+    x, height = list(live.b_hist.opts["x"]), list(live.b_hist.opts["height"])
+    mean = s.stats.mean_accepted_length
+    assert mean == pytest.approx(1 + 16 * 30 / 40)
+    assert min(x) <= mean <= max(x) == 17
+    # the bars' own mean is the stats line's
+    assert sum(xi * h for xi, h in zip(x, height)) == pytest.approx(mean)
+    assert "tokens kept per step" in live.p_hist.titleLabel.text
+
+
+def test_a_long_knob_change_label_does_not_widen_the_bar_charts(qtbot):
+    """Issue 51: after a method change the bar charts' titles named it whole, widened their column and cut
+    off the right-hand charts and the marker; the titles now say "since the last change" and the marker
+    on the time plots names it."""
+    from app.widgets.live_charts import LiveCharts
+    from engine.measure.live import LiveSession
+
+    from .test_why import feed
+
+    s = LiveSession()
+    feed(s, 20, k=4, accepted=2, verify_ms=lambda b: 10.0, draft_ms_per_token=0.1)
+    live = LiveCharts()
+    qtbot.addWidget(live)
+    live.resize(900, 700)
+    live.show()
+    qtbot.waitExposed(live)
+    live.refresh(s.snapshot(), bars=True)
+    live.whole_run.setChecked(False)
+    long = "method ngram-mod,ngram-map-k4v,draft-simple, K 2→6, n-match 24, n-min 48, n-max 64"
+    widths = []
+    for label in ("K 4→6", long):
+        s.mark(label)
+        feed(s, 20, k=6, accepted=3, verify_ms=lambda b: 10.0, draft_ms_per_token=0.1)
+        live.refresh(s.snapshot(), bars=True)
+        QApplication.processEvents()
+        assert live.p_hist.titleLabel.text == "tokens kept per step (since the last change)"
+        widths.append((live.p_pos.minimumWidth(), live.p_hist.minimumWidth()))
+    assert widths[0] == widths[1], "the label's length does not reach the titles"
+    assert sum(widths[1]) < 900, "both bar charts fit side by side in the window's chart area"

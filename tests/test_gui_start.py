@@ -92,6 +92,8 @@ def test_the_demo_click_reaches_a_live_run(qtbot, make_window):
     w.start_page.demo_button.click()
     lab = w.lab
     assert w.current_page() == "Lab"
+    # what is happening is said before the engine has even started (issue 51: 30 s of "no run yet")
+    assert lab.banner.isVisible() and lab.banner.label.text().startswith("The demo: starting the engine")
     qtbot.waitUntil(lambda: lab.live.baseline_tps is not None and lab.live.cycles > 0, timeout=WAIT)
     assert lab.mode != "idle"
     lab.stop()

@@ -248,3 +248,31 @@ def test_a_llama_server_killed_by_sigill_while_repacking_is_started_again_withou
         assert loaded["repack"] is False and "SIGILL" in loaded["notice"]
         s, _ = _run(client, PROMPTS[0], SPECS[0])
         assert s["drafted"] > 0
+
+
+@pytest.mark.parametrize("engine", ["native", "llama-server"])
+def test_a_prompt_measured_again_is_not_drafted_from_its_own_earlier_answer(engine):
+    """Issue 51: the Lab replays its prompts, and ngram-mod's pool outlives a request, so the second
+    pass once copied the first pass's answer (acceptance 0.99). A measured generation now meets the
+    speculators a freshly started llama-server has: the same prompt twice gives the same counts. Kept
+    learning (fresh=False, as one long-running server does) the second pass drafts more: the
+    inflation this guards against is real on this pair."""
+    from engine.measure.validate import load_prompts
+    from engine.models.demo_models import demo_pair
+
+    target, _ = demo_pair("q8_0")
+    prompt = load_prompts("code-completion")[0]
+    spec = {"spec_type": "ngram-mod", "ngram_mod_n_match": 3, "ngram_mod_n_min": 1, "ngram_mod_n_max": 8}
+
+    def counts(client: EngineClient, fresh: bool) -> tuple[int, int]:
+        events = list(client.generate(prompt, 64, spec=spec, sampling={"temp": 0.0}, fresh=fresh))
+        assert events[-1]["event"] == "done", events[-1]
+        return events[-1]["summary"]["drafted"], events[-1]["summary"]["accepted"]
+
+    with EngineClient(engine=engine) as client:
+        client.start()
+        client.load(LoadSettings(target, ctx=1024, threads=1))
+        first, again = counts(client, True), counts(client, True)
+        learnt = counts(client, False)
+    assert first == again, "a fresh measurement does not depend on what ran before it"
+    assert learnt[0] > first[0] and learnt[1] > first[1], (first, learnt)

@@ -49,8 +49,9 @@ def test_same_draft_and_accept_counts_as_llama_server(lab, spec):
     prompts = PROMPTS[1:3]
     with LlamaServer(argv) as srv:
         server = [server_summary(srv.complete(p, 96)) for p in prompts]
-    for prompt, srv_result in zip(prompts, server):
-        ours = generate(client, prompt, 96, spec, sampling)
+    for i, (prompt, srv_result) in enumerate(zip(prompts, server)):
+        # the first as a freshly started server meets it, the next learning from it as that server does
+        ours = generate(client, prompt, 96, spec, sampling, fresh=i == 0)
         assert ours["text"] == srv_result["text"], "same text as llama-server"
         assert (ours["drafted"], ours["accepted"]) == (srv_result["drafted"], srv_result["accepted"]), (prompt, server)
         assert ours["tokens_generated"] == srv_result["tokens_generated"] == 96
@@ -93,7 +94,8 @@ def test_same_text_and_counts_as_llama_server_at_temperature_0_8_with_a_fixed_se
     with EngineClient() as client:
         client.start()
         client.load(load)
-        ours = [generate(client, p, n, spec, HOT) for p in HOT_PROMPTS]
+        # kept learning across the three, as the one server does
+        ours = [generate(client, p, n, spec, HOT, fresh=i == 0) for i, p in enumerate(HOT_PROMPTS)]
     for i, (resp, lab) in enumerate(zip(responses, ours)):
         settings = resp["generation_settings"]  # the request left sampling to the server's flags
         assert (settings["temperature"], settings["seed"]) == (pytest.approx(0.8), 4242)

@@ -1,6 +1,7 @@
 """The History page: runs kept in the SQLite history (engine.measure.history), newest
-first; every Lab generation that finishes is stored with its settings, the
-model fingerprints and its summary. The table shows the newest ``limit``
+first; a Lab run (Start to Stop) is one row, written as each of its generations
+ends (their summaries added up, the setting in force at the last one), with the
+model fingerprints. The table shows the newest ``limit``
 runs (older rows leave it as new ones come, so a session of hours keeps its
 memory flat); all of them stay in the database. Export to CSV from here or with
 ``spectune history export --csv FILE``."""
@@ -24,10 +25,24 @@ from PySide6.QtWidgets import (
 from app.widgets.empty_state import EmptyState
 from app.widgets.forms import push_button
 from engine.core.settings import SamplingSettings, SpecSettings, from_dict
+from engine.core.stats import combine_summaries
 from engine.measure.history import History, HistoryError, record_summary
 
 CREATED_ROLE = Qt.ItemDataRole.UserRole  # the time column's item keeps the exact timestamp for trimming
-COLUMNS = ("id", "time", "kind", "method", "K", "temp", "tokens", "tokens/s", "acceptance", "mean length", "target")
+COLUMNS = (
+    "id",
+    "time",
+    "kind",
+    "method",
+    "K",
+    "temp",
+    "generations",
+    "tokens",
+    "tokens/s",
+    "acceptance",
+    "mean length",
+    "target",
+)
 
 
 class HistoryPage(QWidget):
@@ -59,6 +74,8 @@ class HistoryPage(QWidget):
         row.addWidget(self.status, 1)
         row.addWidget(export)
         col.addLayout(row)
+        # the Lab run whose generations are arriving: its number, its entry and row, what it has summed so far
+        self._open: dict | None = None
         lab.runFinished.connect(self.add_run)
         self.reload()
 
@@ -93,39 +110,63 @@ class HistoryPage(QWidget):
         )
 
     def add_run(self, ev: dict) -> None:
-        """Store a finished Lab generation and show it; a failing database costs the row, not the run."""
+        """Store a finished Lab generation and show it: the first of a Lab run as a new row, the next ones added
+        into that row (issue 51: one row per prompt buried 247 rows deep). A failing database costs the row,
+        not the run."""
         summary = ev.get("summary", {})
         if not summary.get("tokens_generated"):
             # Stop pressed just as the Lab moved on to its next prompt: a run cancelled before its
             # first token measured nothing, and an empty row would only bury the real ones
             return
+        run = ev.get("lab_run")
+        same = self._open is not None and run is not None and self._open["run"] == run
+        if not same:
+            self._open = {"run": run, "entry": None, "created": time.time(), "summaries": [], "changes": []}
+        assert self._open is not None
+        opened = self._open
+        opened["summaries"].append(summary)
+        opened["changes"] += ev.get("settings_changed", [])
+        total = summary if len(opened["summaries"]) == 1 else combine_summaries(opened["summaries"])
+        results = {**total, "event": ev.get("event"), "settings_changed": list(opened["changes"])}
         load = self.lab.loaded_settings
-        entry_id = None
         if load is not None:
             try:
-                entry_id = record_summary(
+                opened["entry"] = record_summary(
                     "lab",
                     load,
                     from_dict(SpecSettings, ev.get("spec", {})),
                     from_dict(SamplingSettings, ev.get("sampling", {})),
-                    {**summary, "event": ev.get("event"), "settings_changed": ev.get("settings_changed", [])},
+                    results,
+                    entry_id=opened["entry"],
                 )
             except (HistoryError, OSError, ValueError) as exc:
                 self.status.setText(f"not saved to the history: {exc}")
         self.table.setSortingEnabled(False)
-        self._append(
-            entry_id,
-            time.time(),
+        row = self._row_created_at(opened["created"]) if same else None
+        if row is None:
+            row = self.table.rowCount()
+            self.table.insertRow(row)
+        self._fill(
+            row,
+            opened["entry"],
+            opened["created"],
             "lab",
             ev.get("spec", {}),
             ev.get("sampling", {}),
-            summary,
+            results,
             str(load.target) if load else "",
         )
         self._trim()
         self.table.setSortingEnabled(True)
         self.table_or_empty.setCurrentWidget(self.table)
         self._shown_note()  # the count follows every row added (it once said 0 over 247)
+
+    def _row_created_at(self, created: float) -> int | None:
+        """The row of the run created at this time, wherever a sort has put it (None: trimmed away)."""
+        for r in range(self.table.rowCount()):
+            if self.table.item(r, 1).data(CREATED_ROLE) == float(created):
+                return r
+        return None
 
     def _trim(self) -> None:
         """Drop the oldest rows beyond the limit, wherever a sort has put them."""
@@ -136,6 +177,9 @@ class HistoryPage(QWidget):
     def _append(self, entry_id, created, kind, spec: dict, sampling: dict, results: dict, target) -> None:
         row = self.table.rowCount()
         self.table.insertRow(row)
+        self._fill(row, entry_id, created, kind, spec, sampling, results, target)
+
+    def _fill(self, row: int, entry_id, created, kind, spec: dict, sampling: dict, results: dict, target) -> None:
         values = (
             entry_id if entry_id is not None else "",
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created)),
@@ -143,6 +187,7 @@ class HistoryPage(QWidget):
             spec.get("spec_type", "?") + (" (changed during the run)" if results.get("settings_changed") else ""),
             spec.get("draft_n_max", ""),
             sampling.get("temp", ""),
+            _number(results.get("generations", 1 if results.get("tokens_generated") else None)),
             _number(results.get("tokens_generated")),
             _number(results.get("tokens_per_s"), 1),
             _number(results.get("acceptance_rate"), 3),

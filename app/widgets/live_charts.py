@@ -2,8 +2,9 @@
 
 Five plots: tokens/s (speculative against the measured baseline and, when
 known, the bandwidth-bound ceiling), acceptance (rolling, cumulative, mean
-accepted length), acceptance by draft position (bars), accepted-length
-histogram (bars) and the time split per cycle (draft / verify / other).
+accepted length), acceptance by draft position (bars), the histogram of
+tokens kept per step (bars: 1 + accepted, so the mean accepted length is its
+mean) and the time split per cycle (draft / verify / other).
 Every knob change becomes a labelled vertical marker on the time plots.
 The widget never paints per event: ``refresh(snapshot)`` is called by the
 page's QTimer at ~25 Hz and skips work when hidden. Axis ranges are set here,
@@ -84,7 +85,7 @@ class LiveCharts(QWidget):
         # from 4 to 8, a whole-run count divides positions 4-7 by steps that never drafted them
         self.whole_run = QCheckBox("bars over the whole run")
         self.whole_run.setToolTip(
-            "Unchecked: acceptance by draft position and accepted lengths count the steps since the last knob "
+            "Unchecked: acceptance by draft position and tokens kept per step count the steps since the last knob "
             "change, so they describe the setting in use. Checked: every step of the run, as llama-server counts."
         )
         self.whole_run.toggled.connect(self._bars_scope_changed)
@@ -109,7 +110,7 @@ class LiveCharts(QWidget):
         self.p_tps = self.view.addPlot(row=0, col=0, colspan=2, title="tokens/s")
         self.p_acc = self.view.addPlot(row=1, col=0, colspan=2, title="acceptance")
         self.p_pos = self.view.addPlot(row=2, col=0, title="acceptance by draft position")
-        self.p_hist = self.view.addPlot(row=2, col=1, title="accepted length (steps)")
+        self.p_hist = self.view.addPlot(row=2, col=1, title="tokens kept per step")
         self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
         # the two bar charts share the width alike, whatever their titles ask for
         self.view.ci.layout.setColumnStretchFactor(0, 1)
@@ -152,7 +153,9 @@ class LiveCharts(QWidget):
         self.p_pos.setLabel("bottom", "draft position")
         self.b_hist = pg.BarGraphItem(x=[], height=[], width=0.7, brush=BLUE)
         self.p_hist.addItem(self.b_hist)
-        self.p_hist.setLabel("bottom", "accepted tokens per step")
+        # 1 + the draft tokens accepted: the bonus token counts, as in the stats line's mean accepted length,
+        # so that mean always lies between the bars (it once read 16.80 over bars that ended at 16)
+        self.p_hist.setLabel("bottom", "tokens kept per step (1 + accepted)")
         for p in (self.p_pos, self.p_hist):
             p.getAxis("bottom").setTickSpacing(1, 1)  # whole positions and lengths only
         self._marker_items: list[tuple[Marker, tuple[pg.InfiniteLine, ...]]] = []
@@ -269,20 +272,20 @@ class LiveCharts(QWidget):
             scope = "whole run"
         else:
             accepted, histogram = snap.current_accepted_by_position, snap.current_length_histogram
-            scope = f"since {snap.current_since}"
+            scope = "since the last change"
         if scope != self._bars_title:
             self._bars_title = scope
             self.p_pos.setTitle(f"acceptance by position ({scope})")
-            self.p_hist.setTitle(f"accepted length ({scope})")
+            self.p_hist.setTitle(f"tokens kept per step ({scope})")
         steps = max(int(histogram.sum()), 1)
         n_pos, n_len = len(accepted), len(histogram)
         # as llama-server prints it: steps that accepted position i / all verify steps (of this scope)
         self.b_pos.setOpts(x=np.arange(n_pos), height=accepted / steps)
-        self.b_hist.setOpts(x=np.arange(n_len), height=histogram / steps)
+        self.b_hist.setOpts(x=np.arange(1, n_len + 1), height=histogram / steps)
         if (n_pos, n_len) != self._bar_sizes:
             self._bar_sizes = (n_pos, n_len)
             self.p_pos.setXRange(-0.5, max(n_pos, 1) - 0.5, padding=0.02)
-            self.p_hist.setXRange(-0.5, max(n_len, 1) - 0.5, padding=0.02)
+            self.p_hist.setXRange(0.5, max(n_len, 1) + 0.5, padding=0.02)
 
     def save_png(self, path: str) -> None:
         from pyqtgraph.exporters import ImageExporter

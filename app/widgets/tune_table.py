@@ -15,7 +15,12 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTab
 from app.widgets import style
 from engine.measure.tuner import Candidate, TuneResult
 
-COLUMNS = ("rank", "setting", "predicted tok/s", "measured tok/s", "error %", "speedup", "prompts")
+COLUMNS = ("rank", "setting", "predicted tok/s", "measured tok/s", "error %", "search speedup", "prompts")
+# the verdict, not this column, is the tune's claim; the summary names the difference for the best
+SEARCH_SPEEDUP_TIP = (
+    "measured tokens/s in the search's rounds over the baseline's: the best was picked for being fastest "
+    "there, so its figure reads high. The verdict below pairs each prompt with a baseline run beside it."
+)
 SORT_ROLE = Qt.ItemDataRole.UserRole
 BEST_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -49,6 +54,7 @@ class TuneTable(QTableWidget):
     def __init__(self, parent=None):
         super().__init__(0, len(COLUMNS), parent)
         self.setHorizontalHeaderLabels(COLUMNS)
+        self.horizontalHeaderItem(COLUMNS.index("search speedup")).setToolTip(SEARCH_SPEEDUP_TIP)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

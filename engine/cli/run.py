@@ -279,6 +279,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
     print(out["verdict_text"])
     if not out["beats_baseline"]:
         print("(leave out --spec-type and the draft model)")
+    if out["raise_k"]:
+        print(out["raise_k"].replace("raise K max", "raise --k-max") + ".")
     return 0
 
 

@@ -26,6 +26,10 @@ SPEC_TYPES = (
     "draft-dspark",
 )
 DRAFT_MODEL_TYPES = {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"}
+# the types whose state outlives a request in one llama-server (common/speculative.cpp of the pin):
+# ngram-mod's shared pool, ngram-cache's context cache and the n-gram maps' keys. A prompt sent again
+# is drafted from its own earlier answer, which a new request of a user's would not be.
+LEARNS_ACROSS_REQUESTS = frozenset({"ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"})
 MAX_DRAFT_N = 64
 RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a fresh random seed for every request
 
@@ -132,6 +136,11 @@ class SpecSettings:
     @property
     def types(self) -> list[str]:
         return parse_spec_types(self.spec_type)
+
+    @property
+    def learns_across_requests(self) -> bool:
+        """Whether a method here keeps what one request taught it for the next (LEARNS_ACROSS_REQUESTS)."""
+        return any(t in LEARNS_ACROSS_REQUESTS for t in self.types)
 
     def label(self, sizes: bool = False) -> str:
         """The setting in a few words, as tables, sentences and the tunes' JSON name it: the method, K where a
@@ -253,6 +262,7 @@ __all__ = [
     "SettingsError",
     "SPEC_TYPES",
     "parse_spec_types",
+    "LEARNS_ACROSS_REQUESTS",
     "to_dict",
     "from_dict",
     "updated",

@@ -24,9 +24,15 @@ def generate(
     sampling: SamplingSettings,
     baseline: bool = False,
     on_event: Callable[[dict], None] | None = None,
+    fresh: bool = True,
 ) -> dict:
-    """One generation through the worker; returns its summary."""
-    for ev in client.generate(prompt, max_tokens, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling)):
+    """One generation through the worker; returns its summary. fresh (the default): its speculators
+    start as a freshly started llama-server's, so a prompt measured again is not drafted from its own
+    earlier answer; False keeps what earlier generations taught them (validation mirrors one server)."""
+    events = client.generate(
+        prompt, max_tokens, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling), fresh=fresh
+    )
+    for ev in events:
         if on_event is not None:
             on_event(ev)
         if ev["event"] == "done":

@@ -275,6 +275,27 @@ class History:
             except sqlite3.Error as exc:
                 raise HistoryError(f"cannot write to the history at {self.path}: {exc}") from exc
 
+    def update(self, entry_id: int, *, settings: dict, results: dict) -> None:
+        """Rewrite one entry's settings and results (a Lab run that grows by a generation at a time: one row
+        per run, written as each generation ends, so a crash loses at most the generation under way)."""
+        with self._lock:
+            try:
+                with _write_transaction(self._db):
+                    cur = self._db.execute(
+                        "UPDATE runs SET tokens_per_s = ?, acceptance_rate = ?, settings = ?, results = ? WHERE id = ?",
+                        (
+                            _number_or_none(results.get("tokens_per_s")),
+                            _number_or_none(results.get("acceptance_rate")),
+                            json.dumps(settings),
+                            json.dumps(results),
+                            entry_id,
+                        ),
+                    )
+            except sqlite3.Error as exc:
+                raise HistoryError(f"cannot write to the history at {self.path}: {exc}") from exc
+        if cur.rowcount != 1:
+            raise HistoryError(f"no history entry {entry_id}")
+
     def _query(self, sql: str, args: Iterable = ()) -> list[tuple]:
         with self._lock:
             try:
@@ -393,12 +414,17 @@ def record_summary(
     hardware_info: dict | None = None,
     llama_build: str | None = None,
     path: str | Path | None = None,
+    entry_id: int | None = None,
 ) -> int:
-    """Store a run / validation summary with its settings (engine.core.settings dataclasses)."""
+    """Store a run / validation summary with its settings (engine.core.settings dataclasses); with entry_id,
+    rewrite that entry instead (its run grew) and return the same id."""
     from engine.core.settings import to_dict
 
     settings = {"load": to_dict(load), "spec": to_dict(spec), "sampling": to_dict(sampling)}
     with History(path) as h:
+        if entry_id is not None:
+            h.update(entry_id, settings=settings, results=summary)
+            return entry_id
         return h.record(
             kind,
             settings=settings,

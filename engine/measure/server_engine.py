@@ -329,6 +329,19 @@ class ServerEngine:
     def set_sampling(self, s: SamplingSettings) -> None:
         self._sampling = s
 
+    def forget(self) -> None:
+        """llama-server has no request that empties an n-gram pool or cache: for a method that learns
+        across requests (SpecSettings.learns_across_requests) the next generation gets a freshly started
+        server (and begin says so). Other methods keep theirs: they carry nothing from one request on."""
+        if not self._spec.learns_across_requests:
+            return
+        key = tuple(self._argv(self._spec, baseline=False))
+        for i, (k, srv) in enumerate(self._servers):
+            if k == key:
+                self._servers.pop(i)
+                srv.stop()
+                return
+
     def begin(self, prompt: str, max_tokens: int, baseline: bool = False) -> dict:
         """Start a generation; returns what the worker adds to its started event: whether a server was
         (re)started for it, and how long that took."""

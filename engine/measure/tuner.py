@@ -30,6 +30,7 @@ tuner then turns the engine's "cancelled" into ``TuneCancelled`` as well.
 from __future__ import annotations
 
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -94,6 +95,7 @@ class TuneResult:
     predicted_by_k: dict[int, float] = field(default_factory=dict)
     # the best against no speculation, paired prompt by prompt (None: not checked)
     verdict: PairedRatio | None = None
+    budget_note: str = ""  # Tuner.budget_note: why and by about how much the tune ran past its budget
 
     @property
     def beats_baseline(self) -> bool:
@@ -114,6 +116,39 @@ class TuneResult:
         return (
             f"no setting beats no speculation here: the best, {self.best.label}, {how}: {v.describe()}. "
             "Run this pair without speculation."
+        )
+
+    def raise_k_hint(self) -> str:
+        """A sentence when the best K is the largest this tune considered and the curve still rises there
+        (issue 51: a tune's best sat at K=12 of 12 with nothing said); else ""."""
+        spec = self.best.spec
+        if not any(t.startswith("draft-") for t in spec.types):
+            return ""
+        same = [c.spec.draft_n_max for c in self.candidates if c.spec.spec_type == spec.spec_type]
+        top = max([*same, *(self.predicted_by_k if spec.spec_type == "draft-simple" else ())])
+        if spec.draft_n_max < top:
+            return ""
+        below = self.predicted_by_k.get(top - 1)
+        if below is not None and self.predicted_by_k.get(top, 0.0) < below:
+            return ""  # the cost model's curve has turned: a larger K would not be ranked higher
+        return (
+            f"The best K ({spec.draft_n_max}) is the largest this tune tried and the curve still rises there: "
+            "raise K max and tune again"
+        )
+
+    def search_vs_verdict(self) -> str:
+        """The table's speedup for the best (its rounds' tokens/s over the baseline's) and the verdict's, said
+        apart when they differ: the first was picked for being high, the second pairs each prompt with its
+        own baseline run right beside it."""
+        if self.verdict is None or not self.baseline_tps or not self.best.measured:
+            return ""
+        search = self.best.measured_tps / self.baseline_tps
+        if abs(search - self.verdict.median) < 0.005:
+            return ""
+        return (
+            f"The table's x{search:.2f} for {self.best.label} is the search's: its rounds' tokens/s over the "
+            f"baseline's, the setting picked for being fastest there, so it reads high. The verdict's "
+            f"x{self.verdict.median:.2f} pairs each prompt with a baseline run right beside it: that is the claim."
         )
 
     def to_dict(self) -> dict:
@@ -137,6 +172,8 @@ class TuneResult:
             "beats_baseline": self.beats_baseline,
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "verdict_text": self.verdict_text(),
+            "raise_k": self.raise_k_hint(),
+            "budget_note": self.budget_note,
             "acceptance_by_position": [round(a, 4) for a in self.acceptance_by_position],
             "verify_ms": (
                 dict(zip(self.costs.verify.sizes, [round(x, 4) for x in self.costs.verify.ms])) if self.costs else None
@@ -177,6 +214,8 @@ class Tuner:
         self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.should_stop = should_stop or (lambda: False)
         self.runs = 0
+        self.run_seconds: list[float] = []  # each generation's wall time, for the budget's estimate
+        self.budget_note = ""  # said up front when the least the tune must run cannot fit its budget
         self.close_call = False  # the last two were settled by a head-to-head round
         self._baseline: dict[Prompt, dict] = {}  # prompt -> its no-speculation summary
         self.methods = pair_verdicts(load.target, load.draft)  # which llama.cpp types this pair can run
@@ -188,8 +227,11 @@ class Tuner:
     def _run(self, spec: SpecSettings, prompt: Prompt, baseline: bool = False) -> dict:
         self._check_stop()
         self.runs += 1
+        started = time.monotonic()
         try:
-            return generate(self.client, prompt, self.max_tokens, spec, self.sampling, baseline=baseline)
+            s = generate(self.client, prompt, self.max_tokens, spec, self.sampling, baseline=baseline)
+            self.run_seconds.append(time.monotonic() - started)
+            return s
         except EngineError as exc:
             # a generation cancelled because the caller wants out is a stop, not an engine failure
             if exc.kind == "cancelled" and self.should_stop():
@@ -269,6 +311,27 @@ class Tuner:
             draft = CostCurve(tuple(sorted(d)), tuple(d[k] for k in sorted(d)))
         return PairCosts(CostCurve(tuple(sorted(verify)), tuple(verify[k] for k in sorted(verify))), draft)
 
+    def _say_if_over_budget(self, spent_s: float, n_candidates: int) -> None:
+        """The least this tune must still run (every candidate on one prompt, then the verdict's pairs) at
+        the median generation so far: when that cannot fit the budget, say so now, with the estimate,
+        rather than run on past it unexplained (issue 51: 731 s of a 120 s budget, nothing said)."""
+        if not self.run_seconds:
+            return
+        per = statistics.median(self.run_seconds)
+        n_verdict = max(1, min(VERDICT_PROMPTS, len(self.prompts)))
+        least = n_candidates + 2 * n_verdict
+        total = spent_s + least * per
+        if total <= self.budget_s:
+            return
+        self.budget_note = (
+            f"this tune will run past its {self.budget_s:.0f} s budget: {spent_s:.0f} s went to measuring the "
+            f"pair's costs and baseline, and the least it must still run ({n_candidates} settings on one prompt, "
+            f"then {n_verdict} paired prompt(s) for the verdict: {least} generations at about {per:.1f} s each) "
+            f"takes about {least * per:.0f} s more, about {total:.0f} s in all. Fewer max tokens or a shorter "
+            "workload make it shorter"
+        )
+        self.progress(self.budget_note)
+
     def _costs_if_timed(self) -> PairCosts | None:
         """The pair's forward-pass costs, or None where the engine cannot time passes (llama-server)."""
         try:
@@ -325,6 +388,7 @@ class Tuner:
             Candidate(SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16))
         )
 
+        self._say_if_over_budget(time.monotonic() - t0, len(candidates))
         # successive halving: everyone on the first prompts, then the better half on twice as many,
         # down to the last two
         pool, n_prompts, used = list(candidates), 1, 0
@@ -353,5 +417,14 @@ class Tuner:
             self.progress(f"baseline on {missing} more prompt(s), the ones the best setting ran ...")
         baseline_tps = self._baseline_on(best.prompts_run)
         return TuneResult(
-            baseline_tps, costs, cond, candidates, best, time.monotonic() - t0, self.runs, predicted_by_k, verdict
+            baseline_tps,
+            costs,
+            cond,
+            candidates,
+            best,
+            time.monotonic() - t0,
+            self.runs,
+            predicted_by_k,
+            verdict,
+            self.budget_note,
         )

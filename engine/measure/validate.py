@@ -285,7 +285,11 @@ class _RunPlan:
                 cancelled.append(True)
                 client.cancel()
 
-        go = partial(generate, client, self.prompts[j], self.max_tokens, self.spec, self.sampling, on_event=check)
+        # the lab's speculators keep learning from one prompt to the next as the one llama-server beside
+        # it does (fresh=False): validation holds the two to the same counts, request for request
+        go = partial(
+            generate, client, self.prompts[j], self.max_tokens, self.spec, self.sampling, on_event=check, fresh=False
+        )
         return self._run("lab", i, j, go)
 
 

@@ -22,7 +22,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.llama.backends import load_backends
 from engine.runtime.native_build import ensure_built
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 MAX_CYCLE_TOKENS = 256
 
 OK, DONE = 0, 1
@@ -208,6 +208,7 @@ def load_library(path: Path | None = None) -> C.CDLL:
             "specrt_set_spec": ([C.c_void_p, P(_SpecParams)], C.c_int32),
             "specrt_set_sampling": ([C.c_void_p, P(_SamplingParams)], C.c_int32),
             "specrt_begin": ([C.c_void_p, C.c_char_p, C.c_int32, C.c_int32], C.c_int32),
+            "specrt_forget": ([C.c_void_p], C.c_int32),
             "specrt_step": ([C.c_void_p, P(_Cycle)], C.c_int32),
             "specrt_cancel": ([C.c_void_p], None),
             "specrt_tokenize": ([C.c_void_p, C.c_char_p, C.c_int32, P(C.c_int32), C.c_int32, P(C.c_int32)], C.c_int32),
@@ -382,6 +383,11 @@ class Engine:
     def begin(self, prompt: str, max_tokens: int, baseline: bool = False) -> None:
         self._check(self._lib.specrt_begin(self._h, prompt.encode(), max_tokens, int(baseline)))
         self._utf8.reset()
+
+    def forget(self) -> None:
+        """The next generation's speculators start as a freshly started llama-server's: nothing an n-gram
+        pool or cache learned from earlier generations (specrt_forget)."""
+        self._check(self._lib.specrt_forget(self._h))
 
     def step(self) -> Cycle | None:
         """One cycle, or None when the generation has ended."""

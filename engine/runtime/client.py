@@ -455,7 +455,10 @@ class EngineClient:
         spec: dict | None = None,
         sampling: dict | None = None,
         batch_ms: float | None = None,
+        fresh: bool = True,
     ) -> int:
+        """fresh: the speculators forget earlier generations first (engine.runtime.binding.Engine.forget);
+        False keeps them learning across generations, as one long-running llama-server does."""
         fields: dict[str, Any] = {} if batch_ms is None else {"batch_ms": batch_ms}
         if isinstance(prompt, Conversation):
             fields["messages"] = prompt.messages
@@ -468,6 +471,7 @@ class EngineClient:
             run=run,
             spec=spec or {},
             sampling=sampling or {},
+            fresh=fresh,
             **fields,
         )
 
@@ -480,10 +484,13 @@ class EngineClient:
         sampling: dict | None = None,
         timeout: float | None = None,
         batch_ms: float | None = None,
+        fresh: bool = True,
     ) -> Iterator[dict]:
         """Yield the events of one generation: started, cycle..., updated (mid-run knob changes),
         errors for other requests (a refused update), and the final done or cancelled."""
-        req = self.start_generate(prompt, max_tokens, baseline, spec=spec, sampling=sampling, batch_ms=batch_ms)
+        req = self.start_generate(
+            prompt, max_tokens, baseline, spec=spec, sampling=sampling, batch_ms=batch_ms, fresh=fresh
+        )
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             ev = self._event_before(deadline, req)

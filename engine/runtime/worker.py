@@ -376,6 +376,10 @@ class Worker:
         run = msg.get("run")
         batch_s = float(msg.get("batch_ms", DEFAULT_BATCH_MS)) / 1000.0
         # the llama-server engine says whether it (re)started a server for this generation (the Lab marks it)
+        if msg.get("fresh", True) and not baseline:
+            # a measured generation meets the speculators a freshly started llama-server has: an n-gram
+            # pool does not draft a prompt run again from its own earlier answer (issue 51)
+            engine.forget()
         begun = engine.begin(prompt, max_tokens, baseline) or {}
         chat_fields = {} if chat is None else {"chat_prompt": prompt, "chat_format": chat["format"]}
         self.send(

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or a function below changes. */
-#define SPECRT_ABI_VERSION 7
+#define SPECRT_ABI_VERSION 8
 
 /* Most tokens one cycle can emit: K drafted + 1. K is capped below this. */
 #define SPECRT_MAX_CYCLE_TOKENS 256
@@ -171,6 +171,11 @@ SPECRT_API int32_t specrt_set_sampling(specrt_engine * engine, const specrt_samp
 /* Starts a generation; the caches are cleared. baseline = 1 runs it without any
  * speculation on the same loaded models, whatever set_spec said. */
 SPECRT_API int32_t specrt_begin(specrt_engine * engine, const char * prompt, int32_t max_tokens, int32_t baseline);
+/* The speculators forget what earlier generations taught them (ngram-mod's pool, the n-gram
+ * caches and maps): the next specrt_begin() builds them anew, as a freshly started llama-server
+ * has them. Without it they live across generations, as in one llama-server, so a prompt run
+ * again is drafted from its own earlier answer. */
+SPECRT_API int32_t specrt_forget(specrt_engine * engine);
 SPECRT_API int32_t specrt_step(specrt_engine * engine, specrt_cycle * out);
 /* Safe from any thread. The running or next step returns SPECRT_ERR_CANCELLED. */
 SPECRT_API void    specrt_cancel(specrt_engine * engine);

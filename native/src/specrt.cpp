@@ -144,7 +144,7 @@ struct specrt_engine {
 
     // the speculators live across generations, as in llama-server, so n-gram
     // pools (ngram-mod, ngram-cache) keep learning from one prompt to the next;
-    // they are rebuilt only when the speculation settings change
+    // they are rebuilt when the speculation settings change and after specrt_forget
     spec_ptr spec;
     bool spec_dirty = true;
 
@@ -1233,6 +1233,15 @@ int32_t specrt_begin(specrt_engine * e, const char * prompt, int32_t max_tokens,
     e->active = true;
     return SPECRT_OK;
     SPECRT_GUARD_END(e)
+}
+
+int32_t specrt_forget(specrt_engine * e) {
+    if (!e) {
+        return SPECRT_ERR_INVALID_ARG;
+    }
+    // rebuilt by the next prompt_cycle, before anything is drafted
+    e->spec_dirty = true;
+    return SPECRT_OK;
 }
 
 int32_t specrt_step(specrt_engine * e, specrt_cycle * out) {

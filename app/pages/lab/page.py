@@ -85,6 +85,7 @@ class LabPage(QWidget):
         self._sent_sampling: dict = {}
         self._pending_labels: list[str] = []
         self._run_changes: list[str] = []  # the knob changes during the generation under way, for the history
+        self.run_number = 0  # counts Starts: the history adds a run's generations into one row
         self._dirty = False
         self._bars_due = False  # the next repaint brings the bar charts up to date as well
         self.last_summary: dict | None = None
@@ -324,6 +325,7 @@ class LabPage(QWidget):
         if not self._ready_for("start"):
             return
         self.live = LiveSession(baseline_tps=self._current_baseline_tps(to_dict(sampling)))
+        self.run_number += 1
         self.charts.clear()
         self.text.clear_text()
         self.summary.setText("")  # the last run's figures until this run's first text arrives would mislead
@@ -576,7 +578,13 @@ class LabPage(QWidget):
         # changes made during it
         changes, self._run_changes = self._run_changes, []
         self.runFinished.emit(
-            {**ev, "spec": dict(self._sent_spec), "sampling": dict(self._sent_sampling), "settings_changed": changes}
+            {
+                **ev,
+                "spec": dict(self._sent_spec),
+                "sampling": dict(self._sent_sampling),
+                "settings_changed": changes,
+                "lab_run": self.run_number,
+            }
         )
         if self.mode == "running" and ev.get("event") == "done":
             self._next_generation()

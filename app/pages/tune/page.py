@@ -429,6 +429,7 @@ class TunePage(QWidget):
             f"with {result.runs} runs.<br>"
             + (ok_text if result.beats_baseline else error_text)("Verdict:")
             + f" {result.verdict_text()}"
+            + "".join(f"<br><small>{t}.</small>" for t in (result.search_vs_verdict(), result.raise_k_hint()) if t)
         )
         self._log(f"picked: {best.label} at {best.measured_tps:.1f} tokens/s; {result.verdict_text()}")
         saved = self._record(result)
@@ -561,9 +562,10 @@ class TunePage(QWidget):
         if isinstance(self.runner, ConcurrentTuneRunner):  # no budget: every setting is measured fully
             self.progress_line.setText(f"{elapsed:.0f} s · {self.runner.runs} batches · {self._last_message}")
             return
-        self.progress_line.setText(
-            f"{elapsed:.0f} s of {self.budget.value()} s budget · {self.runner.runs} runs · {self._last_message}"
-        )
+        over = elapsed > self.budget.value()
+        # past the budget the tune finishes the least it must run (the log says why and for how long)
+        budget = f"past the {self.budget.value()} s budget, finishing" if over else f"of {self.budget.value()} s budget"
+        self.progress_line.setText(f"{elapsed:.0f} s {budget} · {self.runner.runs} runs · {self._last_message}")
 
     def _log(self, line: str) -> None:
         self.log.appendPlainText(f"[{time.strftime('%H:%M:%S')}] {line}")
