@@ -9,6 +9,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.main_window import MainWindow
+from engine.planning.device_speed import PROBE_QUANTS
 
 from .fake_nvml import FakeNVML, rtx4090
 
@@ -107,3 +108,35 @@ def test_closing_the_app_stops_a_probe_at_its_next_step(window, qtbot, tmp_path)
     page.shutdown()
     assert job is not None and not job.running and time.monotonic() - started < 30
     assert not list((tmp_path / "device-speed").glob("cpu-*.json"))
+
+
+def test_the_probe_counts_its_steps_and_stop_ends_it_at_the_next(window, qtbot, tmp_path):
+    """Issue 51: every long action shows progress and an estimate and can be cancelled; the probe said what it
+    was doing but not how far it was, and only closing the app stopped it."""
+    page = window.hardware
+    assert not page.stop_probe_button.isEnabled()
+    page.measure_cpu()
+    assert page.stop_probe_button.isEnabled() and not page.measure_button.isEnabled()
+    qtbot.waitUntil(lambda: "step 1 of " in page.speed_label.text(), timeout=WAIT)
+    # a fresh folder: the F16 write, four timings, and a write and a timing for each quantization class
+    assert f"step 1 of {5 + 2 * len(PROBE_QUANTS)}: writing" in page.speed_label.text()
+    assert "s so far" in page.speed_label.text()
+    page.stop_probe_button.click()
+    assert "stopping after the current step" in page.speed_label.text()
+    qtbot.waitUntil(lambda: not page._probing(), timeout=WAIT)
+    assert "stopped; nothing was kept" in page.speed_label.text()
+    assert page.measure_button.isEnabled() and not page.stop_probe_button.isEnabled()
+    assert not list((tmp_path / "device-speed").glob("cpu-*.json"))
+
+
+def test_the_probes_pace_is_an_estimate_from_its_steps_so_far():
+    from app.pages.hardware import probe_pace
+
+    assert probe_pace("step 1 of 9: writing", 12.0) == "12 s so far"
+    assert probe_pace("step 4 of 9: timing", 90.0) == "1.5 min so far, about 3 min left at this pace"
+    assert probe_pace("something else", 5.0) == "5 s so far"
+    from app.widgets.pace import pace_text  # the same text for a validation's runs and a baseline's tokens
+
+    assert pace_text(1, 2, 30.0) == "30 s so far, about 30 s left at this pace"
+    assert pace_text(10, 200, 3.0) == "3 s so far, about 57 s left at this pace"
+    assert pace_text(2, 2, 40.0) == "40 s so far"

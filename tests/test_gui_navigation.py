@@ -122,3 +122,19 @@ def test_the_lab_run_buttons_are_in_sight_on_a_scaled_laptop(qtbot, window):
         shown = button.visibleRegion().boundingRect()
         assert shown == button.rect(), (button.text(), shown, button.rect())
         assert "Ctrl" in button.text() or "Esc" in button.text()  # the shortcut is on its face
+
+
+def test_the_library_shows_three_pairs_at_1280x720_before_and_after_a_pair_check(qtbot, window, pair):
+    """Issue 51: the Models page showed one pair row and a half at 1280x720 (the files table took three
+    quarters, the pair check's empty lines the rest), each cell wrapping into a cut second line."""
+    window.resize(1280, 720)
+    window.show_page("Models")
+    pairs = window.models.library.pairs
+    rows = pairs.verticalHeader().defaultSectionSize()
+    qtbot.waitUntil(lambda: pairs.viewport().height() >= 3 * rows, timeout=5_000)
+    assert not pairs.wordWrap()
+    window.session.set_pair(*pair)  # the check below the tables fills its lines
+    qtbot.waitUntil(lambda: "compatible" in window.models.compat_badge.text(), timeout=60_000)
+    qtbot.wait(50)
+    assert pairs.viewport().height() >= 3 * rows
+    assert window.height() <= 720 and window.models.fit_badge.isVisible()

@@ -16,6 +16,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtGui import QImage  # noqa: E402
 
+from app.pages.serve.page import COLUMNS  # noqa: E402
 from engine.core.settings import SpecSettings  # noqa: E402
 from engine.core.workloads import load_workload  # noqa: E402
 
@@ -123,3 +124,30 @@ def test_stop_while_starting_gives_up_the_start(qtbot, window):
     page.stop()
     qtbot.waitUntil(lambda: page.state == "idle", timeout=WAIT)
     assert page.serving is None and not page.busy
+
+
+def test_a_long_error_leaves_every_column_of_the_request_table_on_screen(qtbot, window):
+    """Issue 51: a 400's 400-character message widened the status column until tok/s left the screen. The
+    table shows its start; the cell's tooltip has all of it."""
+    from engine.serve.watch import RequestRecord
+
+    window.resize(1280, 720)
+    window.show_page("Serve")
+    page = window.serve
+    message = "the request exceeds the available context size, try increasing it " * 6
+    records = [
+        RequestRecord(1, "/v1/chat/completions", 200, False, 0.0, 2.0, 1, 20, 0, 64, 31.5, 40, 30),
+        RequestRecord(2, "/v1/chat/completions", 400, False, 1.0, 0.1, 1, error=message),
+    ]
+    page._fill_table(records)
+    qtbot.wait(50)
+    table = page.table
+    status = table.item(0, 2)  # newest first
+    assert status.text().startswith("400: the request") and len(status.text()) <= 32
+    assert status.toolTip() == f"400: {message}"
+    last = table.columnCount() - 1
+    tps = COLUMNS.index("tok/s")
+    assert table.columnViewportPosition(tps) + table.columnWidth(tps) <= table.viewport().width()
+    assert table.columnViewportPosition(last) + table.columnWidth(last) <= table.viewport().width() + 1, (
+        "every column fits: no horizontal scrolling to find a request's speed"
+    )

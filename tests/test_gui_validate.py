@@ -40,6 +40,7 @@ def test_validation_shows_lab_and_server_side_by_side_and_saves_it(qtbot, window
     page = window.export
     page.max_tokens.setValue(24)
     steps: list[tuple[int, int]] = []
+    paces: list[str] = []  # the status line after a run is done: the time so far and an estimate of the rest
     page.max_tokens.setFocus()  # page shortcuts work where the focus is on the page
     with qtbot.waitSignal(page.validationRecorded, timeout=WAIT) as recorded:
         qtbot.keyClick(
@@ -47,12 +48,16 @@ def test_validation_shows_lab_and_server_side_by_side_and_saves_it(qtbot, window
         )
         assert page.validating and not page.validate_button.isEnabled() and page.progress.isVisible()
         page.runner.progress.connect(lambda done, total, _what: steps.append((done, total)))
+        page.runner.progress.connect(
+            lambda done, total, _w: 0 < done < total and paces.append(page.validate_status.text())
+        )
     qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
     report = page.last_report
     assert report is not None, page.last_error
     assert report["agree"] is True and report["mode"] == "side by side"
     assert report["lab"]["drafted"] == report["server"]["drafted"] > 0
     assert steps and all(total == 2 for _, total in steps)  # one prompt: one run on each side
+    assert paces and all(" so far, about " in p and "left at this pace" in p for p in paces), paces
     text = page.report.toPlainText()
     assert "agree: yes" in text and "llama-server / lab speed" in text
     assert "counts agree" in page.validate_status.text() and "saved to the history" in page.validate_status.text()

@@ -3,6 +3,8 @@ sentence for a new K (the real engine worker, offscreen Qt)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("PySide6")
@@ -34,7 +36,8 @@ def test_a_baseline_is_dropped_when_the_pair_or_a_setting_changes(qtbot, window,
     set_pair(window, pair, k=4, max_tokens=200, ctx=2048)
     seen = []
     lab.baseline()
-    qtbot.waitUntil(lambda: seen.append(lab.banner.label.text()) or "tokens; Esc stops it" in seen[-1], timeout=WAIT)
+    qtbot.waitUntil(lambda: seen.append(lab.banner.label.text()) or "s so far" in seen[-1], timeout=WAIT)
+    assert re.search(r"\d+ of 200 tokens, \d+ s so far(, about \d+ s left at this pace)?; Esc stops it", seen[-1])
     qtbot.waitUntil(lambda: lab.mode == "idle" and bool(lab.live.baseline_tps), timeout=WAIT)
     assert lab.baseline_record is not None and "tok/s at" in lab.banner.label.text()
     lab.start()

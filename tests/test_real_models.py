@@ -8,12 +8,16 @@ A missing file fails these tests with the command that fetches it: they are part
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from engine.cli.main import main as cli_main
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
+from engine.llama.install import server_path
+from engine.llama.server import LlamaServer, memory_from_log
 from engine.measure.validate import load_prompts, validate
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import inspect_gguf
@@ -189,3 +193,35 @@ def test_a_pair_change_reads_no_header_on_the_gui_thread(qtbot, window, real_pai
     window.show_page("Export")
     qtbot.waitUntil(lambda: str(target) in window.export.command.toPlainText(), timeout=60_000)
     assert on_gui == [], f"headers parsed on the GUI thread: {on_gui}"
+
+
+@pytest.mark.parametrize("with_draft", [False, True], ids=["plain", "draft-simple"])
+def test_plan_for_a_server_matches_what_a_real_llama_server_reserves(with_draft, capsys):
+    """`spectune plan --server` against llama-server's own load log (-np 1 -c 8192, as issue 51 found it):
+    Gemma 3 270M's compute buffer is decided by its logits (1 MiB an output row), so a plan made for
+    SpecTune's engine (65 rows) said 66.7 MiB where a plain server reserved 26.8 MiB."""
+    gemma = real("gemma-3-270m")
+    argv = ["plan", "--target", str(gemma), "--ctx", "8192", "--server", "--json"]
+    server_argv = [str(server_path()), "-m", str(gemma), "-c", "8192", "-np", "1", "--fit", "off", "-lv", "4"]
+    if with_draft:
+        argv += ["--draft", str(gemma)]
+        server_argv += ["-md", str(gemma), "--spec-type", "draft-simple"]
+    assert cli_main(argv) == 0
+    planned: dict[tuple[str, str, str], int] = {}
+    for item in json.loads(capsys.readouterr().out)["items"]:
+        key = (item["model"], item["kind"], item["buffer_type"])
+        planned[key] = planned.get(key, 0) + item["bytes"]
+    with LlamaServer(server_argv, log_lines=4000) as srv:
+        reported = memory_from_log(srv.log)
+    assert {e["model"] for e in reported} == ({"target", "draft"} if with_draft else {"target"})
+    for entry in reported:
+        for kind, key in (("weights", "model_bytes"), ("kv_cache", "context_bytes"), ("compute", "compute_bytes")):
+            if not entry[key]:
+                continue
+            plan_bytes = planned.get((entry["model"], kind, entry["buffer_type"]), 0)
+            print(
+                f"{entry['model']:6} {kind:8} {entry['buffer_type']:10} server {entry[key]:11d} plan {plan_bytes:11d}"
+            )
+            # the log prints MiB to two decimals (about 5 KiB); the compute fit is good to 1 % here
+            limit = 0.01 * entry[key] if kind == "compute" else 6 * 2**10
+            assert abs(plan_bytes - entry[key]) <= limit, (entry["model"], kind, plan_bytes, entry[key])

@@ -12,24 +12,27 @@ minute in engine workers of its own, run on request and cached; engine.measure.d
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from html import escape
 from pathlib import Path
 from types import ModuleType
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from app.background import BackgroundJob
 from app.jobs import MeasuringJobs
 from app.widgets import style
 from app.widgets.forms import push_button
+from app.widgets.pace import pace_text
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
 from app.widgets.timers import make_timer
 from engine.core.units import format_gib
 from engine.llama.backends import BackendReport
-from engine.measure.device_probe import probe_cpu_speed
+from engine.measure.device_probe import ProbeCancelled, probe_cpu_speed
 from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_flops
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
 
@@ -112,6 +115,10 @@ class HardwarePage(QWidget):
                 "`spectune predict` and the speed model use the result"
             ),
         )
+        self.stop_probe_button = push_button(
+            "Stop", self.stop_probe, "stop the probe after its current step; nothing is kept", enabled=False
+        )
+        self._probe_started = 0.0  # time.monotonic() when the probe started
         if jobs is not None:
             jobs.register(PROBE_JOB, self._probing, "the CPU speed probe is running", "the probe's")
         self.report: HardwareReport = probe(nvml)
@@ -133,7 +140,11 @@ class HardwarePage(QWidget):
         cpu_col = QVBoxLayout(cpu_box)
         cpu_col.addWidget(self.cpu)
         cpu_col.addWidget(self.speed_label)
-        cpu_col.addWidget(self.measure_button)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.measure_button)
+        buttons.addWidget(self.stop_probe_button)
+        buttons.addStretch(1)
+        cpu_col.addLayout(buttons)
         col.addWidget(cpu_box)
         engine_box = QGroupBox("What the engine runs on")
         QVBoxLayout(engine_box).addWidget(self.engine_label)
@@ -204,6 +215,8 @@ class HardwarePage(QWidget):
             return
         notes = self.jobs.make_room(PROBE_JOB, threading.Event()) if self.jobs is not None else []
         self.measure_button.setEnabled(False)
+        self.stop_probe_button.setEnabled(True)
+        self._probe_started = time.monotonic()
         self._say("measuring… " + " ".join(f"({n})" for n in notes))
         cache = self.probe_cache
         # the probe stops between its steps when the job is stopped (the app closing)
@@ -216,16 +229,29 @@ class HardwarePage(QWidget):
         self.speed_label.setText(text)
         self.probeMessage.emit(text)
 
+    def stop_probe(self) -> None:
+        if self._probing() and self.probe_job is not None:
+            self.probe_job.cancel.set()  # probe_cpu_speed stops at its next step
+            self.stop_probe_button.setEnabled(False)
+            self._say("stopping after the current step…")
+
     def _probe_progress(self, message: str) -> None:
-        self._say(f"measuring: {message}…")
+        self._say(f"measuring, {message}… ({probe_pace(message, time.monotonic() - self._probe_started)})")
+
+    def _probe_ended(self) -> None:
+        self.measure_button.setEnabled(True)
+        self.stop_probe_button.setEnabled(False)
 
     def _probed(self, speed: DeviceSpeed) -> None:
-        self.measure_button.setEnabled(True)
+        self._probe_ended()
         self._show_cpu_speed(speed)
         self.cpuSpeedMeasured.emit(speed)
 
     def _probe_failed(self, exc: BaseException) -> None:
-        self.measure_button.setEnabled(True)
+        self._probe_ended()
+        if isinstance(exc, ProbeCancelled):
+            self._say("The CPU probe was stopped; nothing was kept. Measure again to run it from the start.")
+            return
         self._say(error_text("The CPU speed probe failed:") + f" {exc}")
 
     def _show_cpu_speed(self, speed: DeviceSpeed) -> None:
@@ -283,3 +309,15 @@ class HardwarePage(QWidget):
                 f"GPU{g.index} {format_gib(g.memory_used_bytes)}/{format_gib(g.memory_total_bytes)}" for g in r.gpus
             )
         return f"CPU only · RAM free {format_gib(r.cpu.ram_available_bytes)}"
+
+
+_STEP = re.compile(r"^step (\d+) of (\d+)")
+
+
+def probe_pace(message: str, elapsed_s: float) -> str:
+    """The time the probe has taken and, from its second step on, what is left at the pace of its steps so far
+    (they differ: a write of the 730 MB model is slower than a timing, so it is an estimate and says so)."""
+    m = _STEP.match(message)
+    if not m:
+        return pace_text(0, 0, elapsed_s)
+    return pace_text(int(m.group(1)) - 1, int(m.group(2)), elapsed_s)

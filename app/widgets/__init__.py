@@ -9,6 +9,7 @@ banner         a message strip at the top of a page, with an optional action
 needs_pair     a strip on pages that need the session's model pair, while there is none
 empty_state    what a page shows where its list would be empty
 timers         the pages' timers, made in one line
+pace           how long a long action has taken and about how long it has left
 forms          form fields: buttons, number boxes, a GGUF file picker, several fields on a row
 wheel_guard    the mouse wheel scrolls the page and changes a knob only when it has the focus
 workload_box   the workload list the Lab and the Tune page share

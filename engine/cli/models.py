@@ -5,7 +5,7 @@
   spectune compat TARGET DRAFT [--json]       llama.cpp's draft/target vocab rule
   spectune plan --target T [--draft D] --ctx N [--ngl N] [--ngl-draft N]
                 [--cache-type-k T] [--cache-type-v T] [--vram SIZE | --gpu NAME [--gpu-count N]]
-                [--ram SIZE] [--json]
+                [--ram SIZE] [--server [--parallel N] [--spec-type TYPES]] [--json]
 
 engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
 ``spectune: error: ...``, on stderr and return exit code 2; ``compat`` returns 1
@@ -91,9 +91,50 @@ def _ram(a: argparse.Namespace) -> int | None:
     return None if a.vram is not None or a.gpu is not None else ram()[1]
 
 
+def _server_types(a: argparse.Namespace) -> list[str]:
+    """The --spec-type list the planned llama-server starts with: as given, else draft-simple with a draft
+    model and none without one."""
+    if a.spec_type is not None:
+        return [t for t in a.spec_type.split(",") if t and t != "none"]
+    return ["draft-simple"] if a.draft is not None else []
+
+
+def _server_options(a: argparse.Namespace) -> dict[str, object]:
+    """What `plan --server` changes: llama-server sizes the target's output rows n_parallel x (1 + K) when it
+    speculates and n_parallel when it does not (server_output_limits), where specrt always reserves 65 a
+    context. At V 262144 one row is 1 MiB of logits and decides the compute buffer too, so a plan for the
+    wrong engine was 149 % high for Gemma 3 270M under a plain llama-server."""
+    if not a.server:
+        return {}
+    types = _server_types(a)
+    k = a.draft_n_max or 3  # llama-server's --spec-draft-n-max default
+    return {
+        "n_outputs": a.parallel * (1 + k) if types else a.parallel,
+        "n_outputs_draft": a.parallel,
+        "spec_types": types,
+    }
+
+
+def _planned_for(a: argparse.Namespace) -> str:
+    """The plan's first line: which engine's reservations it counts."""
+    if not a.server:
+        return (
+            "planned for SpecTune's engine (65 output rows a context: drafts up to 64 tokens); "
+            "--server plans llama-server"
+        )
+    types = _server_types(a)
+    options = _server_options(a)
+    spec = f"--spec-type {','.join(types)} --spec-draft-n-max {a.draft_n_max or 3}" if types else "no speculation"
+    return f"planned for llama-server -c {a.ctx} -np {a.parallel}, {spec} ({options['n_outputs']} output rows)"
+
+
 def cmd_plan(a: argparse.Namespace) -> int:
     if a.ctx < 0:
         raise PlanError(f"--ctx must be 0 (the trained context) or more, got {a.ctx}")
+    if not a.server and (a.parallel != 1 or a.spec_type is not None):
+        raise PlanError("--parallel and --spec-type describe a llama-server: add --server")
+    if a.parallel < 1:
+        raise PlanError(f"--parallel must be 1 or more, got {a.parallel}")
     gpus = _budgets(a)
     # the verdict the GUI shows before loading: VRAM per GPU (and the RAM for their host part), or RAM where no
     # GPU is planned
@@ -111,7 +152,12 @@ def cmd_plan(a: argparse.Namespace) -> int:
         draft_n_max_at_load=a.draft_n_max,
     )
     check, placed = preflight_and_place(
-        load, budget, check_files=False, cache_type_k=a.cache_type_k, cache_type_v=a.cache_type_v
+        load,
+        budget,
+        check_files=False,
+        cache_type_k=a.cache_type_k,
+        cache_type_v=a.cache_type_v,
+        **_server_options(a),
     )
     fit = check.fit
     if fit is None:  # an unreadable file or a plan that cannot be made: the reason is the error
@@ -135,6 +181,7 @@ def cmd_plan(a: argparse.Namespace) -> int:
             )
         )
     else:
+        print(_planned_for(a))
         print(format_plan(fit.plan))
         print(fit.explanation(fit.plan.n_ctx))
         if placed is not None:
@@ -195,6 +242,17 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
         "--ram",
         help="the RAM available (e.g. 32GiB) for what stays on the CPU (default: this machine's; with --vram "
         "SIZE, not checked)",
+    )
+    p.add_argument(
+        "--server",
+        action="store_true",
+        help="plan what llama-server reserves for these models (its output rows, not SpecTune's engine's 65)",
+    )
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="with --server: its -np (default 1)")
+    p.add_argument(
+        "--spec-type",
+        metavar="TYPES",
+        help="with --server: its --spec-type (default draft-simple with --draft, none without)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_guarded(cmd_plan), nvml=nvml)

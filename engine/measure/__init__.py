@@ -4,6 +4,7 @@ generate       one generation through the engine worker, from its events to its 
 server_engine  the engine API on llama-server: streamed steps cut back into verify steps, restarts on a setting
 server_worker  the engine worker that measures through llama-server (``python -m engine.measure.server_worker``)
 live           what a live view shows of a running session, in fixed-size rings
+baseline       a baseline and what it measured, so no figure divides by another pair's speed
 why            why a live run is as fast as it is: a step's measured parts against a plain token
 quick_check    a short measured check of which speculative setting pays on the loaded pair
 tuner          the auto-tuner: the cost model proposes, real runs decide

@@ -80,10 +80,13 @@ def probe_cpu_speed(
     (ProbeCancelled). models: a folder to write the probe's models to and keep, so that a second probe
     starts at once (a benchmark probing again and again); default a scratch folder, emptied after."""
 
+    steps = [0, 0]  # done, in all (known once the folder is looked at)
+
     def step(message: str) -> None:
         if cancel is not None and cancel.is_set():
             raise ProbeCancelled("the CPU probe was stopped before it finished")
-        progress(message)
+        steps[0] += 1
+        progress(f"step {steps[0]} of {steps[1]}: {message}")
 
     with EngineClient() as client:
         hello = client.start()
@@ -99,6 +102,7 @@ def probe_cpu_speed(
         shutil.rmtree(folder, ignore_errors=True)  # an earlier probe's models, or one stopped half-way
     try:
         target, draft = folder / "F16" / "target.gguf", folder / "F16" / "draft.gguf"
+        steps[1] = _step_count(folder, target, draft)
         if not (target.is_file() and draft.is_file()):
             step(f"writing a {PROBE_SHAPE.n_layer}-layer F16 model (730 MB) to time llama.cpp's CPU forward pass")
             spec = PairSpec(shape=PROBE_SHAPE, draft_layers=PROBE_DRAFT_LAYERS, dtype="f16", n_vocab=PROBE_VOCAB)
@@ -136,6 +140,17 @@ def probe_cpu_speed(
     speed = solve_cpu_speed(timed, beyond, thin, rows)
     save_cpu_speed(key, speed, cache)
     return speed
+
+
+def _step_count(folder: Path, target: Path, draft: Path) -> int:
+    """How many steps probe_cpu_speed will report: four timings, one per quantization class, and a write for
+    each model set a kept folder does not hold yet (what the page's progress counts)."""
+    writes = int(not (target.is_file() and draft.is_file()))
+    for cls in PROBE_QUANTS:
+        kept = folder / f"{cls}-pure"
+        names = (target.name, draft.name, *(f"rows-{n}.gguf" for n in PROBE_ROWS_VOCABS))
+        writes += not all((kept / n).is_file() for n in names)
+    return 4 + len(PROBE_QUANTS) + writes
 
 
 def measured_device(

@@ -26,7 +26,7 @@ again on every token. ``place`` returns the first that fits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -106,11 +106,19 @@ class Placement:
         }
 
     def plan(
-        self, target: ModelInfo, draft: ModelInfo | None, ctx: int, gpus: list[GpuBudget], draft_n_max: int = 0, **opts
+        self,
+        target: ModelInfo,
+        draft: ModelInfo | None,
+        ctx: int,
+        gpus: list[GpuBudget],
+        draft_n_max: int = 0,
+        spec_types: Sequence[str] | None = None,
+        **opts,
     ) -> MemoryPlan:
         """The plan of the pair placed this way, loaded as specrt loads it for draft_n_max (load_options: a
-        hybrid target's snapshots, an MTP target's context) unless opts say otherwise."""
-        opts = {**load_options(target, draft, draft_n_max), **opts}
+        hybrid target's snapshots, an MTP target's context), or as a llama-server started with these
+        --spec-type values (spec_types), unless opts say otherwise."""
+        opts = {**load_options(target, draft, draft_n_max, spec_types), **opts}
         return plan_memory(
             target,
             ctx,

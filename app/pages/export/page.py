@@ -18,6 +18,8 @@ The settings come from the session the pages share (app.session).
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
@@ -36,6 +38,7 @@ from app.pages.export.runner import ValidateRunner
 from app.session import LabSession
 from app.widgets.forms import PathPicker, push_button, spin_box
 from app.widgets.needs_pair import NeedsPairBar
+from app.widgets.pace import pace_text
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text
 from engine.core.settings import SettingsError
@@ -73,6 +76,7 @@ class ExportPage(QWidget):
         self.session = session
         self.jobs = jobs
         self.runner: ValidateRunner | None = None
+        self._validate_started = 0.0  # time.monotonic() at Validate, for the estimate
         self.last_report: dict | None = None
         self.last_error: str | None = None
         self._stale = False
@@ -239,6 +243,7 @@ class ExportPage(QWidget):
         runner.cancelled.connect(self._on_cancelled)
         runner.finished.connect(self._on_thread_finished)
         self._set_running(True)
+        self._validate_started = time.monotonic()
         self._say(f"Validating on {len(prompts)} prompt(s) of {s.workload()}" + "".join(f"; {n}" for n in notes) + ".")
         self.runner.start()
         return True
@@ -276,7 +281,8 @@ class ExportPage(QWidget):
             self.progress.setRange(0, total)
             self.progress.setValue(done)
             self.progress.setFormat(f"{done} of {total} runs")
-        self._say(f"Validating: {what} ...")
+        pace = pace_text(done, total, time.monotonic() - self._validate_started)
+        self._say(f"Validating: {what} ... ({pace})")
 
     def _on_succeeded(self, report: dict) -> None:
         from engine.measure.validate import format_report

@@ -15,6 +15,8 @@ jobs (app.jobs), which stops it when a tune or a validation starts.
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
@@ -25,6 +27,7 @@ from app.pages.lab.controls import LabControls
 from app.session import LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.live_charts import LiveCharts
+from app.widgets.pace import pace_text
 from app.widgets.page_shortcuts import add_page_shortcuts
 from app.widgets.style import error_text, ok_text
 from app.widgets.timers import make_timer
@@ -94,6 +97,7 @@ class LabPage(QWidget):
         # the last baseline and what it measured (engine.measure.baseline): figures use it only while it matches
         self.baseline_record: Baseline | None = None
         self._baseline_tokens = 0  # tokens of the baseline under way, for its progress
+        self._baseline_started = 0.0  # when it began (time.monotonic), for its estimate
         self._baseline_note = ""  # why the baseline was dropped, said once
         self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
@@ -378,7 +382,7 @@ class LabPage(QWidget):
             return
         if not self._ready_for("baseline"):
             return
-        self._baseline_tokens = 0
+        self._baseline_tokens, self._baseline_started = 0, time.monotonic()
         self._generate("baseline", self.controls.spec_settings(), self.controls.sampling_settings())
         self.banner.show_message("Measuring the baseline (no speculation): starting; Esc stops it", "info")
 
@@ -456,9 +460,11 @@ class LabPage(QWidget):
     def _on_cycles(self, batch: list) -> None:
         if self.mode == "baseline":  # its progress, from the first token
             self._baseline_tokens += sum(int(ev.get("emitted", 0) or 0) for ev in batch if not ev.get("prompt"))
+            total = self.controls.max_tokens.value()
+            pace = pace_text(self._baseline_tokens, total, time.monotonic() - self._baseline_started)
             self.banner.show_message(
-                f"Measuring the baseline (no speculation): {self._baseline_tokens} of "
-                f"{self.controls.max_tokens.value()} tokens; Esc stops it",
+                f"Measuring the baseline (no speculation): {self._baseline_tokens} of {total} tokens, {pace}; "
+                "Esc stops it",
                 "info",
             )
             return

@@ -156,6 +156,12 @@ class LibraryPanel(QWidget):
         self.pairs.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.pairs.verticalHeader().setVisible(False)
         self.pairs.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # one line a cell (the prediction's whole sentence is in its tooltip), and room for three pairs at least:
+        # issue 51 saw one row and a half at 1280x720
+        self.pairs.setWordWrap(False)
+        self.pairs.setTextElideMode(Qt.TextElideMode.ElideRight)
+        rows = self.pairs.verticalHeader().defaultSectionSize()
+        self.pairs.setMinimumHeight(self.pairs.horizontalHeader().sizeHint().height() + 3 * rows + 4)
         self.pairs.itemDoubleClicked.connect(lambda item: self.use_selected_pair())
         self.pair_button = push_button("Use this pair in the Lab", self.use_selected_pair)
         self.pairs.itemSelectionChanged.connect(
@@ -198,8 +204,9 @@ class LibraryPanel(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(upper)
         split.addWidget(lower)
-        split.setStretchFactor(0, 3)
+        split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.addWidget(split)

@@ -100,10 +100,10 @@ class ModelsPage(QWidget):
 
         check = QGroupBox("The Lab's pair, checked before loading")
         c_col = QVBoxLayout(check)
-        self.compat_badge = QLabel("choose a target and a draft in the Lab")
-        self.methods_badge = QLabel("")  # which draft methods the pair can run (engine.models.draft_heads)
-        self.fit_badge = QLabel("")
-        self.plan_label = QLabel("")
+        self.compat_badge = _Line("choose a target and a draft in the Lab")
+        self.methods_badge = _Line("")  # which draft methods the pair can run (engine.models.draft_heads)
+        self.fit_badge = _Line("")
+        self.plan_label = _Line("")
         for w in (self.compat_badge, self.methods_badge, self.fit_badge, self.plan_label):
             w.setWordWrap(True)
             c_col.addWidget(w)
@@ -307,3 +307,12 @@ class ModelsPage(QWidget):
             by_kind[key] = by_kind.get(key, 0) + item.bytes
         self.plan_label.setText("plan: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in by_kind.items()))
         self.last_plan = plan
+
+
+class _Line(QLabel):
+    """A line of the pair check that takes no room while it has nothing to say (the library's pairs table
+    above needs the height on a 720-pixel screen)."""
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
+        super().setText(text)
+        self.setVisible(bool(text))

@@ -54,7 +54,26 @@ from engine.serve.watch import ROLLING, RequestRecord, acceptance_alert
 JOB = "serving"
 LAB_FREE_TIMEOUT_S = 60.0
 TABLE_ROWS = 200
-COLUMNS = ("#", "time", "status", "prompt", "generated", "tok/s", "acceptance", "in flight", "seconds")
+COLUMNS = ("#", "time", "status", "prompt", "tokens", "tok/s", "accepted", "in flight", "s")
+COLUMN_TIPS = (
+    "the request's number, in the order they arrived",
+    "when it arrived",
+    "llama-server's HTTP status and, for an error, its message (all of it in the cell's tooltip)",
+    "prompt tokens, the part llama-server had cached included",
+    "tokens generated",
+    "llama-server's own generation speed for this request",
+    "drafted tokens the target accepted: the share, then accepted/drafted",
+    "the most requests in flight at once while this one ran, itself included",
+    "seconds until the answer's last byte was passed on",
+)
+STATUS_COLUMN = COLUMNS.index("status")
+# an error's first characters in the table (all of it in the cell's tooltip and the log): issue 51 saw a
+# 400's message push the tok/s column off the screen
+STATUS_CHARS = 32
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= STATUS_CHARS else text[: STATUS_CHARS - 1].rstrip() + "…"
 
 
 def default_recording() -> Path:
@@ -184,7 +203,14 @@ class ServePage(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        for i, tip in enumerate(COLUMN_TIPS):
+            self.table.horizontalHeaderItem(i).setToolTip(tip)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # the status column takes what the numbers leave (elided, the whole in its tooltip), so that a long
+        # error never pushes them off a 1280-pixel screen
+        header.setSectionResizeMode(STATUS_COLUMN, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(40)
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
@@ -193,7 +219,7 @@ class ServePage(QWidget):
         top = QSplitter(Qt.Orientation.Horizontal)
         top.addWidget(self.charts)
         top.addWidget(self.table)
-        top.setSizes([600, 500])
+        top.setSizes([500, 600])  # the table's nine columns need the wider half on a 1280-pixel screen
         split.addWidget(top)
         split.addWidget(self.log)
         split.setSizes([500, 140])
@@ -424,7 +450,10 @@ class ServePage(QWidget):
                 f"{r.seconds:.1f}",
             )
             for col, text in enumerate(cells):
-                self.table.setItem(row, col, QTableWidgetItem(text))
+                item = QTableWidgetItem(_clipped(text) if col == STATUS_COLUMN else text)
+                if col == STATUS_COLUMN and r.error:
+                    item.setToolTip(text)  # the whole of llama-server's message, which can run to 400 characters
+                self.table.setItem(row, col, item)
 
     def _tune_on_traffic(self) -> None:
         path = self._recording_path()
