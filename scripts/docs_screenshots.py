@@ -22,8 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.page_list import PAGE_NAMES  # noqa: E402
 from engine.models.synthetic import CHATML_TEMPLATE, ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.models.synthetic_heads import write_eagle3_draft, write_mtp_model  # noqa: E402
+
+# The pictures written into each folder: the app's scripted session (app/scripted.py) names one per page,
+# numbered in the page list's order. The docs link these names; tests/test_docs_links.py holds the two together.
+PICTURES = tuple(f"{i}-{name.lower()}.png" for i, name in enumerate(PAGE_NAMES))
 
 
 def hub_snapshot(cache: Path, repo: str) -> Path:
@@ -69,7 +74,7 @@ def main() -> int:
             SPECTUNE_CONFIG_DIR=tempfile.mkdtemp(prefix="spectune-docs-config-"),
             SPECTUNE_DATA_DIR=tempfile.mkdtemp(prefix="spectune-docs-data-"),
         )
-        print(f"[docs] {scheme} pictures into {folder}", flush=True)
+        print(f"[docs] {scheme} pictures into {folder}: {', '.join(PICTURES)}", flush=True)
         done = subprocess.run([sys.executable, "-m", "app", "--screenshot", str(folder)], cwd=ROOT, env=env)
         if done.returncode != 0:
             return done.returncode
