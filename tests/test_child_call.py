@@ -16,6 +16,7 @@ from engine.planning.recommend import rank_catalog
 from .fake_nvml import FakeGpu, FakeNVML
 
 
+@pytest.mark.slow
 def test_the_ranking_apart_is_the_ranking_here():
     """Same catalog, same hardware (probed here, from the NVML stand-in): the same ranking and fits."""
     nvml = FakeNVML([FakeGpu()])

@@ -19,6 +19,7 @@ def spectune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(SPECTUNE + list(args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_run_json_with_baseline(pair):
     target, draft = pair
     r = spectune(
@@ -64,6 +65,7 @@ def test_run_json_with_baseline(pair):
     assert s["speedup"] == pytest.approx(s["tokens_per_s"] / s["baseline_tokens_per_s"], rel=1e-3, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_run_events_and_human_output(pair, tmp_path):
     target, draft = pair
     prompt_file = tmp_path / "p.txt"
@@ -105,6 +107,7 @@ def test_run_events_and_human_output(pair, tmp_path):
     assert r.stdout.count("cycle ") >= 1 and "acceptance" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -119,6 +122,7 @@ def test_bad_knobs_exit_2_with_a_reason(pair, args, message):
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_missing_and_broken_models(pair, tmp_path):
     r = spectune("run", "--target", str(tmp_path / "none.gguf"), "--prompt", "x")
     assert r.returncode == 2 and "not found" in r.stderr
@@ -128,6 +132,7 @@ def test_missing_and_broken_models(pair, tmp_path):
     assert r.returncode == 2 and "not a GGUF file" in r.stderr
 
 
+@pytest.mark.slow
 def test_draft_without_spec_type_defaults_to_draft_simple(pair):
     target, draft = pair
     r = spectune(
@@ -148,6 +153,7 @@ def test_draft_without_spec_type_defaults_to_draft_simple(pair):
     assert s["spec"]["spec_type"] == "draft-simple" and s["drafted"] > 0
 
 
+@pytest.mark.slow
 def test_run_over_a_workload_adds_the_prompts_up(pair, tmp_path):
     """--workload runs every prompt of a set (here a user file) and sums drafted/accepted/tokens;
     each prompt's own numbers come along."""
@@ -185,6 +191,7 @@ def test_run_over_a_workload_adds_the_prompts_up(pair, tmp_path):
     assert s["target"] == str(target) and s["draft"] == str(draft)
 
 
+@pytest.mark.slow
 def test_run_model_choice_errors(pair, tmp_path):
     target, draft = pair
     r = spectune("run", "--prompt", "x")
@@ -197,6 +204,7 @@ def test_run_model_choice_errors(pair, tmp_path):
     assert r.returncode == 2 and "no-such-set" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_server_path():
     r = spectune("server-path")
     assert r.returncode == 0
@@ -204,6 +212,7 @@ def test_server_path():
     assert path.name.startswith("llama-server") and path.exists()
 
 
+@pytest.mark.slow
 def test_demo_json(tmp_path):
     r = spectune("demo", "--json", "--quick", "--max-tokens", "32", timeout=600)
     assert r.returncode == 0, r.stderr
@@ -250,6 +259,7 @@ def test_load_progress_is_one_rewritten_line_on_a_terminal_and_nothing_otherwise
     assert plain.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_run_and_tune_carry_on_without_repacking_after_an_illegal_instruction(pair, capsys):
     """The CLI's load step (spectune run and tune), in this process so the test's client can deliver the
     SIGILL: the user is warned, and what is run, recorded and exported uses the settings that loaded."""

@@ -180,6 +180,7 @@ def real_vocab_models(tmp_path_factory):
 
 # the gguf package needs seconds per large vocabulary to copy its tokenizer, so the pairs are the smaller ones:
 # compatible SPM, compatible BPE, BPE of equal size and different text, SPM of different sizes
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "target, draft", [("llama-spm", "phi-3"), ("gpt-neox", "mpt"), ("starcoder", "refact"), ("llama-spm", "baichuan")]
 )

@@ -58,6 +58,7 @@ def write_case(path: Path, arch: str, E: int, n_head: int, head_dim: int, F: int
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-E{c[1]}-V{c[5]}-L{c[6]}" for c in CASES])
 def test_the_compute_buffer_of_a_large_vocabulary_matches_llama_cpp(tmp_path, case):
     arch, E, n_head, head_dim, F, V, L, window, contexts = case

@@ -172,6 +172,7 @@ def acceptance(workload: str, spec) -> float:
     return _ACCEPTANCE[key]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["code-completion", "code-editing"])
 def test_draft_simple_acceptance_on_code_is_at_least_half(workload):
     from engine.core.settings import SpecSettings
@@ -193,6 +194,7 @@ def cpu_has_amx() -> bool:
 # engine dies with SIGILL while loading, for any Q8_0 model. EngineClient.load then loads again with
 # repacking off, so every case here must pass on every machine. That fallback is exercised on every
 # machine, with a SIGILL the test delivers, in test_worker_client.py, test_cli.py and test_gui.py.
+@pytest.mark.slow
 @pytest.mark.parametrize("quant, repack", [("f16", True), ("f16", False), ("q8_0", False), ("q8_0", True)])
 def test_each_quantization_runs_as_a_pair(quant, repack):
     """Loaded by the worker, as the CLI and the app load it, so a crash fails this test only."""
@@ -218,6 +220,7 @@ def test_each_quantization_runs_as_a_pair(quant, repack):
     assert summary["drafted"] > 0 and summary["accepted"] > 0
 
 
+@pytest.mark.slow
 def test_the_cli_runs_the_q8_0_pair_on_this_machine(tmp_path):
     """`spectune run --demo q8_0` must work wherever the app runs: where repacked Q8_0 weights crash
     the engine (SIGILL, see above), the client loads again with repacking off and says so."""

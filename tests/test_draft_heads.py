@@ -251,6 +251,7 @@ def test_specrt_drafts_with_dflash_files_as_the_bundled_llama_server_does(heads,
 # -- the worker and the command line refuse what the pair cannot run ------------------------------------
 
 
+@pytest.mark.slow
 def test_the_worker_refuses_a_method_the_pair_cannot_run_and_goes_on(client, heads):
     """draft-dflash on an ordinary draft used to abort the worker process (llama.cpp's GGML_ASSERT)."""
     from engine.runtime.client import EngineError
@@ -266,6 +267,7 @@ def test_the_worker_refuses_a_method_the_pair_cannot_run_and_goes_on(client, hea
     assert events[-1]["event"] == "done" and events[-1]["summary"]["drafted"] > 0
 
 
+@pytest.mark.slow
 def test_the_worker_runs_draft_mtp_on_a_target_with_an_mtp_head(client, heads):
     client.load(LoadSettings(heads["mtp"], None, ctx=512))
     spec = {"spec_type": "draft-mtp", "draft_n_max": 3}
@@ -279,6 +281,7 @@ def spectune(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_spectune_run_with_a_head(heads):
     common = ("--prompt", PROMPTS[0], "--max-tokens", "24", "--ctx", "512", "--json")
     r = spectune("run", "--target", str(heads["mtp"]), "--spec-type", "draft-mtp", *common)
@@ -291,6 +294,7 @@ def test_spectune_run_with_a_head(heads):
     assert s["spec"]["spec_type"] == "draft-eagle3" and s["drafted"] > 0
 
 
+@pytest.mark.slow
 def test_spectune_run_refuses_a_method_the_pair_cannot_run(heads):
     r = spectune("run", "--target", str(heads["target"]), "--draft", str(heads["draft"]), "--spec-type",
                  "draft-dflash", "--prompt", "x")  # fmt: skip
@@ -299,6 +303,7 @@ def test_spectune_run_refuses_a_method_the_pair_cannot_run(heads):
     assert r.stderr.endswith(": draft-dflash needs a DFlash draft file; the draft is an ordinary model\n")
 
 
+@pytest.mark.slow
 def test_spectune_tune_measures_a_head_by_its_own_method(heads):
     r = spectune("tune", "--target", str(heads["target"]), "--draft", str(heads["eagle3"]), "--prompt", PROMPTS[0],
                  "--max-tokens", "16", "--ctx", "512", "--budget-s", "1", "--json")  # fmt: skip

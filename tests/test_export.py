@@ -260,6 +260,7 @@ def test_read_help_runs_the_binary_once_per_version_of_the_file(tmp_path, monkey
     assert detect_dialect(read_help(server)).name == "current"
 
 
+@pytest.mark.slow
 def test_read_help_uses_the_disk_cache_when_the_binary_cannot_run(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUNE_CACHE_DIR", str(tmp_path / "cache"))
     server = _help_printer(tmp_path / "llama-server", OLD_HELP)
@@ -278,6 +279,7 @@ def test_read_help_refuses_a_missing_binary(tmp_path):
         read_help(tmp_path / "no-such-llama-server")
 
 
+@pytest.mark.slow
 def test_export_for_a_pre_rename_binary_end_to_end(tmp_path, monkeypatch, pair):
     monkeypatch.setenv("SPECTUNE_CACHE_DIR", str(tmp_path / "cache"))
     server = _help_printer(tmp_path / "llama-server", OLD_HELP)

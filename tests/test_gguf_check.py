@@ -107,6 +107,7 @@ def test_random_bytes(tmp_path_factory, blob):
         assert f"it starts with {blob[:4]!r}" in message
 
 
+@pytest.mark.slow
 def test_a_truncated_model_is_the_input_s_fault_not_an_internal_error(pair, tmp_path, capsys):
     """issue 30 #8: the engine answered a cut file with kind "internal"; the command line printed
     "spectune: error (internal): GGUFError: ...". The message was right, the label was not."""

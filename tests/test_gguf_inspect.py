@@ -166,6 +166,7 @@ def test_every_vocab_file_is_read(vocab_infos):
 
 
 # the gguf package is slow on big vocabularies (it maps every token), so the cross-check uses the small files
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
@@ -455,6 +456,7 @@ def parse_bytes(tmp_path: Path, data: bytes, name: str = "fuzz.gguf"):
     return inspect_gguf(path)
 
 
+@pytest.mark.slow
 def test_truncation_at_every_byte_of_a_small_file(tmp_path, tiny_gguf):
     full = parse_bytes(tmp_path, tiny_gguf)
     assert full.parameter_count > 0

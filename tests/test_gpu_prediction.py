@@ -125,6 +125,7 @@ def test_a_fit_without_token_costs_verifies_for_the_price_of_one_token():
     assert predict(cost, None, device).band is None  # a fit that carries no held-out errors gives no band
 
 
+@pytest.mark.slow
 def test_predict_for_a_card_and_a_model_this_machine_does_not_have():
     r = spectune("predict", "--target", "llama:8B:Q4_0", "--gpu", "RTX 3090", "--json")
     assert r.returncode == 0, r.stderr
@@ -138,6 +139,7 @@ def test_predict_for_a_card_and_a_model_this_machine_does_not_have():
     assert out["draft"].startswith("qwen3-0.6b") and len(out["speedup_by_k"]) >= 8
 
 
+@pytest.mark.slow
 def test_predict_names_what_is_wrong_with_a_card_or_a_model():
     r = spectune("predict", "--target", "llama:8B:Q4_0", "--gpu", "A100")
     assert r.returncode == 2 and "fits several GPUs" in r.stderr
@@ -147,6 +149,7 @@ def test_predict_names_what_is_wrong_with_a_card_or_a_model():
     assert r.returncode == 2 and "ARCH:SIZE:QUANT" in r.stderr
 
 
+@pytest.mark.slow
 def test_recommend_and_plan_for_a_card_this_machine_does_not_have():
     r = spectune("recommend", "--gpu", "RTX 4060 Ti 16GB", "--limit", "2", "--json")
     assert r.returncode == 0, r.stderr

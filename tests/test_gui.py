@@ -39,6 +39,7 @@ def set_pair(w, pair, k=4, max_tokens=64, ctx=1024):
     c.max_tokens.setValue(max_tokens)
 
 
+@pytest.mark.slow
 def test_run_reaches_the_charts(qtbot, window, pair, tmp_path):
     set_pair(window, pair)
     lab = window.lab
@@ -78,6 +79,7 @@ def test_run_reaches_the_charts(qtbot, window, pair, tmp_path):
     assert latest[0].results["tokens_generated"] > 0 and latest[0].target == str(pair[0])
 
 
+@pytest.mark.slow
 def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
     set_pair(window, pair, k=6, max_tokens=900, ctx=2048)
     lab = window.lab
@@ -109,6 +111,7 @@ def test_moving_k_while_running_is_used_by_the_next_cycles(qtbot, window, pair):
     assert "draft-simple (changed during the run)" in methods
 
 
+@pytest.mark.slow
 def test_killed_engine_shows_crash_and_restarts(qtbot, window, pair):
     set_pair(window, pair, max_tokens=5000, ctx=2048)
     lab = window.lab
@@ -131,6 +134,7 @@ def test_killed_engine_shows_crash_and_restarts(qtbot, window, pair):
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_incompatible_pair_is_explained(qtbot, window, incompatible_pair):
     set_pair(window, incompatible_pair)
     window.lab.load()
@@ -140,6 +144,7 @@ def test_incompatible_pair_is_explained(qtbot, window, incompatible_pair):
     qtbot.waitUntil(lambda: window.lab.mode == "idle", timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_broken_file_is_explained_before_loading(qtbot, window, tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + os.urandom(100))
@@ -191,6 +196,7 @@ def test_export_page_follows_the_knobs(qtbot, tmp_path, pair, monkeypatch):
     assert QGuiApplication.clipboard().text() == w.export.command.toPlainText()
 
 
+@pytest.mark.slow
 def test_app_selftest_in_a_subprocess(tmp_path):
     """main() runs in its own process: a second QApplication in this one would crash."""
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", SPECTUNE_CONFIG_DIR=str(tmp_path / "cfg"))
@@ -206,6 +212,7 @@ def test_app_selftest_in_a_subprocess(tmp_path):
     assert "selftest: ok" in r.stderr
 
 
+@pytest.mark.slow
 def test_hardware_page_with_two_gpus_and_without(qtbot, tmp_path, monkeypatch):
     from .fake_nvml import FakeNVML, h100, rtx4090
 
@@ -277,6 +284,7 @@ def test_models_page_checks_the_pair_before_loading(qtbot, tmp_path, monkeypatch
     assert w.lab.mode == "idle" and w.controller.loaded_info is None
 
 
+@pytest.mark.slow
 def test_illegal_instruction_while_loading_retries_without_repacking(qtbot, window, pair):
     """On a CPU that reports AMX the system does not enable, the pinned llama.cpp dies of SIGILL while it
     repacks weights. Here the test delivers that signal: the worker is stopped as the Lab's load begins and
@@ -309,6 +317,7 @@ def test_illegal_instruction_while_loading_retries_without_repacking(qtbot, wind
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monkeypatch, tmp_path):
     from app.pages import history as history_page
     from app.pages.history import HistoryPage
@@ -350,6 +359,7 @@ def test_history_table_keeps_the_newest_rows_however_sorted(qtbot, window, monke
     assert "newest only" in page.status.text()
 
 
+@pytest.mark.slow
 def test_a_lab_run_is_one_history_row_however_many_prompts_it_ran(qtbot, window, monkeypatch, tmp_path):
     """Issue 51: the history kept one row per prompt (247 rows for a few runs). A run's generations now add
     up in one row and one entry, written as each ends; the next Start opens the next row."""
@@ -396,6 +406,7 @@ def test_a_lab_run_is_one_history_row_however_many_prompts_it_ran(qtbot, window,
     assert newest.results["tokens_generated"] == 21 and "generations" not in newest.results
 
 
+@pytest.mark.slow
 def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
     set_pair(window, pair)
     lab = window.lab
@@ -424,6 +435,7 @@ def test_loading_shows_progress_and_esc_cancels_it(qtbot, window, pair):
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, tmp_path, monkeypatch, pair):
     """A stand-in NVML with a nearly full GPU, and an engine taken for a CUDA build (a CPU build plans in
     RAM); the plan, the refusal and the load are real."""
@@ -461,6 +473,7 @@ def test_a_pair_that_does_not_fit_is_explained_and_can_be_loaded_anyway(qtbot, t
     w.close()
 
 
+@pytest.mark.slow
 def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tmp_path, monkeypatch):
     """The pre-load checks are skipped here so that the worker itself meets the broken file."""
     broken = tmp_path / "broken.gguf"
@@ -482,6 +495,7 @@ def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tm
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_a_pair_chosen_in_the_lab_brings_a_workload_unless_a_prompt_is_typed(window, pair, tmp_path):
     """Issue 30 #3 for every way a pair arrives (here the Lab's own file boxes): with neither a workload set
     nor a typed prompt, the set that suits the target is chosen, so Start runs at once; a typed prompt stays."""
@@ -500,6 +514,7 @@ def test_a_pair_chosen_in_the_lab_brings_a_workload_unless_a_prompt_is_typed(win
     assert session.workload() == CUSTOM_PROMPT and session.custom_prompt() == "my own prompt"
 
 
+@pytest.mark.slow
 def test_a_native_engine_that_cannot_load_leaves_a_banner_and_the_lab_runs_through_llama_server(
     qtbot, tmp_path, monkeypatch, pair
 ):
@@ -533,6 +548,7 @@ def test_a_native_engine_that_cannot_load_leaves_a_banner_and_the_lab_runs_throu
     w.close()
 
 
+@pytest.mark.slow
 def test_the_engine_menu_switches_to_llama_server_and_back_and_the_choice_persists(qtbot, window, pair, tmp_path):
     set_pair(window, pair, k=3, max_tokens=16)
     lab = window.lab

@@ -12,6 +12,8 @@ pytest.importorskip("PySide6")
 
 from .conftest import GUI_WAIT  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts the engine worker or llama-server
+
 
 def _prompt_tokens(qtbot, window) -> int:
     """Start the Lab, return the prompt cycle's token count, stop."""

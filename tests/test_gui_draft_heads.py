@@ -16,6 +16,8 @@ from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft
 
 from .conftest import GUI_WAIT, PROMPTS  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts the engine worker or llama-server
+
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory) -> dict[str, Path]:

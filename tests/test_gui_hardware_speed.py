@@ -31,11 +31,13 @@ def window(qtbot, tmp_path, monkeypatch):
     w.close()
 
 
+@pytest.mark.slow
 def test_a_gpu_shows_its_fp16_throughput_from_the_table(window):
     # NVIDIA's dense FP16 tensor rate with FP16 accumulate (resources/catalog/gpus.json)
     assert "~330 TFLOPs FP16" in window.hardware.gpu_boxes[0].details.text()
 
 
+@pytest.mark.slow
 def test_the_cpu_probe_runs_from_the_page_and_is_remembered(window, qtbot, tmp_path):
     page = window.hardware
     assert "not measured yet" in page.speed_label.text()
@@ -57,6 +59,7 @@ def test_the_cpu_probe_runs_from_the_page_and_is_remembered(window, qtbot, tmp_p
     other.close()
 
 
+@pytest.mark.slow
 def test_the_probe_waits_while_another_measuring_job_runs(window):
     page = window.hardware
     window.jobs.register("a-test-job", lambda: True, "a tune is running", "the tune's")
@@ -64,6 +67,7 @@ def test_the_probe_waits_while_another_measuring_job_runs(window):
     assert page.probe_job is None and "Not now: a tune is running" in page.speed_label.text()
 
 
+@pytest.mark.slow
 def test_an_unmeasured_cpu_ranks_on_an_assumption_until_the_start_page_measures_it(qtbot, tmp_path, monkeypatch):
     """Without a GPU and before any probe, the pairs are ranked for a CPU assumed from its core count, and the
     Start page says so beside a Measure button; the probe it starts (the Hardware page's) ranks them anew
@@ -97,6 +101,7 @@ def test_an_unmeasured_cpu_ranks_on_an_assumption_until_the_start_page_measures_
         w.close()
 
 
+@pytest.mark.slow
 def test_closing_the_app_stops_a_probe_at_its_next_step(window, qtbot, tmp_path):
     """The probe takes a few minutes; a user closing the window meanwhile waits for one step at most,
     and no half-measured figures are cached."""
@@ -110,6 +115,7 @@ def test_closing_the_app_stops_a_probe_at_its_next_step(window, qtbot, tmp_path)
     assert not list((tmp_path / "device-speed").glob("cpu-*.json"))
 
 
+@pytest.mark.slow
 def test_the_probe_counts_its_steps_and_stop_ends_it_at_the_next(window, qtbot, tmp_path):
     """Issue 51: every long action shows progress and an estimate and can be cancelled; the probe said what it
     was doing but not how far it was, and only closing the app stopped it."""

@@ -37,6 +37,8 @@ from .test_knobs_mid_run import (  # noqa: E402
     tokenize,
 )
 
+pytestmark = pytest.mark.slow  # every test here starts the engine worker or llama-server
+
 WAIT = 120_000  # ms; generous: CI machines are small and may be busy
 K = 4
 CTX = 4096  # the Lab's context in these runs: the room it leaves caps an n-gram draft

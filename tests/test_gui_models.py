@@ -361,6 +361,7 @@ def test_a_corrupt_or_too_large_download_says_so(qtbot, make_page, hub, models, 
 # -- recommendations ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recommendations_for_the_gpu_nvml_reports(qtbot, tmp_path, places):
     """The main window's Hardware page hands its NVML (here a stand-in RTX 4090) to the Models page."""
     w = MainWindow(settings=QSettings(str(tmp_path / "m.ini"), QSettings.Format.IniFormat), nvml=FakeNVML([FakeGpu()]))
@@ -444,6 +445,7 @@ def test_without_a_gpu_the_budget_is_the_ram(qtbot, make_page):
     assert labels and "tiny-target F16 + tiny-draft F16" in labels[0]
 
 
+@pytest.mark.slow
 def test_closing_the_window_stops_a_download_and_keeps_its_partial_file(qtbot, tmp_path, hub, places, models):
     # eight copies: a download of about nine seconds, so that the progress the page shows (signals that a
     # loaded machine may deliver late) is never the download's last piece when the window closes
@@ -481,6 +483,7 @@ def test_an_empty_library_leads_somewhere(qtbot, make_page, places):
     assert target is not None and target.is_file() and draft is not None and draft.is_file()
 
 
+@pytest.mark.slow
 def test_start_page_one_click_downloads_a_recommended_pair_and_runs_it_live(
     qtbot, places, hub, models, tiny_catalog, monkeypatch
 ):

@@ -24,6 +24,7 @@ def window(qtbot, tmp_path, monkeypatch):
     w.close()
 
 
+@pytest.mark.slow
 def test_each_page_has_an_icon_a_name_and_its_shortcut(qtbot, window):
     nav = window.nav
     assert nav.count() == len(PAGES)

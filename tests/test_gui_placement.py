@@ -17,6 +17,8 @@ from .conftest import GUI_WAIT  # noqa: E402
 from .fake_nvml import FakeNVML, rtx4090  # noqa: E402
 from .test_placement import _two_gpu_stand_in, mid_pair  # noqa: E402, F401  (the fixture is used by name)
 
+pytestmark = pytest.mark.slow  # every test here starts the engine worker or llama-server
+
 
 def test_a_pair_too_big_for_the_default_split_is_placed_with_one_click(qtbot, tmp_path, monkeypatch, mid_pair):  # noqa: F811
     from app.engine_controller import EngineController

@@ -51,6 +51,7 @@ def test_the_machine_in_one_line():
     assert machine_line(cpu_only).startswith("CPU only") and "RAM free" in machine_line(cpu_only)
 
 
+@pytest.mark.slow
 def test_recommended_pairs_come_from_the_models_ranking_one_click_each(qtbot):
     page = StartPage(lambda: probe(FakeNVML([FakeGpu()])))
     qtbot.addWidget(page)
@@ -68,6 +69,7 @@ def test_recommended_pairs_come_from_the_models_ranking_one_click_each(qtbot):
     assert speeds == sorted(speeds, reverse=True) and all(c.uses_draft for c in page.candidates)
 
 
+@pytest.mark.slow
 def test_the_download_click_lands_on_the_models_downloads(qtbot, make_window, monkeypatch):
     w = make_window()
     asked = []
@@ -86,6 +88,7 @@ def test_tune_and_export_are_one_click_each(qtbot, make_window):
     assert w.current_page() == "Export"
 
 
+@pytest.mark.slow
 def test_the_demo_click_reaches_a_live_run(qtbot, make_window):
     w = make_window()
     w.show()
@@ -100,6 +103,7 @@ def test_the_demo_click_reaches_a_live_run(qtbot, make_window):
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_a_pair_downloaded_from_start_goes_into_the_lab_and_runs(qtbot, make_window, monkeypatch, pair):
     """The download itself is test_gui_models' (a local hub); here its result arrives as the Models page
     announces it, and the window loads the pair, measures the baseline and runs, as for the demo pair."""

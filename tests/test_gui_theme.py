@@ -60,6 +60,7 @@ def test_the_system_scheme_is_followed_live(qtbot, window):
         hints.unsetColorScheme()
 
 
+@pytest.mark.slow
 def test_a_forced_scheme_wins(qtbot, window, monkeypatch):
     monkeypatch.setenv("SPECTUNE_COLOR_SCHEME", "dark")
     window.theme.follow_system()

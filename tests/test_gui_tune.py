@@ -76,6 +76,7 @@ def process_gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair, tmp_path):
     set_pair(window, pair, k=2, method="ngram-mod")
     window.show_page("Tune")
@@ -148,6 +149,7 @@ def test_a_tune_fills_the_table_and_its_best_goes_to_the_lab(qtbot, window, pair
     qtbot.waitUntil(lambda: process_gone(pid), timeout=10_000)
 
 
+@pytest.mark.slow
 def test_cancel_is_prompt_and_the_lab_run_is_stopped_first(qtbot, window, pair):
     set_pair(window, pair)
     lab = window.lab
@@ -189,6 +191,7 @@ def test_cancel_is_prompt_and_the_lab_run_is_stopped_first(qtbot, window, pair):
     qtbot.waitUntil(lambda: process_gone(pid), timeout=10_000)
 
 
+@pytest.mark.slow
 def test_on_a_gpu_the_labs_copy_is_freed_before_the_tune_loads(qtbot, window, pair, monkeypatch):
     """Two copies of a pair may not fit in VRAM. No GPU here, so the controller's GPU test is the
     stand-in; the unload, the wait and both engine processes are real."""
@@ -241,6 +244,7 @@ def test_the_gpu_test_needs_a_gpu_device_offloaded_layers_and_a_loaded_pair(pair
     assert not c.uses_gpu  # a CPU build
 
 
+@pytest.mark.slow
 def test_a_killed_tune_worker_is_an_error_and_the_page_stays_usable(qtbot, window, pair):
     set_pair(window, pair)
     window.show_page("Tune")
@@ -263,6 +267,7 @@ def test_a_killed_tune_worker_is_an_error_and_the_page_stays_usable(qtbot, windo
     assert not page.banner.isVisible() and page.table.rowCount() == len(page.result.candidates)
 
 
+@pytest.mark.slow
 def test_closing_the_window_mid_tune_ends_thread_and_worker(qtbot, tmp_path, monkeypatch, pair):
     w = make_window(qtbot, tmp_path, monkeypatch)
     set_pair(w, pair)
@@ -298,6 +303,7 @@ def test_bad_input_is_explained_without_starting(qtbot, window, tmp_path, incomp
     assert page.mode == "idle" and "not valid JSON" in page.banner.label.text()
 
 
+@pytest.mark.slow
 def test_tune_settings_persist(qtbot, tmp_path, monkeypatch):
     w = make_window(qtbot, tmp_path, monkeypatch, "p.ini")
     set_tune(w.tune, prompts=4, max_tokens=48, budget=30, k_max=9, workload="creative")
@@ -348,6 +354,7 @@ def test_a_tune_at_two_clients_pairs_each_setting_through_llama_server_and_sets_
     assert latest and latest[0].results["clients"] == 2
 
 
+@pytest.mark.slow
 def test_a_recording_of_overlapping_requests_sets_the_tunes_clients(qtbot, window, tmp_path):
     from engine.serve.record import Recorder
 
@@ -373,6 +380,7 @@ def test_the_search_only_inputs_are_off_while_several_clients_are_tuned(qtbot, w
     assert all(w.isEnabled() for w in search_only)
 
 
+@pytest.mark.slow
 def test_a_tune_through_llama_server_measures_k_and_says_the_costs_are_not_timed(qtbot, window, pair):
     """The Engine menu's llama-server: the Tune page's one-client tune runs through it too. llama-server
     cannot time forward passes, so K is measured at a few values rather than predicted, and the chart says so."""

@@ -73,6 +73,7 @@ def _value(knob) -> int:
     return knob.currentIndex() if isinstance(knob, QComboBox) else knob.value()
 
 
+@pytest.mark.slow
 def test_every_knob_of_the_main_window_is_guarded(window, qtbot):
     """The guard sits on each knob (not on the application, where every event would wait for Python's GIL):
     the Lab's K knob, unfocused under the wheel, keeps its value."""

@@ -12,6 +12,8 @@ pytest.importorskip("PySide6")
 
 from .test_gui import WAIT, set_pair  # noqa: E402
 
+pytestmark = pytest.mark.slow  # every test here starts the engine worker or llama-server
+
 
 def test_after_a_baseline_the_lab_says_why_and_follows_k(qtbot, window, pair):
     lab = window.lab

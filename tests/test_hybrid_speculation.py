@@ -169,6 +169,7 @@ def test_same_counts_as_llama_server_with_draft_mtp_on_a_hybrid_target(mtp_targe
     assert sum(s["drafted"] for s in server) > 0
 
 
+@pytest.mark.slow
 def test_the_cli_drafts_with_the_targets_own_mtp_head_when_no_draft_is_given(mtp_target):
     argv = [sys.executable, "-m", "engine.cli", "run", "--target", str(mtp_target), "--ctx", "1024"]
     argv += ["--max-tokens", "16", "--prompt", PROMPTS[0], "--threads", "1", "--json"]

@@ -38,6 +38,8 @@ from engine.runtime.client import EngineClient
 
 from .conftest import PROMPTS
 
+pytestmark = pytest.mark.slow  # every test here starts the engine worker or llama-server
+
 K = 4
 MAX_TOKENS = 1_000_000  # runs end by cancel, so no draft is ever shortened by the token budget
 GREEDY = {"temp": 0.0}

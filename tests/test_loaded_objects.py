@@ -11,7 +11,7 @@ import pytest
 from bench.loaded_objects import describe, mapped_objects, verdicts
 from engine.runtime.client import EngineClient
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")]
 
 
 def test_the_worker_maps_one_copy_of_each_llama_cpp_library():

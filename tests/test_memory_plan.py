@@ -133,6 +133,7 @@ def test_qwen_shape_pair_matches_llama_cpp(qwen_pair, ctx):
     assert plan.total(model="draft", kind="kv_cache") == plan.n_ctx * 1 * (2 * 128 + 2 * 128)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ctx", [300, 2048])
 @pytest.mark.parametrize("quant", ["q8_0", "q4_k_m"])
 def test_quantized_qwen_shape_pair_matches_llama_cpp(quantized_qwen_pairs, quant, ctx):
@@ -154,6 +155,7 @@ def test_quantized_qwen_shape_pair_matches_llama_cpp(quantized_qwen_pairs, quant
         assert quant == "q4_k_m" or not any(b in ("AMX", "CPU_REPACK") for _, b in weights)
 
 
+@pytest.mark.slow
 def test_q4_k_m_pair_without_repacking_matches_llama_cpp(quantized_qwen_pairs):
     """--no-repack: llama.cpp uses no CPU extra buffer, as a plan made without CPU features."""
     target, draft = quantized_qwen_pairs["q4_k_m"]

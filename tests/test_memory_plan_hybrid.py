@@ -354,6 +354,7 @@ def test_a_hybrid_moe_pair_matches_llama_cpp_to_the_byte(hybrid_moe_pair, ctx):
             assert actual < planned <= 1.36 * actual
 
 
+@pytest.mark.slow
 def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair, hybrid_pair, tmp_path):
     """draft-mtp runs the target's MTP block like a draft model (common/speculative.cpp): K passes of the
     block and the output head, and one over each verified batch. A hybrid target then rolls back from its

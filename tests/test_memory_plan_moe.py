@@ -66,6 +66,7 @@ def test_moe_pair_plan_matches_llama_cpp_on_the_cpu(moe_pair, ctx):
     assert not plan.notes
 
 
+@pytest.mark.slow
 def test_quantized_moe_pair_and_n_cpu_moe_match_llama_cpp(moe_q4_k_m):
     # on the CPU the experts are where they were; the overrides must not change any buffer either
     _check(*moe_q4_k_m, 1024)

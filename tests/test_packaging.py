@@ -108,6 +108,7 @@ def test_the_bundle_layout_satisfies_find_install(tmp_path, monkeypatch):
     assert install.backend_dir == root / "bin"  # the backend modules sit beside the server
 
 
+@pytest.mark.slow
 def test_the_worker_runs_through_the_entry_unfrozen():
     """`entry.py -m engine.runtime.worker` is the worker: it says hello and obeys shutdown (needs libspecrt)."""
     from engine.runtime.native_build import NativeBuildError, ensure_built

@@ -183,6 +183,7 @@ def _two_gpu_stand_in(target, draft, ctx):
     raise AssertionError("no pair of GPU sizes where only a non-default placement fits")
 
 
+@pytest.mark.slow
 def test_plan_on_a_two_gpu_stand_in_gives_the_placed_plan_and_the_export_runs_it(mid_pair, capsys):
     """The issue's check: an NVML stand-in with two GPUs of different sizes; `spectune plan` finds the
     placement, and `spectune export` with its flags writes the matching llama-server line."""
@@ -218,6 +219,7 @@ def test_plan_on_a_two_gpu_stand_in_gives_the_placed_plan_and_the_export_runs_it
         assert argv[argv.index(flag) + 1] == value
 
 
+@pytest.mark.slow
 def test_recommendations_on_two_gpus_carry_the_placement_that_makes_them_fit():
     catalog = load_catalog()
     nvml = FakeNVML([rtx4090(0, total=7 * GiB, used=GiB // 4), rtx4090(1, total=2 * GiB, used=GiB // 4)])

@@ -44,6 +44,7 @@ def test_a_median_above_one_whose_rounds_reach_one_is_not_shown_to_pay():
     assert "not shown to pay" in text and "x0.95 to x1.20" in text and "pays best" not in text
 
 
+@pytest.mark.slow
 def test_the_lab_checks_on_the_real_engine_sets_the_best_and_can_be_stopped(qtbot, window, pair):
     pytest.importorskip("PySide6")
     from .conftest import GUI_WAIT
@@ -75,6 +76,7 @@ def test_the_lab_checks_on_the_real_engine_sets_the_best_and_can_be_stopped(qtbo
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=GUI_WAIT)
 
 
+@pytest.mark.slow
 def test_the_interactive_demo_starts_with_the_setting_measured_to_pay_here(qtbot, window):
     """`spectune gui --demo`: the demo pair, a baseline, the quick check, then the live run with its best."""
     pytest.importorskip("PySide6")

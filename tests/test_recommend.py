@@ -147,6 +147,7 @@ def test_quant_quality_comes_from_the_table_or_is_interpolated(catalog):
 # -- fits, near-misses and the ranking --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_recommendations_fit_with_headroom_and_carry_their_plan(catalog):
     budget = gpu_budget(24)
     r = recommend(catalog, budget, ctx=8192)
@@ -290,6 +291,7 @@ def test_a_cpu_budget_plans_everything_in_ram(catalog):
 SLOW_CPU = DeviceSpeed("CPU", bandwidth_bytes_per_s=14e9, flops_per_s=72e9, overhead_ms=0.5, source="test")
 
 
+@pytest.mark.slow
 def test_on_a_slow_cpu_big_targets_are_near_misses_that_say_how_slow(catalog):
     b = Budget(ram_bytes=23 * GiB, source="test")
     r = recommend(catalog, b, ctx=4096, device=SLOW_CPU, speed_floor=5)
@@ -326,6 +328,7 @@ def test_where_verifying_costs_more_than_the_draft_saves_the_target_runs_alone(c
     assert d["uses_draft"] is False and all(c.draft.filename not in cmd for cmd in d["pull"])
 
 
+@pytest.mark.slow
 def test_on_a_gpu_speculation_pays_and_the_speed_points_stop_at_the_cap(catalog):
     device = gpu_device(probe(FakeNVML([rtx4090(0)])))
     r = recommend(catalog, gpu_budget(23), ctx=8192, device=device)
@@ -421,6 +424,7 @@ def test_presets_report_sizes_and_fit(catalog):
     assert all(f.fits is None for f in preset_fits(catalog, None))
 
 
+@pytest.mark.slow
 def test_a_preset_fits_the_gpu_its_description_names(catalog):
     """ "for 24 GB GPUs" means the pair fits 24 GiB with headroom at the default context."""
     claims = {
@@ -478,6 +482,7 @@ def spectune(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_recommend_json_through_a_subprocess():
     p = spectune(
         "recommend", "--vram", "24GiB", "--bandwidth", "936", "--family", "qwen2.5-coder", "--ctx", "8192", "--json"
@@ -497,6 +502,7 @@ def test_cli_recommend_json_through_a_subprocess():
     assert all("why_not" in c for c in d["near_misses"])
 
 
+@pytest.mark.slow
 def test_cli_presets_json_through_a_subprocess():
     p = spectune("presets", "--vram", "12GiB", "--json")
     assert p.returncode == 0, p.stderr
@@ -507,6 +513,7 @@ def test_cli_presets_json_through_a_subprocess():
     assert all(x["download_bytes"] > 0 for x in d["presets"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -525,6 +532,7 @@ def test_cli_errors_are_one_line(args, message):
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("spectune: error: ") and message in p.stderr
 
 
+@pytest.mark.slow
 def test_a_workload_set_sets_the_acceptance_the_pairs_are_predicted_at(catalog, capsys):
     """`spectune recommend --workload SET`: the speed model's prior for that kind of text (summaries restate
     their source and are drafted more easily than free writing), lowered for the draft's quant as always."""

@@ -67,6 +67,7 @@ def test_terminate_does_not_kill_a_server_that_exits_on_sigterm():
         proc.stdout.close()
 
 
+@pytest.mark.slow
 def test_a_running_server_is_not_started_twice(pair):
     """`with LlamaServer(...)` starts it; a second start() must not spawn a second process that fails to bind
     while the first answers its health check and is left running unowned."""

@@ -21,6 +21,7 @@ def loaded(pair):
         yield client, load
 
 
+@pytest.mark.slow
 def test_tuner_reports_a_measured_best_with_predictions(loaded):
     client, load = loaded
     lines = []
@@ -68,6 +69,7 @@ def test_a_stop_before_the_first_request_touches_no_engine():
     assert tuner.runs == 0
 
 
+@pytest.mark.slow
 def test_stop_between_runs_leaves_the_engine_usable(loaded):
     client, load = loaded
     tuner = Tuner(
@@ -88,6 +90,7 @@ def test_stop_between_runs_leaves_the_engine_usable(loaded):
     assert events[-1]["event"] == "done"
 
 
+@pytest.mark.slow
 def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
     """The GUI's Cancel: set the flag and cancel the running generation. The generation ends cancelled,
     not finished, and the tuner stops there."""
@@ -125,6 +128,7 @@ def test_an_engine_cancel_mid_generation_becomes_a_stop(pair):
     assert 0 < ends[0]["summary"]["tokens_generated"] < 3000
 
 
+@pytest.mark.slow
 def test_a_close_call_is_settled_head_to_head_on_every_prompt(loaded):
     from engine.measure.tuner import Candidate
 
@@ -144,6 +148,7 @@ def test_a_close_call_is_settled_head_to_head_on_every_prompt(loaded):
     assert tuner.close_call and tuner.runs == 2 * n and "close call" in lines[0]
 
 
+@pytest.mark.slow
 def test_forward_times_take_every_size_in_each_round_in_alternating_order(loaded):
     """The calibration's forward times (engine.measure.forward_times): each round times every size, the order
     reversed every other round, so a slow spell of the machine falls on all sizes alike; each size keeps the

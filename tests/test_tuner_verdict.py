@@ -78,6 +78,7 @@ def test_the_search_speedup_and_the_verdict_are_told_apart_when_they_differ():
     assert same.search_vs_verdict() == ""
 
 
+@pytest.mark.slow
 def test_a_real_tune_ends_with_paired_alternating_runs_of_the_best_and_none(pair):
     load = LoadSettings(pair[0], pair[1], ctx=1024, threads=1)
     sent = []
@@ -114,6 +115,7 @@ def test_a_real_tune_ends_with_paired_alternating_runs_of_the_best_and_none(pair
     assert all(baseline_runs[p] == 1 for p in tuner.prompts[2:n]), baseline_runs
 
 
+@pytest.mark.slow
 def test_a_tune_that_cannot_keep_its_budget_says_so_up_front_with_an_estimate(pair):
     """Issue 51: a tune showed "731 s of 120 s budget" and ran on, nothing said. The least a tune must run
     (every setting once, the verdict's pairs) is now estimated after the pair's costs and baseline, and

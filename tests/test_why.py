@@ -126,6 +126,7 @@ def live_run(client, load: LoadSettings) -> tuple[LiveSession, float]:
     return s, s.current.tokens_per_s
 
 
+@pytest.mark.slow
 def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
     """The synthetic pair in a worker: the baseline, then draft-simple K=4; the parts, multiplied out,
     give the speedup the run's own tokens/s shows (the same cycles, so within a few percent)."""
@@ -137,6 +138,7 @@ def test_on_a_real_run_the_parts_explain_the_measured_speedup(client, pair):
     assert ("pays here" in why.sentence()) == (why.explained_speedup > 1.0)
 
 
+@pytest.mark.slow
 def test_on_a_hybrid_models_run_the_parts_with_replays_explain_the_measured_speedup(client, tmp_path):
     """The same on a generated qwen35 pair, whose partly rejected drafts replay."""
     target, draft = write_pair(tmp_path, PairSpec(shape=ModelShape(n_layer=8, hybrid=True), draft_layers=4))
@@ -166,3 +168,15 @@ def test_the_parts_named_add_up_to_the_step_and_an_ngram_is_not_described_by_k()
             assert not why.k_bounded and "K=" not in text and "drafted 12.0 a step" in text
     combined = explain(s.snapshot(), method="ngram-mod,draft-simple")
     assert combined is not None and "the combination ngram-mod + draft-simple" in combined.sentence()
+
+
+def test_a_combination_that_already_has_the_draft_model_is_not_told_to_try_one():
+    """Issue 51 screenshots: ngram-mod,draft-simple that did not pay was told "try draft-simple with a draft
+    model", which it was running."""
+    s = LiveSession()
+    s.baseline_tps = 1000.0 / 10.0
+    feed(s, 30, k=8, accepted=1, verify_ms=lambda b: 10.0 + 2.0 * b, draft_ms_per_token=2.0)
+    alone, combined = (explain(s.snapshot(), method=m) for m in ("ngram-mod", "ngram-mod,draft-simple"))
+    assert alone is not None and combined is not None and not alone.pays and not combined.pays
+    assert "try draft-simple with a draft model" in alone.sentence()
+    assert "try draft-simple" not in combined.sentence() and "try the n-gram alone" in combined.sentence()

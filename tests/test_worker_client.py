@@ -19,6 +19,7 @@ def load(client: EngineClient, pair, **kw) -> dict:
     return client.load(LoadSettings(target, draft, ctx=kw.pop("ctx", 1024), **kw))
 
 
+@pytest.mark.slow
 def test_handshake_and_states(client, pair):
     assert client.state == C.READY
     assert client.hello["protocol"] == 1 and "llama.cpp" in client.hello["llama"]
@@ -42,6 +43,7 @@ def test_handshake_and_states(client, pair):
     assert summary["text"] == "".join(c["text"] for c in cycles)
 
 
+@pytest.mark.slow
 def test_load_reports_progress_for_target_then_draft(client, pair):
     seen = []
     client.on_event = lambda e: seen.append((e["stage"], e["progress"])) if e["event"] == "load_progress" else None
@@ -61,6 +63,7 @@ def locked_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmLck:"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the locked memory from Linux's /proc")
 @pytest.mark.skipif(os.geteuid() != 0, reason="locking a model needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK")
 def test_lock_in_ram_locks_both_models_weights(client, pair):
@@ -75,6 +78,7 @@ def test_lock_in_ram_locks_both_models_weights(client, pair):
         assert locked_kib(plain.pid) == 0
 
 
+@pytest.mark.slow
 def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair):
     target, draft = pair
     load(client, pair)  # a pair is loaded; a new load frees it first, so a cancelled one leaves none
@@ -96,6 +100,7 @@ def test_cancel_while_loading_stops_the_load_and_the_worker_goes_on(client, pair
     assert list(client.generate(PROMPTS[0], 4))[-1]["event"] == "done"
 
 
+@pytest.mark.slow
 def test_knob_sent_mid_run_is_used_by_the_next_cycle(client, pair):
     load(client, pair)
     sent = False
@@ -124,6 +129,7 @@ def test_knob_sent_mid_run_is_used_by_the_next_cycle(client, pair):
     assert all(c["k"] == 2 and c["drafted"] <= 2 for c in cycles[after:])
 
 
+@pytest.mark.slow
 def test_bad_update_is_refused_and_the_run_goes_on(client, pair):
     load(client, pair)
     errors, cycles_after_error, last = [], 0, None
@@ -142,6 +148,7 @@ def test_bad_update_is_refused_and_the_run_goes_on(client, pair):
     assert cycles_after_error >= 10 and last["event"] == "cancelled"
 
 
+@pytest.mark.slow
 def test_cancel_mid_run(client, pair):
     load(client, pair)
     last = None
@@ -154,6 +161,7 @@ def test_cancel_mid_run(client, pair):
     assert client.state == C.READY
 
 
+@pytest.mark.slow
 def test_killed_worker_leaves_crashed_state_and_restart_works(client, pair):
     load(client, pair)
     pid = client.pid
@@ -172,6 +180,7 @@ def test_killed_worker_leaves_crashed_state_and_restart_works(client, pair):
     assert events[-1]["event"] == "done"
 
 
+@pytest.mark.slow
 def test_kill_from_another_thread_wakes_a_waiting_generation(client, pair):
     """A Cancel button may kill the engine while another thread waits in generate(): that thread
     must get an error at once, not wait forever for a "done" that will never come."""
@@ -202,6 +211,7 @@ def test_kill_from_another_thread_wakes_a_waiting_generation(client, pair):
     assert client.state == C.READY
 
 
+@pytest.mark.slow
 def test_worker_abort_inside_llama_cpp_is_reported(client):
     """A native abort (here SIGABRT, as GGML_ASSERT raises) must not take the client with it."""
     os.kill(client.pid, signal.SIGABRT)
@@ -232,6 +242,7 @@ class SigillOnFirstLoad(EngineClient):
         return req
 
 
+@pytest.mark.slow
 def test_illegal_instruction_while_loading_reloads_without_repacking(pair):
     events: list[dict] = []
     with SigillOnFirstLoad(on_event=events.append) as client:
@@ -262,6 +273,7 @@ def test_the_first_fault_names_the_crash_when_faulthandler_itself_faults():
     assert first_fault(1, both) == 1 and first_fault(None, both) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("repack, fallback", [(False, True), (True, False)], ids=["repacking-off", "no-fallback"])
 def test_illegal_instruction_is_not_retried_when_repacking_is_not_the_cause(pair, repack, fallback):
     """Only a load with repacking on is retried, once, and only when the caller allows it."""
@@ -273,6 +285,7 @@ def test_illegal_instruction_is_not_retried_when_repacking_is_not_the_cause(pair
         assert client.state == C.CRASHED and client.pid == first_pid and client.loaded is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content, message",
     [
@@ -290,6 +303,7 @@ def test_broken_files_give_a_clear_error(client, tmp_path, content, message):
     assert client.pid is not None and client._proc.poll() is None, "the worker survives"
 
 
+@pytest.mark.slow
 def test_truncated_gguf(client, pair, tmp_path):
     target, _ = pair
     data = target.read_bytes()
@@ -304,6 +318,7 @@ def test_truncated_gguf(client, pair, tmp_path):
     load(client, pair)  # and the same worker still loads a good pair
 
 
+@pytest.mark.slow
 def test_incompatible_pair_is_explained(client, incompatible_pair):
     with pytest.raises(EngineError) as exc:
         load(client, incompatible_pair, ctx=256)
@@ -311,6 +326,7 @@ def test_incompatible_pair_is_explained(client, incompatible_pair):
     assert "vocab" in str(exc.value)
 
 
+@pytest.mark.slow
 def test_busy_and_unknown_commands(client, pair):
     load(client, pair)
     req = client.start_generate(PROMPTS[0], 100000, spec={"spec_type": "draft-simple"})
@@ -326,6 +342,7 @@ def test_busy_and_unknown_commands(client, pair):
     assert client.memory()
 
 
+@pytest.mark.slow
 def test_protocol_version_mismatch_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(C.protocol, "PROTOCOL_VERSION", 999)
     c = EngineClient()

@@ -275,8 +275,11 @@ class LiveCharts(QWidget):
             scope = "since the last change"
         if scope != self._bars_title:
             self._bars_title = scope
-            self.p_pos.setTitle(f"acceptance by position ({scope})")
-            self.p_hist.setTitle(f"tokens kept per step ({scope})")
+            # the scope on a second, smaller line: on one line the two titles asked for 770 px, more than the
+            # charts get at 1280x720, and pushed the right-hand charts out of view
+            scope_line = f"<br><span style='font-size:small'>{scope}</span>"
+            self.p_pos.setTitle(f"acceptance by position{scope_line}")
+            self.p_hist.setTitle(f"tokens kept per step{scope_line}")
         steps = max(int(histogram.sum()), 1)
         n_pos, n_len = len(accepted), len(histogram)
         # as llama-server prints it: steps that accepted position i / all verify steps (of this scope)

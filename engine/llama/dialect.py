@@ -78,10 +78,6 @@ class ServerHelp:
         opt = self.option(flag)
         return opt is not None and not opt.removed
 
-    @property
-    def live_flags(self) -> frozenset[str]:
-        return frozenset(n for opt in self.options if not opt.removed for n in opt.names)
-
     def default_of(self, flag: str) -> str | None:
         """The "(default: X)" the help states for ``flag``, or None."""
         opt = self.option(flag)

@@ -17,11 +17,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 from engine.llama.child_process import popen_tied
-from engine.llama.install import server_path
 
 
 class ServerError(RuntimeError):
@@ -226,10 +224,6 @@ def server_summary(resp: dict) -> dict:
         "prompt_tokens": int(t.get("prompt_n", 0)),
         "text": resp.get("content", ""),
     }
-
-
-def default_server() -> Path:
-    return server_path()
 
 
 # llama.cpp's buffer lines at load (-lv 4): "load_tensors:   CPU_Mapped model buffer size =     9.64 MiB",

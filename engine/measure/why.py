@@ -92,7 +92,13 @@ class Why:
                 f"{self.step_ratio:.2f} plain tokens: {self._parts()}. That makes x{self.explained_speedup:.2f}"
                 f"{measured}."
             )
-            if not self.pays:
+            if not self.pays and "draft-simple" in self.method.split(","):
+                # the draft model is already in the combination: what can change is its share of the cost
+                text += (
+                    " The draft model drafts where the n-gram finds nothing: try the n-gram alone, or draft-simple "
+                    "alone with a smaller K."
+                )
+            elif not self.pays:
                 text += (
                     " An n-gram drafts only where the text repeats itself: its match length and n-gram sizes, not K, "
                     "decide how often; try draft-simple with a draft model."

@@ -40,7 +40,7 @@ Headroom = Callable[[int], int]  # free bytes of a GPU -> bytes to keep free on 
 
 def no_headroom(free_bytes: int) -> int:
     """The pre-load check's headroom: none beyond the plan, whose buffers are what llama.cpp allocates (within
-    1.5 % on the real pair). The recommender keeps a margin of its own (engine.planning.recommend.headroom)."""
+    1.5 % on the real pair). The recommender keeps a margin of its own (engine.planning.budget.headroom)."""
     return 0
 
 

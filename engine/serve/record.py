@@ -100,15 +100,6 @@ class Recorder:
         self.close()
 
 
-def recorded_lines(path: str | Path) -> int:
-    """How many whole lines a recording holds (what the Serve page counts when it opens one)."""
-    try:
-        with Path(path).expanduser().open("rb") as fh:
-            return sum(1 for raw in fh if raw.endswith(b"\n") and raw.strip())
-    except FileNotFoundError:
-        return 0
-
-
 def recorded_concurrency(path: str | Path) -> int | None:
     """The concurrency a recording saw: the median, over its requests, of how many were in flight when each
     came (None: no line says, e.g. a conversation file that was not recorded here)."""

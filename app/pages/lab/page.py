@@ -80,7 +80,7 @@ class LabPage(QWidget):
         """What the page keeps between events: the live statistics, the run's mode and prompts, what was sent."""
         self.live = LiveSession()
         self.mode = "idle"  # idle | loading | running | baseline | stopping
-        self._pending = None  # what to do once the pair is loaded: "start" | "baseline" | "quick_check"
+        self._pending: str | None = None  # what to do once the pair is loaded: "start", "baseline" or "quick_check"
         self._check: dict | None = None  # the quick check under way: its schedule, results and prompt
         self._prompts: list[Prompt] = []
         self._prompt_index = 0

@@ -56,10 +56,6 @@ class TuneThread(QThread):
         self.lab_free_timeout_s = LAB_FREE_TIMEOUT_S
 
     @property
-    def stop_requested(self) -> bool:
-        return self._stop.is_set()
-
-    @property
     def runs(self) -> int:
         return 0
 
