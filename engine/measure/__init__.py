@@ -6,6 +6,7 @@ server_worker  the engine worker that measures through llama-server (``python -m
 live           what a live view shows of a running session, in fixed-size rings
 baseline       a baseline and what it measured, so no figure divides by another pair's speed
 why            why a live run is as fast as it is: a step's measured parts against a plain token
+candidates     every speculative setting SpecTune measures on a pair, in one place
 quick_check    a short measured check of which speculative setting pays on the loaded pair
 tuner          the auto-tuner: the cost model proposes, real runs decide
 concurrent_tune  the tune at N clients: llama-server at -np N, each setting paired with no speculation

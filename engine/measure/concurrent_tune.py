@@ -44,6 +44,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, 
 from engine.deploy.export import llama_server_argv
 from engine.llama.install import server_path
 from engine.llama.server import LlamaServer, ServerError
+from engine.measure.candidates import concurrent
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.budget import Budget
 from engine.planning.device_speed import local_device
@@ -211,8 +212,7 @@ def candidate_specs(
     """The settings a concurrency tune measures: draft-simple at BASE_KS and at ``predicted`` (predicted_k) with a
     draft model, ngram-mod, and the user's own setting."""
     ks = sorted({*BASE_KS, *([predicted] if predicted else [])}) if load.draft is not None else []
-    specs = [SpecSettings("draft-simple", draft_n_max=k) for k in ks]
-    specs.append(SpecSettings("ngram-mod"))
+    specs = concurrent(ks)  # engine.measure.candidates: ngram-mod at the sizes every measurement uses
     if extra is not None and extra.spec_type != "none" and extra not in specs:
         specs.append(extra)
     return specs

@@ -19,6 +19,7 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.core.stats import RunStats
 from engine.deploy.export import ServerExport, llama_server_argv
 from engine.llama.install import server_path
+from engine.measure.candidates import QUICK
 from engine.measure.generate import generate
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.runtime.client import EngineClient
@@ -35,15 +36,6 @@ DEMO_PROMPTS = (
     "def the value of the data is",
     "import self return None for value in list",
     "the model and the draft are in the cache of the target",
-)
-
-CANDIDATES = (
-    SpecSettings("draft-simple", draft_n_max=2),
-    SpecSettings("draft-simple", draft_n_max=4),
-    SpecSettings("draft-simple", draft_n_max=8),
-    SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8),
-    SpecSettings("ngram-simple,draft-simple", draft_n_max=4, ngram_size_n=3, ngram_size_m=8),
-    SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
 )
 
 
@@ -110,7 +102,7 @@ def run_demo(
     load = LoadSettings(target=target, draft=draft, ctx=2048)
     sampling = SamplingSettings(temp=0.0)
     prompts = demo_prompts(quick)
-    candidates = CANDIDATES[1:4] if quick else CANDIDATES
+    candidates = QUICK[1:3] if quick else QUICK  # the quick check's settings (engine.measure.candidates)
     print(f"demo pair: {target.name} + {draft.name} in {target.parent}", file=log)
     with EngineClient(engine=engine, server=server) as client:
         hello = client.start()

@@ -22,16 +22,10 @@ from typing import Any
 
 from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import SpecSettings
+from engine.measure.candidates import QUICK
 
 BASELINE = SpecSettings("none")
-# what can pay with a small draft model on a small machine: short drafts, n-gram lookups that cost
-# next to nothing, and the two together (engine.measure.demo measures the same kinds)
-CANDIDATES = (
-    SpecSettings("draft-simple", draft_n_max=2),
-    SpecSettings("draft-simple", draft_n_max=4),
-    SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
-    SpecSettings("ngram-mod,draft-simple", draft_n_max=2, ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16),
-)
+CANDIDATES = QUICK  # engine.measure.candidates: the same settings `spectune demo` measures
 # three rounds: the interval of two ratios is their spread with a coverage of one half; three give three
 # quarters at a few seconds more (each run is MAX_TOKENS tokens)
 ROUNDS = 3

@@ -40,6 +40,7 @@ from engine.core.chat import Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.core.stats import RunStats
+from engine.measure.candidates import NGRAM_SIMPLE, NGRAMS, draft_simple, tuner_extras, with_draft
 from engine.measure.forward_times import forward_times
 from engine.measure.generate import generate
 from engine.models.draft_heads import HEAD_METHODS, pair_verdicts
@@ -353,15 +354,11 @@ class Tuner:
         cond: list[float] = []
         predicted_by_k: dict[int, float] = {}
         if costs is None and self.load.draft is not None and self.methods["draft-simple"].runs:
-            candidates += [
-                Candidate(SpecSettings("draft-simple", draft_n_max=k)) for k in MEASURED_KS if k <= self.k_max
-            ]
-            candidates.append(
-                Candidate(SpecSettings("ngram-simple,draft-simple", draft_n_max=3, ngram_size_n=3, ngram_size_m=8))
-            )
+            candidates += [Candidate(draft_simple(k)) for k in MEASURED_KS if k <= self.k_max]
+            candidates.append(Candidate(with_draft(NGRAM_SIMPLE, 3)))
         elif costs is not None and self.load.draft is not None and self.methods["draft-simple"].runs:
             self.progress(f"probing acceptance by position with draft-simple K={PROBE_K} ...")
-            probe = self._run(SpecSettings("draft-simple", draft_n_max=PROBE_K), first[0])
+            probe = self._run(draft_simple(PROBE_K), first[0])
             cond = conditional_acceptance(probe["accepted_by_position"], probe["steps"])
             scale = baseline_scale(costs.verify.at(1), baseline_tps)
             costs = PairCosts(
@@ -370,23 +367,17 @@ class Tuner:
                 {"verify_scale": scale},
             )
             for k in range(1, self.k_max + 1):
-                spec = SpecSettings("draft-simple", draft_n_max=k)
+                spec = draft_simple(k)
                 predicted_by_k[k] = costs.predict_tps(cond, k)
                 candidates.append(Candidate(spec, round(predicted_by_k[k], 3)))
             candidates.sort(key=lambda c: -(c.predicted_tps or 0.0))
             best_k = candidates[0].spec.draft_n_max
             candidates = candidates[:4]
-            candidates.append(Candidate(SpecSettings("draft-simple", draft_n_max=best_k, draft_p_min=0.5)))
-            candidates.append(
-                Candidate(SpecSettings("ngram-simple,draft-simple", draft_n_max=best_k, ngram_size_n=3, ngram_size_m=8))
-            )
+            candidates += [Candidate(spec) for spec in tuner_extras(best_k)]
         for method in dict.fromkeys(("draft-mtp", *HEAD_METHODS.values())):  # a gemma4 assistant drafts with draft-mtp
             if self.methods[method].runs:
                 candidates += [Candidate(SpecSettings(method, draft_n_max=k)) for k in HEAD_KS]
-        candidates.append(Candidate(SpecSettings("ngram-simple", ngram_size_n=3, ngram_size_m=8)))
-        candidates.append(
-            Candidate(SpecSettings("ngram-mod", ngram_mod_n_match=8, ngram_mod_n_min=2, ngram_mod_n_max=16))
-        )
+        candidates += [Candidate(spec) for spec in NGRAMS]
 
         self._say_if_over_budget(time.monotonic() - t0, len(candidates))
         # successive halving: everyone on the first prompts, then the better half on twice as many,
