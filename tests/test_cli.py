@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.measure.candidates import QUICK
+
 from .conftest import PROMPTS
 
 SPECTUNE = [sys.executable, "-m", "engine.cli"]
@@ -222,7 +224,10 @@ def test_demo_json(tmp_path):
     # the bundled binary itself, nothing in front: it finds its libraries through its RPATH
     words = out["command"].split()
     assert words[0].endswith("llama-server") and "--spec-type" in words
-    assert out["best"]["tokens_per_s"] == max(r["tokens_per_s"] for r in out["results"])
+    # the quick check's answer: its settings, each by its median ratio to no speculation in the same rounds
+    assert {r["setting"] for r in out["results"]} == {s.label(sizes=True) for s in QUICK} and out["rounds"] == 2
+    assert out["best"]["speedup"] == max(r["speedup"] for r in out["results"])
+    assert all(r["low"] <= r["speedup"] <= r["high"] for r in out["results"]) and out["verdict"]
 
 
 def test_load_progress_is_one_rewritten_line_on_a_terminal_and_nothing_otherwise():

@@ -357,10 +357,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--events", action="store_true", help="print one JSON line per cycle")
     r.set_defaults(func=cmd_run)
 
-    d = sub.add_parser("demo", help="the headless main job on the bundled demo pair")
+    d = sub.add_parser("demo", help="the app's demo, headless: which setting pays on the bundled demo pair")
     d.add_argument("--json", action="store_true", help="end with one JSON object summarising the demo")
-    d.add_argument("--max-tokens", type=int, default=96)
-    d.add_argument("--quick", action="store_true", help="fewer prompts and settings")
+    d.add_argument("--max-tokens", type=int, default=64, help="tokens a run (default 64, as the app's check)")
+    d.add_argument("--quick", action="store_true", help="two rounds instead of three")
     add_engine_args(d)
     d.set_defaults(func=cmd_demo)
 

@@ -1,8 +1,9 @@
-"""``spectune demo``: the app's main job, headless, on the bundled demo pair.
+"""``spectune demo``: the app's demo, headless, on the bundled demo pair.
 
-Loads the pair once, measures the no-speculation baseline on a few prompts,
-tries a small set of methods and draft lengths on the same prompts, prints a
-table, and ends with the llama-server command that reproduces the best setting.
+Loads the pair once and runs the quick check the app's demo runs (engine.measure.quick_check): the same
+prompt, the same settings (engine.measure.candidates.QUICK) and rounds of no speculation and every setting in
+alternating order, so that both give the same answer; prints each setting's median ratio to no speculation with
+its interval, and ends with the llama-server command that reproduces the best.
 The pair is the trained demo family in resources/models (engine.models.demo_models);
 a checkout without those files falls back to a synthetic pair from
 engine.models.synthetic, written once into the user cache.
@@ -11,16 +12,17 @@ engine.models.synthetic, written once into the user cache.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
 from engine.core.paths import cache_dir
-from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.core.stats import RunStats
+from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
 from engine.deploy.export import ServerExport, llama_server_argv
 from engine.llama.install import server_path
 from engine.measure.candidates import QUICK
 from engine.measure.generate import generate
+from engine.measure.quick_check import BASELINE, MAX_TOKENS, ROUNDS, Outcome, schedule, summary, verdict
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.runtime.client import EngineClient
 
@@ -75,34 +77,18 @@ def demo_prompts(quick: bool) -> tuple[str, ...]:
         return DEMO_PROMPTS[:1] if quick else DEMO_PROMPTS
 
 
-def _measure(
-    client: EngineClient,
-    spec: SpecSettings,
-    sampling: SamplingSettings,
-    prompts: tuple[str, ...],
-    max_tokens: int,
-    baseline: bool,
-) -> dict:
-    total = RunStats.of_summaries(
-        [generate(client, prompt, max_tokens, spec, sampling, baseline=baseline) for prompt in prompts]
-    )
-    return {
-        "tokens_per_s": total.tokens_per_s,
-        "drafted": total.drafted,
-        "accepted": total.accepted,
-        "acceptance_rate": total.acceptance_rate,
-    }
-
-
 def run_demo(
-    json_output: bool = False, max_tokens: int = 96, quick: bool = False, engine: str = "auto", server=None
+    json_output: bool = False, max_tokens: int = MAX_TOKENS, quick: bool = False, engine: str = "auto", server=None
 ) -> int:
+    """The app's demo without a window: the quick check (engine.measure.quick_check) on the same prompt, settings
+    and rounds, each round running no speculation and every setting in alternating order; the best by its
+    median ratio to no speculation, with its interval, and its llama-server command. quick: two rounds."""
     log = sys.stderr if json_output else sys.stdout
     target, draft = demo_pair()
     load = LoadSettings(target=target, draft=draft, ctx=2048)
     sampling = SamplingSettings(temp=0.0)
-    prompts = demo_prompts(quick)
-    candidates = QUICK[1:3] if quick else QUICK  # the quick check's settings (engine.measure.candidates)
+    prompt = demo_prompts(quick=True)[0]  # the app's demo checks on the code-completion set's first prompt
+    plan = schedule(QUICK, rounds=2 if quick else ROUNDS)
     print(f"demo pair: {target.name} + {draft.name} in {target.parent}", file=log)
     with EngineClient(engine=engine, server=server) as client:
         hello = client.start()
@@ -111,45 +97,65 @@ def run_demo(
         print(f"engine: {client.engine_kind}, {hello['llama'][:60]}...", file=log)
         loaded = client.load(load)
         print(f"loaded in {loaded['load_s']:.2f} s", file=log)
-        base = _measure(client, SpecSettings("none"), sampling, prompts, max_tokens, baseline=True)
-        print(f"{'setting':<44} {'tok/s':>9} {'accept':>7} {'speedup':>8}", file=log)
-        print(f"{'baseline (no speculation)':<44} {base['tokens_per_s']:9.1f} {'':>7} {1.0:8.3f}", file=log)
-        results = []
-        for spec in candidates:
-            r = _measure(client, spec, sampling, prompts, max_tokens, baseline=False)
-            r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"] if base["tokens_per_s"] else 0.0
-            r["setting"] = spec.label(sizes=True)
-            r["spec"] = {k: v for k, v in spec.__dict__.items()}
-            results.append(r)
-            print(
-                f"{r['setting']:<44} {r['tokens_per_s']:9.1f} {r['acceptance_rate']:7.3f} {r['speedup']:8.3f}", file=log
-            )
-    best = max(results, key=lambda r: r["tokens_per_s"])
-    best_spec = SpecSettings(**best["spec"])
+        done: list[tuple[int, SpecSettings, float]] = []
+        for i, (round_, spec) in enumerate(plan, 1):
+            summary_ = generate(client, prompt, max_tokens, spec, sampling, baseline=spec == BASELINE)
+            done.append((round_, spec, float(summary_.get("tokens_per_s") or 0.0)))
+            name = "no speculation" if spec == BASELINE else spec.label(sizes=True)
+            print(f"run {i:2d} of {len(plan)}, round {round_ + 1}: {name:<50} {done[-1][2]:9.1f} tok/s", file=log)
+        engine_kind, native_failure = client.engine_kind, client.native_failure
+    outcomes = verdict(done)
+    if not outcomes:
+        print("error: no round of the check was complete", file=sys.stderr)
+        return 1
+    results = [_result(o, done) for o in outcomes]
+    best = results[0]
     try:
         server = str(server_path())
     except RuntimeError:
         server = "llama-server"
-    command = ServerExport(llama_server_argv(load, best_spec, sampling, server), "current").line("bash")
+    command = ServerExport(llama_server_argv(load, outcomes[0].spec, sampling, server), "current").line("bash")
+    baseline_tps = statistics.median(tps for _, spec, tps in done if spec == BASELINE)
     if json_output:
         print(
             json.dumps(
                 {
                     "target": str(target),
                     "draft": str(draft),
-                    "prompts": len(prompts),
+                    "prompts": 1,
+                    "rounds": len({r for r, _ in plan}),
                     "max_tokens": max_tokens,
-                    "baseline_tokens_per_s": round(base["tokens_per_s"], 3),
+                    "baseline_tokens_per_s": round(baseline_tps, 3),
                     "results": results,
                     "best": best,
+                    "verdict": summary(outcomes),
                     "command": command,
-                    "engine": client.engine_kind,
-                    **({"native_failure": client.native_failure} if client.native_failure else {}),
+                    "engine": engine_kind,
+                    **({"native_failure": native_failure} if native_failure else {}),
                 }
             )
         )
     else:
-        print(f"best: {best['setting']} at {best['tokens_per_s']:.1f} tok/s, {best['speedup']:.3f}x the baseline")
-        print("llama-server command for it:")
+        print(f"{'setting':<50} {'tok/s':>9} {'speedup':>8}  interval")
+        for r in results:
+            print(
+                f"{r['setting']:<44} {r['tokens_per_s']:9.1f} {r['speedup']:8.3f}  x{r['low']:.2f} to x{r['high']:.2f}"
+            )
+        print(summary(outcomes))
+        print("llama-server command for the best:")
         print(command)
     return 0
+
+
+def _result(outcome: Outcome, done: list[tuple[int, SpecSettings, float]]) -> dict:
+    """One setting's line of the demo's JSON: its median tokens/s and its ratio to no speculation."""
+    ratio = outcome.ratio
+    return {
+        "setting": outcome.spec.label(sizes=True),
+        "spec": to_dict(outcome.spec),
+        "tokens_per_s": statistics.median(tps for _, spec, tps in done if spec == outcome.spec),
+        "speedup": outcome.speedup,
+        "low": ratio.low,
+        "high": ratio.high,
+        "pays": outcome.pays,
+    }
