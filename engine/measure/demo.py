@@ -139,7 +139,7 @@ def run_demo(
         print(f"{'setting':<50} {'tok/s':>9} {'speedup':>8}  interval")
         for r in results:
             print(
-                f"{r['setting']:<44} {r['tokens_per_s']:9.1f} {r['speedup']:8.3f}  x{r['low']:.2f} to x{r['high']:.2f}"
+                f"{r['setting']:<50} {r['tokens_per_s']:9.1f} {r['speedup']:8.3f}  x{r['low']:.2f} to x{r['high']:.2f}"
             )
         print(summary(outcomes))
         print("llama-server command for the best:")
