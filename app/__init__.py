@@ -9,7 +9,8 @@ engine_controller  the GUI's one handle on the engine worker
 jobs             one measuring job at a time
 background       a thread that runs one engine function for a page, its result back by signal
 header_reads     model files' headers read off the GUI thread, for every page that needs them
-scripted         a short scripted session on the demo pair (--selftest, --demo, screenshots)
+scripted         a short scripted session on the demo pair (--selftest, screenshots)
+demo_run         the Start page's demo: baseline, the quick check, then a live run with its best
 settings_store   the app's settings, an INI file in the platformdirs config folder
 gui_gc           Python's cycle collector, run in the GUI thread only
 gil_handover     background threads hand the GUI thread Python's GIL within a millisecond

@@ -33,16 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow()
     window.show()
     window.controller.start()
-    if a.selftest or a.screenshot or a.demo:
+    if a.selftest or a.screenshot:
         from app.scripted import ScriptedSession
 
-        session = ScriptedSession(
-            window,
-            screenshot_dir=a.screenshot,
-            exit_when_done=bool(a.selftest or a.screenshot),
-            keep_running=a.demo and not (a.selftest or a.screenshot),
-        )
-        session.begin()
+        ScriptedSession(window, screenshot_dir=a.screenshot).begin()
+    elif a.demo:
+        window.run_demo()
     return app.exec()
 
 

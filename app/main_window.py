@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.demo_run import DemoRun
 from app.engine_controller import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineController
 from app.gil_handover import hand_over_quickly
 from app.gui_gc import collect_in_gui_thread
@@ -35,7 +36,6 @@ from app.pages.models.page import ModelsPage
 from app.pages.serve.page import ServePage
 from app.pages.start import StartPage
 from app.pages.tune.page import TunePage
-from app.scripted import ScriptedSession
 from app.session import LabSession
 from app.settings_store import settings_path
 from app.widgets import style
@@ -97,7 +97,7 @@ class MainWindow(QMainWindow):
         )
 
         self.session = LabSession(self)
-        self._demo: ScriptedSession | None = None  # the Start page's demo run
+        self._demo: DemoRun | None = None  # the Start page's demo run
         self.jobs = MeasuringJobs()
         self._build_pages(nvml)
         self._connect_pages()
@@ -326,7 +326,7 @@ class MainWindow(QMainWindow):
         if self.lab.mode != "idle" or self._demo is not None and not self._demo.finished:
             return  # a run (or this demo) is under way: the Lab shows it
         self.controller.start()  # no-op when it runs
-        self._demo = ScriptedSession(self, exit_when_done=False, keep_running=True, pair=pair)
+        self._demo = DemoRun(self, pair)
         self._demo.begin()
 
     def _download_from_start(self, candidate) -> None:

@@ -1,7 +1,6 @@
-"""A short scripted session on the demo pair, for --selftest, --demo and
---screenshot: load the pair, measure a baseline, run with speculation, move K
-once while it runs, stop, and (optionally) run a short auto-tune and a validation, and save a
-PNG of every page."""
+"""A short scripted session on the demo pair, for --selftest and --screenshot: load the pair, measure a
+baseline, run with speculation, move K once while it runs, stop, and (optionally) run a short auto-tune and a
+validation, and save a PNG of every page. The demo a user starts is app.demo_run."""
 
 from __future__ import annotations
 
@@ -22,11 +21,7 @@ class ScriptedSession:
         screenshot_dir: str | None = None,
         exit_when_done: bool = True,
         run_seconds: float = 4.0,
-        keep_running: bool = False,
-        pair: tuple[Path, Path] | None = None,
     ):
-        """keep_running: the interactive demo; after the baseline the run goes on until the user stops it.
-        pair: run this target and draft instead of the demo pair (a pair the Start page downloaded)."""
         self.w = window
         self.lab = window.lab  # its runs: baseline, start, stop
         self.session = window.session
@@ -34,39 +29,20 @@ class ScriptedSession:
         self.exit_when_done = exit_when_done
         self.run_ms = int(run_seconds * 1000)
         self.ok = False
-        self.keep_running = keep_running
-        self.pair = pair
         self._step = "wait-engine"
-
-    @property
-    def finished(self) -> bool:
-        """Done: the run is started (keep_running), or the script ended."""
-        return self._step == "done"
 
     def begin(self) -> None:
         if self.dir:
             self.w.models.start_background_work()  # the library scanned and the catalog ranked by the pictures
-        if self.pair is not None:
-            self.session.set_pair(*self.pair)
-        else:
-            self.w.models.use_demo_pair()
+        self.w.models.use_demo_pair()
         self.w.show_page("Lab")
-        if self.keep_running:
-            # said from the first moment: on a busy machine the engine's start alone has taken 30 s, with the
-            # page showing "no run yet" meanwhile (issue 51); the baseline's progress replaces this
-            self.lab.banner.show_message(
-                "The demo: starting the engine, loading the pair, then a baseline and a check of which setting "
-                "pays here before the live run (seconds on a quiet machine; Esc stops it)",
-                "info",
-            )
         self._set_spec(spec_type="draft-simple", draft_n_max=4)
         if not self.session.set_workload("code-completion") and not self.session.custom_prompt().strip():
             self.session.set_custom_prompt("def the value of the data is")
         self.w.controller.hello.connect(self._on_hello)
         self.lab.runFinished.connect(lambda ev: None)
         self.w.controller.failed.connect(self._on_failed)
-        if not self.keep_running:
-            QTimer.singleShot(300_000, lambda: self._finish("timed out"))
+        QTimer.singleShot(300_000, lambda: self._finish("timed out"))
         if self.w.controller.hello_info is not None:
             self._on_hello(self.w.controller.hello_info)
 
@@ -96,11 +72,6 @@ class ScriptedSession:
         if self.lab.mode != "idle" or self.lab.live.baseline_tps is None:
             return False
         self._step = "run"
-        if self.keep_running:
-            # the interactive demo starts from the setting measured to pay here, not from an assumed one
-            self.lab.quick_check(then_start=True)
-            self._step = "done"
-            return True
         self.lab.start()
         QTimer.singleShot(self.run_ms // 2, lambda: self._set_spec(draft_n_max=2))
         QTimer.singleShot(self.run_ms, self._stop)

@@ -104,6 +104,29 @@ def test_the_demo_click_reaches_a_live_run(qtbot, make_window):
 
 
 @pytest.mark.slow
+def test_a_demo_whose_baseline_is_stopped_ends_there_and_the_next_click_runs_again(qtbot, make_window):
+    """A stopped baseline used to leave the demo waiting for it for ever, and the Start page's button did nothing
+    after; and it reached the history as a Lab run."""
+    w = make_window()
+    w.show()
+    lab = w.lab
+    lab.controls.max_tokens.setValue(4000)  # a baseline long enough to stop
+    w.start_page.demo_button.click()
+    qtbot.waitUntil(lambda: lab.mode == "baseline" and "tokens" in lab.banner.label.text(), timeout=WAIT)
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle" and w._demo is not None and w._demo.finished, timeout=WAIT)
+    assert "baseline stopped before its end: nothing kept" in lab.banner.label.text()
+    assert lab.baseline_record is None and not lab.last_check and w.history.table.rowCount() == 0
+    lab.controls.max_tokens.setValue(64)
+    w.show_page("Start")
+    w.start_page.demo_button.click()
+    qtbot.waitUntil(lambda: lab.mode == "running" and lab.live.cycles > 0, timeout=WAIT)
+    assert lab.baseline_record is not None and lab.last_check
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
+
+
+@pytest.mark.slow
 def test_a_pair_downloaded_from_start_goes_into_the_lab_and_runs(qtbot, make_window, monkeypatch, pair):
     """The download itself is test_gui_models' (a local hub); here its result arrives as the Models page
     announces it, and the window loads the pair, measures the baseline and runs, as for the demo pair."""

@@ -78,17 +78,16 @@ def test_the_lab_checks_on_the_real_engine_sets_the_best_and_can_be_stopped(qtbo
 
 @pytest.mark.slow
 def test_the_interactive_demo_starts_with_the_setting_measured_to_pay_here(qtbot, window):
-    """`spectune gui --demo`: the demo pair, a baseline, the quick check, then the live run with its best."""
+    """`spectune gui --demo` and the Start page: the demo pair, a baseline, the quick check, then the live run
+    with its best (app.demo_run, on the Lab's signals)."""
     pytest.importorskip("PySide6")
-    from app.scripted import ScriptedSession
-
     from .conftest import GUI_WAIT
 
     window.lab.controls.threads.setValue(1)
-    script = ScriptedSession(window, exit_when_done=False, keep_running=True)
-    script.begin()
+    window.run_demo()
     lab = window.lab
     qtbot.waitUntil(lambda: lab.mode == "running" and bool(lab.last_check) and lab.live.cycles > 0, timeout=GUI_WAIT)
+    assert window._demo is not None and window._demo.finished
     assert lab.live.baseline_tps and lab.controls.spec_settings() == lab.last_check[0].spec
     text = lab.banner.label.text()
     assert any(t in text for t in ("measured just now", "No setting beat", "not shown to pay")), text

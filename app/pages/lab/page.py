@@ -48,6 +48,7 @@ KNOB_SETTLE_MS = 150  # a knob must rest this long before it is sent
 class LabPage(QWidget):
     runFinished = Signal(dict)  # a summary, for history and other pages
     quickCheckDone = Signal(object)  # list[engine.measure.quick_check.Outcome], best first
+    baselineEnded = Signal(bool)  # a baseline run ended: True where one was kept
 
     def __init__(
         self,
@@ -98,6 +99,7 @@ class LabPage(QWidget):
         self.baseline_record: Baseline | None = None
         self._baseline_tokens = 0  # tokens of the baseline under way, for its progress
         self._baseline_started = 0.0  # when it began (time.monotonic), for its estimate
+        self._stopped_mode = ""  # what Stop interrupted ("baseline", ...), until its generation ends
         self._baseline_note = ""  # why the baseline was dropped, said once
         self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
@@ -361,6 +363,7 @@ class LabPage(QWidget):
 
     def stop(self) -> None:
         if self.mode in ("running", "baseline", "checking"):
+            self._stopped_mode = self.mode
             self.mode = "stopping"
             self.controller.cancel()
         elif self.mode == "loading" and self.controller.state == LOADING:
@@ -559,7 +562,9 @@ class LabPage(QWidget):
             return
         summary = ev.get("summary", {})
         self._dirty = self._bars_due = True  # the bars show the run's last cycles too
-        if self.mode == "baseline":
+        if self.mode == "baseline" or (self.mode == "stopping" and self._stopped_mode == "baseline"):
+            # a stopped baseline ends here too: nothing kept, said, and no Lab run in the history
+            self._stopped_mode = ""
             tps = summary.get("tokens_per_s") or None
             load = self.controller.load_settings
             if tps and load is not None and ev.get("event") == "done":
@@ -577,6 +582,7 @@ class LabPage(QWidget):
                 else "baseline stopped before its end: nothing kept",
                 "info",
             )
+            self.baselineEnded.emit(done)
             return
         self.last_summary = summary
         # what the history stores: the setting in force when the generation ended, in SpecTune's terms whatever
