@@ -47,7 +47,11 @@ class HeaderReads(QObject):
         ]
         for path in missing:
             if str(path) not in self._reading:
-                job = BackgroundJob(f"header-{path.name}", lambda _, p=path: _read(p), self)
+
+                def read(_report: object, p: Path = path) -> None:
+                    _read(p)
+
+                job = BackgroundJob(f"header-{path.name}", read, self)
                 job.on(done=lambda _, p=path: self._done(p), failed=lambda _, p=path: self._done(p))
                 self._reading[str(path)] = job.start()
         return not missing

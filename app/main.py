@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.widgets.icons import app_icon
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)  # the GUI's application, whichever made it
     app.setApplicationName("SpecTune")
     app.setDesktopFileName("spectune")  # Wayland shells match the window to spectune.desktop (its icon)
     app.setWindowIcon(app_icon())

@@ -112,9 +112,12 @@ class MainWindow(QMainWindow):
         self._restore()
         # last, so the charts and bars built above take the system's look at once
         self.theme = ThemeFollower(self)
-        self.theme.changed.connect(
-            lambda colours: [p.needs_pair.restyle() for p in (self.tune, self.export, self.serve)]
-        )
+
+        def restyle(_colours: object) -> None:
+            for p in (self.tune, self.export, self.serve):
+                p.needs_pair.restyle()
+
+        self.theme.changed.connect(restyle)
 
     # -- what the window holds --------------------------------------------
     def _build_pages(self, nvml) -> None:
@@ -273,13 +276,15 @@ class MainWindow(QMainWindow):
     # -- menu and shortcuts -----------------------------------------------
     def _build_menu(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        save = QAction("Save charts as PNG…", self, shortcut=QKeySequence("Ctrl+S"), triggered=self.save_charts)
-        quit_ = QAction("Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
+        save = QAction("Save charts as PNG…", self, shortcut=QKeySequence("Ctrl+S"))
+        save.triggered.connect(self.save_charts)
+        quit_ = QAction("Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
+        quit_.triggered.connect(self.close)
         file_menu.addActions([save, quit_])
         engine_menu = self.menuBar().addMenu("&Engine")
-        engine_menu.addAction(
-            QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"), triggered=self.controller.restart)
-        )
+        restart = QAction("Restart engine", self, shortcut=QKeySequence("Ctrl+R"))
+        restart.triggered.connect(self.controller.restart)
+        engine_menu.addAction(restart)
         engine_menu.addSeparator()
         group = QActionGroup(self)
         self.engine_actions: dict[str, QAction] = {}
@@ -294,18 +299,16 @@ class MainWindow(QMainWindow):
             group.addAction(action)
             engine_menu.addAction(action)
             self.engine_actions[engine] = action
-        engine_menu.addAction(QAction("Your own llama-server…", self, triggered=self._pick_server))
+        own_server = QAction("Your own llama-server…", self)
+        own_server.triggered.connect(self._pick_server)
+        engine_menu.addAction(own_server)
         view = self.menuBar().addMenu("&View")
         for entry in PAGES:
-            view.addAction(
-                QAction(
-                    self.nav.item(PAGE_NAMES.index(entry.name)).icon(),
-                    entry.name,
-                    self,
-                    shortcut=QKeySequence(entry.shortcut),
-                    triggered=lambda checked=False, name=entry.name: self.go_to(name),
-                )
-            )
+            item = self.nav.item(PAGE_NAMES.index(entry.name))
+            assert item is not None  # the navigation lists every page
+            action = QAction(item.icon(), entry.name, self, shortcut=QKeySequence(entry.shortcut))
+            action.triggered.connect(lambda checked=False, name=entry.name: self.go_to(name))
+            view.addAction(action)
 
     def show_page(self, name: str) -> None:
         self.nav.setCurrentRow(PAGE_NAMES.index(name))
@@ -349,7 +352,8 @@ class MainWindow(QMainWindow):
         else the Lab's; nothing while those charts still show the sentence that stands in for them.
         ``path``: no file dialog (tests)."""
         name = self.current_page() if self.current_page() in ("Tune", "Serve") else "Lab"
-        page = {"Lab": self.lab, "Tune": self.tune, "Serve": self.serve}[name]
+        pages: dict[str, LabPage | TunePage | ServePage] = {"Lab": self.lab, "Tune": self.tune, "Serve": self.serve}
+        page = pages[name]
         if not page.charts.stack.drawn:
             self.statusBar().showMessage(f"Nothing to save yet: the {name} page's charts are not drawn", 5000)
             return

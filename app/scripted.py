@@ -135,9 +135,11 @@ class ScriptedSession:
         self.w.show_page(name)
 
         def grab() -> None:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            shots = self.dir
+            assert shots is not None  # only a run with a screenshot folder takes pictures (_stopped)
+            shots.mkdir(parents=True, exist_ok=True)
             # 0-start.png, 1-hardware.png, ...: the names docs/ had before the Start page came first
-            self.w.grab().save(str(self.dir / f"{i}-{name.lower()}.png"))
+            self.w.grab().save(str(shots / f"{i}-{name.lower()}.png"))
             self._shoot(i + 1)
 
         QTimer.singleShot(400, grab)
@@ -154,4 +156,6 @@ class ScriptedSession:
         )
         if self.exit_when_done:
             self.w.close()
-            QApplication.instance().exit(0 if problem is None else 1)
+            app = QApplication.instance()
+            assert app is not None  # the window exists, so the application does
+            app.exit(0 if problem is None else 1)

@@ -109,7 +109,7 @@ def test_the_live_charts_scroll_rather_than_squeeze_on_a_short_window(qtbot, win
     qtbot.wait(20)
     charts = window.lab.charts
     assert charts.view.height() >= MIN_VIEW_HEIGHT
-    assert charts.scroll.verticalScrollBar().maximum() > 0  # the rest of the plots is a scroll away
+    assert charts.scroll_area.verticalScrollBar().maximum() > 0  # the rest of the plots is a scroll away
 
 
 def test_the_lab_run_buttons_are_in_sight_on_a_scaled_laptop(qtbot, window):

@@ -164,14 +164,20 @@ class HistoryPage(QWidget):
     def _row_created_at(self, created: float) -> int | None:
         """The row of the run created at this time, wherever a sort has put it (None: trimmed away)."""
         for r in range(self.table.rowCount()):
-            if self.table.item(r, 1).data(CREATED_ROLE) == float(created):
+            if self._created_of(r) == float(created):
                 return r
         return None
+
+    def _created_of(self, row: int) -> float:
+        """The exact timestamp the row's time cell keeps (every row has one: _fill)."""
+        item = self.table.item(row, 1)
+        assert item is not None
+        return item.data(CREATED_ROLE)
 
     def _trim(self) -> None:
         """Drop the oldest rows beyond the limit, wherever a sort has put them."""
         while self.table.rowCount() > self.limit:
-            oldest = min(range(self.table.rowCount()), key=lambda r: self.table.item(r, 1).data(CREATED_ROLE))
+            oldest = min(range(self.table.rowCount()), key=self._created_of)
             self.table.removeRow(oldest)
 
     def _append(self, entry_id, created, kind, spec: dict, sampling: dict, results: dict, target) -> None:

@@ -178,15 +178,20 @@ class StartPage(QWidget):
         self.device_label.setText(text)
 
     def download_buttons(self) -> list[QPushButton]:
-        return [
-            self.pairs_grid.itemAtPosition(r, 2).widget()
-            for r in range(self.pairs_grid.rowCount())
-            if self.pairs_grid.itemAtPosition(r, 2) is not None
-        ]
+        buttons = []
+        for r in range(self.pairs_grid.rowCount()):
+            item = self.pairs_grid.itemAtPosition(r, 2)
+            if item is not None:
+                button = item.widget()
+                assert isinstance(button, QPushButton)  # the third column holds only the Download buttons
+                buttons.append(button)
+        return buttons
 
     def _clear_pairs(self) -> None:
         while self.pairs_grid.count():
-            widget = self.pairs_grid.takeAt(0).widget()
+            item = self.pairs_grid.takeAt(0)
+            assert item is not None  # count() says there is one
+            widget = item.widget()
             if widget is not None:
                 widget.deleteLater()
         self.candidates = []

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QDoubleSpinBox, QFileDialog, QHBoxLayout, QLineEdi
 
 
 def push_button(
-    text: str, on_click: Callable[[], object] | SignalInstance | None = None, tip: str = "", *, enabled: bool = True
+    text: str, on_click: Callable[..., object] | SignalInstance | None = None, tip: str = "", *, enabled: bool = True
 ) -> QPushButton:
     """A button with what it does on a click (a method, or a signal to pass the click on), its tooltip and
     whether it starts enabled, in one call."""

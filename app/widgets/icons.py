@@ -43,6 +43,7 @@ def line_icon(name: str, colour: str) -> QIcon:
         'width="24" height="24"', f'width="{ICON_PX}" height="{ICON_PX}"', 1
     )
     pixmap = QPixmap()
-    if not pixmap.loadFromData(QByteArray(text.encode("utf-8")), "SVG"):
+    # the stubs type format as bytes, but PySide6 6.10 takes only a str here (bytes raise ValueError)
+    if not pixmap.loadFromData(QByteArray(text.encode("utf-8")), "SVG"):  # type: ignore[call-overload]
         return QIcon()
     return QIcon(pixmap)

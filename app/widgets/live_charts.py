@@ -95,12 +95,12 @@ class LiveCharts(QWidget):
         self.view.setMinimumHeight(MIN_VIEW_HEIGHT)
         # as wide as the scroll area, whatever the plots' titles would ask for
         self.view.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.scroll = QScrollArea()
-        self.scroll.setWidget(self.view)
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.stack = ChartStack(self.scroll, PLACEHOLDER)
+        self.scroll_area = QScrollArea()
+        self.scroll_area.setWidget(self.view)
+        self.scroll_area.setWidgetResizable(True)
+        self.scroll_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.stack = ChartStack(self.scroll_area, PLACEHOLDER)
         layout.addWidget(self.stack)
         self._last_snapshot: Snapshot | None = None
         self._bars_title = ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QModelIndex, QSize, Qt
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QSize, Qt
 from PySide6.QtGui import QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
     QListWidget,
@@ -40,7 +40,9 @@ class PageEntry:
 
 
 class _ShortcutDelegate(QStyledItemDelegate):
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(
+        self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
         super().paint(painter, option, index)
         text = index.data(SHORTCUT_ROLE)
         if not text:
@@ -56,7 +58,7 @@ class _ShortcutDelegate(QStyledItemDelegate):
         painter.drawText(rect, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
         painter.restore()
 
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         size = super().sizeHint(option, index)
         extra = option.fontMetrics.horizontalAdvance(index.data(SHORTCUT_ROLE) or "") + GAP
         return QSize(size.width() + extra, int(size.height() * 1.6))  # room to aim a click

@@ -73,6 +73,7 @@ class ThemeFollower(QObject):
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         app = QApplication.instance()
+        assert isinstance(app, QApplication), "a QApplication must exist first"
         self._system_palette = QPalette(app.palette())
         self._system_style = app.style().name()
         self._we_darkened = False
@@ -90,6 +91,7 @@ class ThemeFollower(QObject):
 
     def apply(self, scheme: Qt.ColorScheme) -> None:
         app = QApplication.instance()
+        assert isinstance(app, QApplication), "a QApplication must exist first"
         dark = scheme == Qt.ColorScheme.Dark
         if scheme == Qt.ColorScheme.Unknown:
             dark = _is_dark(self._system_palette)  # no hint (offscreen, old desktops): the palette tells

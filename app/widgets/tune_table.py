@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
 from app.widgets import style
 from engine.measure.tuner import Candidate, TuneResult
@@ -51,10 +51,12 @@ def error_pct(c: Candidate) -> float | None:
 
 
 class TuneTable(QTableWidget):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(COLUMNS), parent)
         self.setHorizontalHeaderLabels(COLUMNS)
-        self.horizontalHeaderItem(COLUMNS.index("search speedup")).setToolTip(SEARCH_SPEEDUP_TIP)
+        speedup = self.horizontalHeaderItem(COLUMNS.index("search speedup"))
+        assert speedup is not None  # the labels just set made it
+        speedup.setToolTip(SEARCH_SPEEDUP_TIP)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -102,7 +104,9 @@ class TuneTable(QTableWidget):
     def best_row(self) -> int | None:
         """The row the best candidate sits in now (sorting moves it)."""
         for row in range(self.rowCount()):
-            if self.item(row, 1).data(BEST_ROLE):
+            item = self.item(row, 1)
+            assert item is not None  # show_result fills every cell
+            if item.data(BEST_ROLE):
                 return row
         return None
 

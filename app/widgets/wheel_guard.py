@@ -43,12 +43,13 @@ class WheelGuard(QObject):
 def _knob_of(obj: QObject) -> QWidget | None:
     """The knob a wheel event is over: the widget itself, or the knob whose part it is (a spin box's line
     edit); scroll bars are sliders that must keep the wheel."""
-    while isinstance(obj, QWidget):
-        if isinstance(obj, _KNOBS) and not isinstance(obj, QScrollBar):
-            return obj
-        if isinstance(obj, QAbstractScrollArea):  # a combo box's open list, a text box: not a knob
+    node: QObject | None = obj
+    while isinstance(node, QWidget):
+        if isinstance(node, _KNOBS) and not isinstance(node, QScrollBar):
+            return node
+        if isinstance(node, QAbstractScrollArea):  # a combo box's open list, a text box: not a knob
             return None
-        obj = obj.parentWidget()
+        node = node.parentWidget()
     return None
 
 

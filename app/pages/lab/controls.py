@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence
+from PySide6.QtGui import QKeyEvent, QKeySequence, QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -88,13 +88,19 @@ def _labels_explain(form: QFormLayout) -> None:
     for row in range(form.rowCount()):
         label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
         field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
-        if label is None or field is None or label.widget() is None:
+        if label is None or field is None:
+            continue
+        label_widget = label.widget()
+        if label_widget is None:
             continue
         widget = field.widget()
-        if widget is None and field.layout() is not None and field.layout().count():
-            widget = field.layout().itemAt(field.layout().count() - 1).widget()  # K's row: slider, then box
+        inner = field.layout()
+        if widget is None and inner is not None and inner.count():
+            last = inner.itemAt(inner.count() - 1)
+            assert last is not None  # count() says there is one
+            widget = last.widget()  # K's row: slider, then box
         if widget is not None and widget.toolTip():
-            label.widget().setToolTip(widget.toolTip())
+            label_widget.setToolTip(widget.toolTip())
 
 
 class LabControls(QWidget):
@@ -167,7 +173,9 @@ class LabControls(QWidget):
         self.method.setEditable(True)
         # Esc is the page's Stop: the editable box's line edit would take it as its own (and do nothing)
         self._esc_filter = _PassEscape(self.method)
-        self.method.lineEdit().installEventFilter(self._esc_filter)
+        line_edit = self.method.lineEdit()
+        assert line_edit is not None  # the box is editable
+        line_edit.installEventFilter(self._esc_filter)
         self.method.installEventFilter(self._esc_filter)
         self.method.addItems(METHOD_CHOICES)
         self.method.setToolTip(knob_tooltip("method") + "\nknown types: " + ", ".join(SPEC_TYPES))
@@ -350,13 +358,15 @@ class LabControls(QWidget):
             self._methods = pair_verdicts(*(p if p is not None and p.is_file() else None for p in (target, draft)))
             self._suggest_method(draft is not None and draft.is_file())
         model = self.method.model()
+        assert isinstance(model, QStandardItemModel)  # a QComboBox's own model
         # an editable combo box rewrites its text from the current item when that item changes: keep what the
         # user typed or chose (it may be a combination not in the list), and say nothing of it
         text, blocked = self.method.currentText(), self.method.blockSignals(True)
         try:
             for row in range(self.method.count()):
                 reason = spec_type_reason(self.method.itemText(row), self._methods)
-                item = model.item(row)  # a QComboBox's own model is a QStandardItemModel
+                item = model.item(row)
+                assert item is not None  # one item per row of the box
                 if item.isEnabled() == bool(reason) or item.toolTip() != reason:
                     item.setEnabled(not reason)
                     item.setToolTip(reason)

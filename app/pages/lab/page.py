@@ -16,6 +16,8 @@ jobs (app.jobs), which stops it when a tune or a validation starts.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
@@ -40,9 +42,18 @@ from engine.measure.why import explain
 from engine.planning.budget import Budget
 from engine.planning.preflight import Preflight, preflight_and_place, preflight_load
 
+if TYPE_CHECKING:  # for annotations: the page imports these modules where it uses them
+    from engine.measure.quick_check import QuickCheckRun
+    from engine.planning.hardware import HardwareReport
+
 CHART_INTERVAL_MS = 40  # 25 Hz
 TEXT_INTERVAL_MS = 250  # 4 Hz
 KNOB_SETTLE_MS = 150  # a knob must rest this long before it is sent
+
+# what to do once the pair is loaded: "start", "baseline", "quick_check", or "reload" (at the next engine's
+# hello); ("quick_check", then_start) for a check asked for while it loaded; ("reload", what the load was for)
+# when a crashed load is tried again
+_Pending: TypeAlias = str | tuple[Literal["quick_check"], bool] | tuple[Literal["reload"], "_Pending"] | None
 
 
 class LabPage(QWidget):
@@ -81,8 +92,8 @@ class LabPage(QWidget):
         """What the page keeps between events: the live statistics, the run's mode and prompts, what was sent."""
         self.live = LiveSession()
         self.mode = "idle"  # idle | loading | running | baseline | stopping
-        self._pending: str | None = None  # what to do once the pair is loaded: "start", "baseline" or "quick_check"
-        self._check: dict | None = None  # the quick check under way: its schedule, results and prompt
+        self._pending: _Pending = None  # what to do once the pair is loaded
+        self._check: QuickCheckRun | None = None  # the quick check under way: its schedule, results and prompt
         self._prompts: list[Prompt] = []
         self._prompt_index = 0
         self._sent_spec: dict = {}
@@ -101,9 +112,10 @@ class LabPage(QWidget):
         self._baseline_started = 0.0  # when it began (time.monotonic), for its estimate
         self._stopped_mode = ""  # what Stop interrupted ("baseline", ...), until its generation ends
         self._baseline_note = ""  # why the baseline was dropped, said once
-        self.hardware_report = None  # () -> engine.planning.hardware.HardwareReport; set by the main window
+        self.hardware_report: Callable[[], HardwareReport] | None = None  # set by the main window
         self._fit_override: LoadSettings | None = None  # "Load anyway" was chosen for exactly these settings
-        self._banner_handler = None  # what the banner's button does now (restart, load anyway)
+        # what the banner's button does now (restart, load anyway)
+        self._banner_handler: Callable[[], object] | None = None
 
     def _build_layout(self) -> None:
         """The controls in a scroll area on the left; on the right the run buttons, the banner, the summary,

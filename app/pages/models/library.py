@@ -11,6 +11,7 @@ library on a slow disk takes seconds. Later scans reuse the engine's scan cache.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
@@ -36,6 +37,9 @@ from app.widgets.forms import push_button
 from app.widgets.style import ERROR, error_text, ok_text
 from engine.core.units import format_bytes
 from engine.models.draft_heads import has_mtp_head, is_head
+
+if TYPE_CHECKING:
+    from engine.models.library import Library  # for annotations: the page imports the module where it uses it
 
 COLUMNS = ("name", "source", "size", "architecture / family", "quant", "path")
 ERROR_COLOUR = QColor(ERROR)
@@ -74,7 +78,7 @@ class LibraryPanel(QWidget):
         super().__init__(parent)
         self.session = session
         self.sources = sources
-        self.library = None
+        self.library: Library | None = None
         self.job: BackgroundJob | None = None
         self.refusal_job: BackgroundJob | None = None  # why two selected files make no pair
         self._again = False
@@ -147,7 +151,9 @@ class LibraryPanel(QWidget):
         """The pairs llama.cpp accepts among the files, each with its predicted speed here, and its button."""
         self.pairs = QTableWidget(0, 3)
         self.pairs.setHorizontalHeaderLabels(("target", "draft (llama.cpp accepts the pair)", "predicted here"))
-        self.pairs.horizontalHeaderItem(2).setToolTip(
+        predicted = self.pairs.horizontalHeaderItem(2)
+        assert predicted is not None  # the labels just set made it
+        predicted.setToolTip(
             "tokens/s the speed model predicts for the pair on this machine, and the speedup at the best K: from "
             "the pair's tune when it has one, else from this machine's measured speed and the prior acceptance"
         )
@@ -275,7 +281,7 @@ class LibraryPanel(QWidget):
         for r, m in enumerate(lib.models):
             name = m.name + (f" (also {', '.join(m.aliases)})" if m.aliases else "")
             size = format_bytes(m.size_bytes) + (f" in {m.split_parts} parts" if m.split_parts else "")
-            cells = [
+            cells: list[QTableWidgetItem] = [
                 _SortItem(name, m.name.lower()),
                 _SortItem(m.source, m.source),
                 _SortItem(size, m.size_bytes),
@@ -337,7 +343,12 @@ class LibraryPanel(QWidget):
         if self.library is None:
             return []
         rows = sorted(i.row() for i in self.table.selectionModel().selectedRows())
-        return [self.library.models[self.table.item(r, 0).data(Qt.ItemDataRole.UserRole)] for r in rows]
+        return [self.library.models[self._cell(r, 0).data(Qt.ItemDataRole.UserRole)] for r in rows]
+
+    def _cell(self, row: int, column: int) -> QTableWidgetItem:
+        item = self.table.item(row, column)
+        assert item is not None  # _fill gives every cell of every row an item
+        return item
 
     def select_paths(self, *paths: str | Path) -> None:
         """Select the rows of these files (what a click or a Ctrl+click does)."""
@@ -346,7 +357,7 @@ class LibraryPanel(QWidget):
         mode = self.table.selectionMode()
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.MultiSelection)
         for r in range(self.table.rowCount()):
-            if self.table.item(r, 5).text() in wanted:
+            if self._cell(r, 5).text() in wanted:
                 self.table.selectRow(r)
         self.table.setSelectionMode(mode)
 
@@ -356,6 +367,7 @@ class LibraryPanel(QWidget):
         self.draft_button.setEnabled(len(chosen) == 1)
         if len(chosen) == 1:
             m = chosen[0]
+            assert self.library is not None  # a file is selected, so a scan's library is shown
             by_path = {x.path: x for x in self.library.models}
             mates = [by_path[p].name for p in m.compatible_with if p in by_path]
             if is_head(m):

@@ -301,7 +301,7 @@ class ModelsPage(QWidget):
                 f"; the GPUs hold their {plan.to_dict()['totals']['vram_bytes'] / GIB:.2f} GiB, the RAM not the rest"
             )
         self.fit_badge.setText(coloured(f"{mark} {verdict.summary()}", colour) + detail)
-        by_kind = {}
+        by_kind: dict[str, int] = {}
         for item in plan.items:
             key = f"{item.model} {item.kind}"
             by_kind[key] = by_kind.get(key, 0) + item.bytes

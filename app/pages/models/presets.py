@@ -81,6 +81,12 @@ class DownloadRow:
         return all(f.role in self.paths for f in self.files)
 
 
+def _bar(row: DownloadRow) -> QProgressBar:
+    """The row's progress bar: the page gives every row it holds one (_append)."""
+    assert row.bar is not None
+    return row.bar
+
+
 class _OnePair:
     """Stands in for the catalog when pull() is given a recommended pair that is no preset: resolve_name
     asks catalog.preset(name) for an object with .target and .draft ModelFiles, which a PairChoice has."""
@@ -259,22 +265,24 @@ class PresetsPanel(QWidget):
         fit.setToolTip(row.fit_text)
         for c, item in enumerate((name, size, fit)):
             self.table.setItem(r, c, item)
+        bar, download, cancel, use = row.bar, row.download_button, row.cancel_button, row.use_button
+        assert bar is not None and download is not None and cancel is not None and use is not None  # _append's
         running = row.state in ("running", "cancelling")
-        row.download_button.setEnabled(not running)
-        row.download_button.setText(
+        download.setEnabled(not running)
+        download.setText(
             "Resume"
             if row.state == "cancelled"
             else "Check"
             if row.present or all(f.bundled_path for f in row.files)
             else "Download"
         )
-        row.cancel_button.setEnabled(row.state == "running")
-        row.use_button.setEnabled(row.present and not running)
+        cancel.setEnabled(row.state == "running")
+        use.setEnabled(row.present and not running)
         if not running and row.state in ("idle", "done") and row.present:
-            row.bar.setValue(1000)
-            row.bar.setFormat("on disk")
+            bar.setValue(1000)
+            bar.setFormat("on disk")
         elif row.state == "idle":
-            row.bar.setFormat("")
+            bar.setFormat("")
 
     # -- what is already here ------------------------------------------------------------------
     def set_library(self, lib) -> None:
@@ -316,7 +324,7 @@ class PresetsPanel(QWidget):
         job = BackgroundJob(f"models-download-{len(self.rows)}", work, self)
         row.job, row.state = job, "running"
         row.message = f"asking the hub for {row.name}…"
-        row.bar.setFormat("starting…")
+        _bar(row).setFormat("starting…")
         self._paint(row)
         self.table.selectRow(self._index(row))
         self._show_details()
@@ -332,14 +340,15 @@ class PresetsPanel(QWidget):
         if row is not None and row.job is not None and row.job.running:
             row.job.cancel.set()  # the download stops at its next chunk and keeps the partial file
             row.state = "cancelling"
-            row.bar.setFormat("cancelling…")
+            _bar(row).setFormat("cancelling…")
             self._paint(row)
 
     def _progress(self, row: DownloadRow, p) -> None:
         if row.state != "running":
             return
+        bar = _bar(row)
         if p.fraction is not None:
-            row.bar.setValue(int(1000 * p.fraction))
+            bar.setValue(int(1000 * p.fraction))
         if row.kind == "file" and p.total_bytes and row.size_text == "?":
             row.size_text = format_bytes(p.total_bytes)  # the hub has told us now
             self._paint(row)
@@ -353,7 +362,7 @@ class PresetsPanel(QWidget):
             bits.append(f"{format_bytes(p.rate_bytes_per_s)}/s")
         if p.eta_s is not None and p.stage == "downloading":
             bits.append(f"ETA {p.eta_s:.0f} s")
-        row.bar.setFormat(" · ".join(bits))
+        bar.setFormat(" · ".join(bits))
         row.message = format_progress(p)
         self._show_details(row)
 
@@ -367,17 +376,18 @@ class PresetsPanel(QWidget):
         lines = []
         for f in result.files:
             lines.append(f"{f.role}: {f.path} ({f.how()})")
-        row.bar.setValue(1000)
+        bar = _bar(row)
+        bar.setValue(1000)
         if broken:
             row.state = "failed"
-            row.bar.setFormat("downloaded, but not a usable GGUF")
+            bar.setFormat("downloaded, but not a usable GGUF")
             lines += [f"{error_text(f'{f.filename} is not a usable GGUF:')} {f.gguf_error}" for f in broken]
         elif result.compat is not None and not result.compat["compatible"]:
-            row.bar.setFormat("done (llama.cpp refuses the pair)")
+            bar.setFormat("done (llama.cpp refuses the pair)")
             refused = error_text("llama.cpp will refuse this draft for this target:")
             lines.append(f"{refused} " + "; ".join(result.compat["reasons"]))
         else:
-            row.bar.setFormat("done")
+            bar.setFormat("done")
         row.message = "<br>".join(lines)
         self._paint(row)
         self._show_details(row)
@@ -387,9 +397,10 @@ class PresetsPanel(QWidget):
         row.job = None
         short, story = explain(exc)
         row.state = "cancelled" if isinstance(exc, DownloadCancelled) else "failed"
-        row.bar.setFormat(short)
+        bar = _bar(row)
+        bar.setFormat(short)
         if row.state == "failed":
-            row.bar.setValue(0)
+            bar.setValue(0)
         colour = MUTED if row.state == "cancelled" else ERROR
         row.message = f"{coloured(f'{short}:', colour)} {story}"
         self._paint(row)

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
@@ -49,7 +50,10 @@ from app.widgets.style import error_text
 from app.widgets.timers import make_timer
 from engine.core.paths import data_dir
 from engine.core.settings import SettingsError
-from engine.serve.watch import ROLLING, RequestRecord, acceptance_alert
+from engine.serve.watch import ROLLING, RequestRecord, ServerCounters, acceptance_alert
+
+if TYPE_CHECKING:
+    from engine.serve.session import ServeSession  # for annotations: start() imports it when it serves
 
 JOB = "serving"
 LAB_FREE_TIMEOUT_S = 60.0
@@ -84,7 +88,7 @@ class _Bridge(QObject):
     """Carries the monitor's events (its thread) to the GUI thread. Requests need no signal: the page's
     timer reads the watch once a second, so a burst of requests costs one repaint."""
 
-    event = Signal(object)
+    serveEvent = Signal(object)  # not "event": that would hide QObject.event(), which Qt calls
 
 
 class ServePage(QWidget):
@@ -103,17 +107,17 @@ class ServePage(QWidget):
         self.jobs = jobs
         self.tuned_acceptance = tuned_acceptance  # the tune's acceptance for the settings served, if one ran
         self.server_binary = server_binary  # the Export page's chosen llama-server (None: the bundled one)
-        self.serving = None  # the engine.serve.session.ServeSession while it serves
+        self.serving: ServeSession | None = None  # while it serves
         self._job: BackgroundJob | None = None  # a start, a stop or a restart under way
-        self._starting = None  # the session being started (a Stop aborts it)
+        self._starting: ServeSession | None = None  # the session being started (a Stop aborts it)
         self._shown = 0  # requests on the charts and in the table
-        self._counters_shown = None  # llama-server's counters last summed up
+        self._counters_shown: ServerCounters | None = None  # llama-server's counters last summed up
         self._log_shown = ""  # the server log's text last put on screen
         self._tuned: float | None = None
         self._abort_start = threading.Event()
         self.last_error = ""
         self._bridge = _Bridge(self)
-        self._bridge.event.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
+        self._bridge.serveEvent.connect(self._on_event, Qt.ConnectionType.QueuedConnection)
 
         col = QVBoxLayout(self)
         self.needs_pair = NeedsPairBar(session, "serves")
@@ -204,7 +208,9 @@ class ServePage(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         for i, tip in enumerate(COLUMN_TIPS):
-            self.table.horizontalHeaderItem(i).setToolTip(tip)
+            heading = self.table.horizontalHeaderItem(i)
+            assert heading is not None  # the labels just set made it
+            heading.setToolTip(tip)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         # the status column takes what the numbers leave (elided, the whole in its tooltip), so that a long
@@ -239,7 +245,8 @@ class ServePage(QWidget):
         self.restart_button.setEnabled(state == "down")
         for w in (self.port, self.parallel, self.api_key, self.record, self.record_path):
             w.setEnabled(state == "idle")
-        self.tune_button.setEnabled(self._recording_path() is not None and self._recording_path().is_file())
+        recording = self._recording_path()
+        self.tune_button.setEnabled(recording is not None and recording.is_file())
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(error_text(text, bold=False) if error else text)
@@ -282,7 +289,7 @@ class ServePage(QWidget):
 
         def run(report) -> object:
             freed.wait(LAB_FREE_TIMEOUT_S)
-            serving = ServeSession(settings, on_event=self._bridge.event.emit)
+            serving = ServeSession(settings, on_event=self._bridge.serveEvent.emit)
             self._starting = serving
             if abort.is_set():  # Stop came before the session existed
                 serving.abort()

@@ -48,7 +48,7 @@ from app.widgets.tune_charts import TuneCharts
 from app.widgets.tune_table import TuneTable
 from app.widgets.workload_box import WorkloadBox
 from engine.core.chat import Prompt
-from engine.core.settings import SettingsError, SpecSettings
+from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings
 from engine.measure.concurrent_tune import ConcurrentTuneResult
 from engine.measure.tuner import TuneResult
 
@@ -74,7 +74,8 @@ class TunePage(QWidget):
         self.result: TuneResult | ConcurrentTuneResult | None = None
         self.last_error: tuple[str, str] | None = None
         self._started_at = 0.0
-        self._run_load = self._run_sampling = None
+        self._run_load: LoadSettings | None = None
+        self._run_sampling: SamplingSettings | None = None
         self._last_message = "starting"
         # the engine a one-client tune measures with: (auto | native | llama-server, server binary or None), set
         # by the main window's Engine menu
