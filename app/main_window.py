@@ -277,7 +277,10 @@ class MainWindow(QMainWindow):
     def _build_menu(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         save = QAction("Save charts as PNG…", self, shortcut=QKeySequence("Ctrl+S"))
-        save.triggered.connect(self.save_charts)
+        # not connected to save_charts itself: triggered passes checked=False, which it took for a path given
+        # (no file dialog, then nothing saved)
+        save.triggered.connect(lambda: self.save_charts())
+        self.save_action = save
         quit_ = QAction("Quit", self, shortcut=QKeySequence(QKeySequence.StandardKey.Quit))
         quit_.triggered.connect(self.close)
         file_menu.addActions([save, quit_])

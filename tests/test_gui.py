@@ -40,7 +40,7 @@ def set_pair(w, pair, k=4, max_tokens=64, ctx=1024):
 
 
 @pytest.mark.slow
-def test_run_reaches_the_charts(qtbot, window, pair, tmp_path):
+def test_run_reaches_the_charts(qtbot, window, pair, tmp_path, monkeypatch):
     set_pair(window, pair)
     lab = window.lab
     lab.start()
@@ -62,7 +62,11 @@ def test_run_reaches_the_charts(qtbot, window, pair, tmp_path):
     bars = lab.charts.b_pos.opts["x"]
     (b0, b1), _ = lab.charts.p_pos.viewRange()
     assert len(bars) == lab.controls.k.value() and b0 < 0 and len(bars) - 1 < b1
-    window.save_charts(str(tmp_path / "lab.png"))  # Ctrl+S on the Lab page saves the Lab's charts
+    # File > Save charts (Ctrl+S) on the Lab page saves the Lab's charts where the file dialog says
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "lab.png"), ""))
+    window.save_action.trigger()
     assert QImage(str(tmp_path / "lab.png")).size() == lab.charts.view.size()
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
     snap = lab.live.snapshot()
