@@ -19,6 +19,14 @@ STARTING = (
 )
 
 
+def set_demo_knobs(session) -> None:
+    """What every demo measures (this one and app.scripted's): draft-simple at K 4 on the code-completion set,
+    or a short code prompt where the shipped sets cannot be read; the prompt `spectune demo` checks on."""
+    session.set_spec_settings(replace(session.spec_settings(), spec_type="draft-simple", draft_n_max=4))
+    if not session.set_workload("code-completion") and not session.custom_prompt().strip():
+        session.set_custom_prompt("def the value of the data is")
+
+
 class DemoRun:
     """One demo, from begin() until the live run starts (finished) or something ends it first."""
 
@@ -42,9 +50,7 @@ class DemoRun:
             self.w.models.use_demo_pair()
         self.w.show_page("Lab")
         self.lab.banner.show_message(STARTING, "info")
-        session.set_spec_settings(replace(session.spec_settings(), spec_type="draft-simple", draft_n_max=4))
-        if not session.set_workload("code-completion") and not session.custom_prompt().strip():
-            session.set_custom_prompt("def the value of the data is")
+        set_demo_knobs(session)
         self._step = "wait-engine"
         self.w.controller.hello.connect(self._on_hello)
         self.w.controller.failed.connect(self._on_failed)

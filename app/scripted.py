@@ -11,6 +11,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from app.demo_run import set_demo_knobs
 from app.page_list import PAGE_NAMES
 
 
@@ -36,9 +37,7 @@ class ScriptedSession:
             self.w.models.start_background_work()  # the library scanned and the catalog ranked by the pictures
         self.w.models.use_demo_pair()
         self.w.show_page("Lab")
-        self._set_spec(spec_type="draft-simple", draft_n_max=4)
-        if not self.session.set_workload("code-completion") and not self.session.custom_prompt().strip():
-            self.session.set_custom_prompt("def the value of the data is")
+        set_demo_knobs(self.session)
         self.w.controller.hello.connect(self._on_hello)
         self.lab.runFinished.connect(lambda ev: None)
         self.w.controller.failed.connect(self._on_failed)

@@ -22,7 +22,7 @@ from types import ModuleType
 
 from engine.cli.args import add_placement_args
 from engine.cli.errors import guarded
-from engine.core.settings import LoadSettings
+from engine.core.settings import LoadSettings, parse_spec_types
 from engine.llama.backends import load_backends
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
@@ -95,7 +95,7 @@ def _server_types(a: argparse.Namespace) -> list[str]:
     """The --spec-type list the planned llama-server starts with: as given, else draft-simple with a draft
     model and none without one."""
     if a.spec_type is not None:
-        return [t for t in a.spec_type.split(",") if t and t != "none"]
+        return parse_spec_types(a.spec_type)
     return ["draft-simple"] if a.draft is not None else []
 
 
