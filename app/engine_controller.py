@@ -179,7 +179,7 @@ class EngineController(QObject):
         return None if self.hello_info is None else protocol.has_gpu_device(self.hello_info)
 
     def fit_context(self) -> dict:
-        """What a memory budget (engine.planning.budget.Budget.from_report) needs to know about this
+        """What a memory budget (engine.planning.memory.budget.Budget.from_report) needs to know about this
         engine: the memory its loaded pair holds (freed before a load) and whether it can use a GPU at all
         (a CPU build cannot)."""
         loaded = self.loaded_info

@@ -190,7 +190,7 @@ class LabSession(QObject):
     def load_refusal(self, load: LoadSettings) -> str | None:
         """Why this pair cannot load at all (a broken file, vocabularies llama.cpp rejects), or None: the
         pre-load check without the memory plan, which only the engine that loads it can judge."""
-        from engine.planning.preflight import preflight_load
+        from engine.planning.advice.preflight import preflight_load
 
         return preflight_load(load, None).refusal
 

@@ -10,7 +10,7 @@ rate (accepted / drafted) and the per-position chance that gives that rate at K=
 geometric assumption, the number a prediction takes as its prior.
 
 --write stores the table in resources/catalog/acceptance_priors.json, with the pair, the date and the
-settings beside it, where engine.planning.speed_model reads its priors. Acceptance is a property of the
+settings beside it, where engine.planning.speed.speed_model reads its priors. Acceptance is a property of the
 pair and the text, not of the machine, so these hold on any device.
 """
 

@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/borrowed_classes.py [--types Q4_0,Q5_1,Q5_K,Q3_K,IQ4_XS]
 
-The probe's F16 model (engine.planning.device_speed.PROBE_SHAPE) is quantized by llama-quantize to each type
+The probe's F16 model (engine.planning.speed.device_speed.PROBE_SHAPE) is quantized by llama-quantize to each type
 alone (--pure), and its one-token and five-token passes are timed in one engine worker, next to the probe
 that the same run takes just before (its own scratch cache). The prediction charges each type at the rates
 model_cost.BORROWED_CLASSES names; the error of each is printed, and the largest is the bound
-engine.planning.prediction_band widens a prior by where a model holds such types. The types alternate in
+engine.planning.speed.prediction_band widens a prior by where a model holds such types. The types alternate in
 order over two rounds (A B C / C B A), the fastest of each kept.
 """
 
@@ -26,8 +26,8 @@ from engine.core.settings import LoadSettings  # noqa: E402
 from engine.llama.quantize import quantize  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
-from engine.planning.device_speed import PROBE_VERSION  # noqa: E402
-from engine.planning.model_cost import model_cost, weight_class
+from engine.planning.speed.device_speed import PROBE_VERSION  # noqa: E402
+from engine.planning.speed.model_cost import model_cost, weight_class
 from engine.runtime.client import EngineClient  # noqa: E402
 
 BATCHES = (1, 5)

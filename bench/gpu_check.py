@@ -11,7 +11,7 @@ setting of SETTINGS twice over: through SpecTune's engine worker as the app uses
 llama-server started with the exported flags, prompt by prompt in alternating order (A B B A), comparing
 the drafted and accepted counts of each generation. A row gives the lab's and the server's median tokens/s,
 their paired ratio, the acceptance, plain decode's share of peak memory bandwidth (weight bytes x tok/s /
-NVML's peak), the speed model's prediction for the row (engine.planning.speed_model: plain tok/s, and for
+NVML's peak), the speed model's prediction for the row (engine.planning.speed.speed_model: plain tok/s, and for
 draft-simple the speedup at the acceptance the row measured), and NVML's readings. Rows are fitted into
 --budget-s, most telling first; what does not fit is reported as skipped, and a lab that dies leaves its
 model's rows to llama-server alone.
@@ -303,7 +303,7 @@ class Model:
     label: str
     target: Path
     draft: Path
-    device: object | None = None  # engine.planning.device_speed.DeviceSpeed of this GPU; None: no prediction
+    device: object | None = None  # engine.planning.speed.device_speed.DeviceSpeed of this GPU; None: no prediction
     costs: tuple | None = None  # the target's and the draft's ModelCost, each header read once
 
 
@@ -311,7 +311,7 @@ def predict_model(model: Model, device, report: Report) -> None:
     """Read the pair's headers once for the speed model's predictions on this GPU (its roofline: no tune of
     the pair exists)."""
     from engine.models.gguf_inspect import inspect_gguf
-    from engine.planning.model_cost import model_cost
+    from engine.planning.speed.model_cost import model_cost
 
     if device is None:
         return
@@ -328,7 +328,7 @@ def predict_model(model: Model, device, report: Report) -> None:
 def _predicted(model: Model, spec, acceptance: float | None, plain_tps: float | None) -> float | None:
     """Predicted tok/s of a row: plain's from the roofline; draft-simple's at the acceptance the row measured
     (so the cost side is judged), times the measured plain (so the plain row's miss is not counted twice)."""
-    from engine.planning.speed_model import predict
+    from engine.planning.speed.speed_model import predict
 
     if model.costs is None:
         return None
@@ -637,8 +637,8 @@ def run(a: argparse.Namespace) -> int:
 
 def _run(a, plan: Plan, report: Report, site: Path, models: Path, writers, stamp: str, t_start: float, deadline):
     from engine.llama.install import find_install
-    from engine.planning.device_speed import gpu_device
     from engine.planning.hardware import probe
+    from engine.planning.speed.device_speed import gpu_device
 
     hw = probe()
     gpu = hw.gpus[0] if hw.gpus else None

@@ -4,7 +4,7 @@
 
 Data: tests/data/gpu (published rows, each with its source; README there) and the card table
 resources/catalog/gpus.json (peak bandwidth and FP16 tensor throughput, sourced). The model's form is
-engine.planning.gpu_speed's: a one-token pass costs a fixed time per layer plus the weights' bytes over a share
+engine.planning.speed.gpu_speed's: a one-token pass costs a fixed time per layer plus the weights' bytes over a share
 of the peak bandwidth (one share for float weights, one for quantized); each token beyond the first in a verify
 pass adds a share of that read time, scaled by the card's bandwidth over its compute; past 8 tokens quantized
 weights step to another kernel.
@@ -20,7 +20,7 @@ ratio under leave-one-GPU-out, <= 0.10 for the speedup; the exit status is 1 whe
 (65 % of peak plus 0.3 ms a pass, a roofline) is printed beside it on the same rows.
 
 A published row gives the model as llama-bench prints it ("llama 7B Q4_0", 3.56 GiB, 6.74 B): its layers and
-shapes are the catalog's model of that architecture nearest in size (engine.planning.named_models), its bytes
+shapes are the catalog's model of that architecture nearest in size (engine.planning.advice.named_models), its bytes
 the row's size. --write fits on every row and writes resources/catalog/gpu_speed.json with the held-out errors
 that set the bands GPU predictions show.
 """
@@ -45,12 +45,12 @@ sys.path.insert(0, str(REPO))
 
 from bench.paired import append_result  # noqa: E402
 from engine.models.catalog import Catalog, load_catalog  # noqa: E402
-from engine.planning.device_speed import TFLOPS_BY_COMPUTE_MAJOR  # noqa: E402
-from engine.planning.gpu_speed import FAMILIES, GPU_FIT, GpuFit, family, matrix_bytes_by_type, weights_in  # noqa: E402
-from engine.planning.gpu_table import GpuSpec, GpuTableError, candidates, find_gpu, load_gpus  # noqa: E402
-from engine.planning.model_cost import ModelCost, model_cost  # noqa: E402
-from engine.planning.named_models import NamedModelError, described, resolve  # noqa: E402
-from engine.planning.speed_model import predict  # noqa: E402
+from engine.planning.advice.named_models import NamedModelError, described, resolve  # noqa: E402
+from engine.planning.speed.device_speed import TFLOPS_BY_COMPUTE_MAJOR  # noqa: E402
+from engine.planning.speed.gpu_speed import FAMILIES, GPU_FIT, GpuFit, family, matrix_bytes_by_type, weights_in  # noqa: E402
+from engine.planning.speed.gpu_table import GpuSpec, GpuTableError, candidates, find_gpu, load_gpus  # noqa: E402
+from engine.planning.speed.model_cost import ModelCost, model_cost  # noqa: E402
+from engine.planning.speed.speed_model import predict  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "gpu"
 GOAL_RATIO = 0.10
@@ -385,8 +385,8 @@ def acceptance_from_rate(rate: float, k: int) -> float:
 def speculative_errors(catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, lines: list[str]) -> list[float]:
     """Predicted against published speedups at the reported acceptance (rate over the drafted tokens, turned into a
     per-position chance at draft-max), on rows whose models the catalog names; none of these rows is fitted on."""
-    from engine.planning.device_speed import gpu_device
-    from engine.planning.gpu_table import described_report
+    from engine.planning.speed.device_speed import gpu_device
+    from engine.planning.speed.gpu_table import described_report
 
     rows = json.loads((DATA / "speculative_runs.json").read_text())["rows"]
     errors = []

@@ -40,8 +40,8 @@ from engine.core.settings import LoadSettings  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.real_models import RealModelError, cached_model  # noqa: E402
-from engine.planning.device_speed import PROBE_N_PAST  # noqa: E402
-from engine.planning.model_cost import model_cost
+from engine.planning.speed.device_speed import PROBE_N_PAST  # noqa: E402
+from engine.planning.speed.model_cost import model_cost
 from engine.runtime.client import EngineClient  # noqa: E402
 
 PASTS = (PROBE_N_PAST, 512, 1500)

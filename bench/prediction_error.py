@@ -15,7 +15,7 @@ For each pair, in one engine worker:
              taking turns in A B C / C B A order over the rounds (bench/paired.py); tokens/s
              after each prompt's first token. A speedup is K's tokens/s over plain's from the
              same round; the median over rounds is reported.
-  prior      engine.planning.speed_model.predict on the GGUF's byte and FLOP counts and this CPU
+  prior      engine.planning.speed.speed_model.predict on the GGUF's byte and FLOP counts and this CPU
              as engine.measure.device_probe measures it (its own 0.37B model, F16, Q8_0, Q4_K_M)
              just before the case, the pair not yet loaded: nothing of the pair itself. The probe is
              taken afresh for every case (its models written once and kept, its result into a
@@ -86,11 +86,11 @@ from engine.measure.validate import load_prompts  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
 from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
-from engine.planning.cost_model import conditional_acceptance  # noqa: E402
-from engine.planning.device_speed import PROBE_N_PAST, PROBE_VERSION, DeviceSpeed  # noqa: E402
-from engine.planning.model_cost import model_cost  # noqa: E402
-from engine.planning.prediction_band import PRIOR_BANDS, model_kind  # noqa: E402
-from engine.planning.speed_model import Measured, predict
+from engine.planning.speed.cost_model import conditional_acceptance  # noqa: E402
+from engine.planning.speed.device_speed import PROBE_N_PAST, PROBE_VERSION, DeviceSpeed  # noqa: E402
+from engine.planning.speed.model_cost import model_cost  # noqa: E402
+from engine.planning.speed.prediction_band import PRIOR_BANDS, model_kind  # noqa: E402
+from engine.planning.speed.speed_model import Measured, predict
 from engine.runtime.client import EngineClient  # noqa: E402
 
 N_VOCAB = 32000

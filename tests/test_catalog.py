@@ -13,9 +13,9 @@ from engine.models.catalog import BUNDLED, BUNDLED_DIR, CATALOG_DIR, CatalogErro
 from engine.models.compat import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, check_pair, vocab_compatibility
 from engine.models.demo_models import model_path
 from engine.models.gguf_inspect import VocabInfo, inspect_gguf
-from engine.planning.budget import budget_from_size
-from engine.planning.catalog_models import CatalogModels, estimated_file_bytes
-from engine.planning.recommend import recommend
+from engine.planning.advice.catalog_models import CatalogModels, estimated_file_bytes
+from engine.planning.advice.recommend import recommend
+from engine.planning.memory.budget import budget_from_size
 
 REQUIRED_FAMILIES = {
     "llama-3",
@@ -155,7 +155,7 @@ def test_mixtures_of_experts_count_every_expert_and_read_only_the_used_ones(cata
 
 
 def recommend_drafts(catalog, target_id):
-    from engine.planning.recommend import candidate_drafts
+    from engine.planning.advice.recommend import candidate_drafts
 
     return candidate_drafts(catalog, catalog.model(target_id))
 
@@ -572,7 +572,7 @@ def test_tokenizers_that_differ_in_their_special_tokens_are_kept_apart(catalog):
 def test_gemma_4_26b_a4b_numbers_are_the_pinned_headers(catalog):
     """The pinned llama.cpp's ggml-vocab-gemma-4.gguf is a 26B-A4B's header: the catalog entry's numbers and
     its 'gemma4' object say what that header says, layer by layer."""
-    from engine.planning.model_numbers import model_info_from_architecture
+    from engine.planning.advice.model_numbers import model_info_from_architecture
 
     from .test_gguf_inspect import vocab_dir
 

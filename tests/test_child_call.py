@@ -11,7 +11,7 @@ import pytest
 from engine.core import child_call
 from engine.models.gguf_inspect import GGUFInspectError, header_cached, inspect_gguf
 from engine.models.synthetic import PairSpec, write_pair
-from engine.planning.recommend import rank_catalog
+from engine.planning.advice.recommend import rank_catalog
 
 from .fake_nvml import FakeGpu, FakeNVML
 
@@ -55,7 +55,7 @@ def test_a_child_that_dies_is_said_so(monkeypatch, tmp_path):
     gone = "import sys; print('gone', file=sys.stderr); sys.exit(3)"
     monkeypatch.setattr(child_call, "ARGV", (sys.executable, "-c", gone))
     with pytest.raises(child_call.ChildCallError, match=r"exit status 3\): gone"):
-        child_call.call("engine.planning.recommend", "rank_for")
+        child_call.call("engine.planning.advice.recommend", "rank_for")
     # a header still reads when no child can run: parsed in this process
     target, _ = write_pair(tmp_path, PairSpec())
     assert inspect_gguf(target, apart=True).vocab is not None

@@ -15,7 +15,7 @@ import pytest
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import build_vocab
-from engine.planning.memory_plan import plan_memory
+from engine.planning.memory.memory_plan import plan_memory
 from engine.runtime.binding import Engine
 
 from .test_gguf_inspect import write_model

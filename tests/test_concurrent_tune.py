@@ -20,9 +20,9 @@ from engine.measure.concurrent_tune import (
     tune_concurrent,
 )
 from engine.models.demo_models import demo_pair
-from engine.planning.budget import Budget
-from engine.planning.memory_plan import GpuBudget
-from engine.planning.preflight import preflight_load
+from engine.planning.advice.preflight import preflight_load
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.memory_plan import GpuBudget
 from engine.serve.record import Recorder, recorded_concurrency
 
 PROMPTS = [Conversation.user(t) for t in ("def add(a, b):", "class Stack:", "import os\nfor", "def main():")]

@@ -2,7 +2,13 @@
 
 import pytest
 
-from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance, expected_tokens, leviathan_speedup
+from engine.planning.speed.cost_model import (
+    CostCurve,
+    PairCosts,
+    conditional_acceptance,
+    expected_tokens,
+    leviathan_speedup,
+)
 
 
 def test_expected_tokens_counts_the_bonus_token():

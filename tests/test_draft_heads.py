@@ -120,7 +120,7 @@ def test_a_draft_head_as_target_runs_nothing(heads):
 
 
 def test_preflight_refuses_a_head_as_target_and_carries_the_verdicts(heads):
-    from engine.planning.preflight import preflight
+    from engine.planning.advice.preflight import preflight
 
     check = preflight(heads["dflash"], None, 512, None)
     assert check.refusal == (

@@ -19,7 +19,7 @@ from engine.llama.dialect import CURRENT, DialectError, detect_dialect, parse_he
 from engine.llama.install import LlamaInstallError, server_path, source_tree
 from engine.llama.server import LlamaServer, ServerError, server_summary
 from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft
-from engine.planning.memory_plan import GpuBudget
+from engine.planning.memory.memory_plan import GpuBudget
 
 from .conftest import PROMPTS
 

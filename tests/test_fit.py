@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from engine.models.gguf_inspect import inspect_gguf
-from engine.planning.budget import held_bytes
-from engine.planning.fit import check_fit
 from engine.planning.hardware import probe
+from engine.planning.memory.budget import held_bytes
+from engine.planning.memory.fit import check_fit
 
 from .fake_nvml import FakeNVML, h100, rtx4090
 

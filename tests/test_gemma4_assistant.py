@@ -101,7 +101,7 @@ def test_the_export_loads_the_assistant_as_the_draft_of_draft_mtp(files):
 
 
 def test_the_plan_gives_the_assistant_no_kv_cache_as_llama_cpp_does(files):
-    from engine.planning.memory_plan import load_options, plan_memory
+    from engine.planning.memory.memory_plan import load_options, plan_memory
     from engine.runtime.binding import Engine
 
     target, assistant = inspect_gguf(files["target"]), inspect_gguf(files["assistant"])
@@ -123,9 +123,9 @@ def test_the_speed_model_drafts_with_an_assistant_without_feeding_it_the_verifie
     verify, with no pass of the verified tokens through it, which an ordinary draft of the same cost needs."""
     import dataclasses
 
-    from engine.planning.device_speed import DeviceSpeed
-    from engine.planning.model_cost import model_cost
-    from engine.planning.speed_model import predict
+    from engine.planning.speed.device_speed import DeviceSpeed
+    from engine.planning.speed.model_cost import model_cost
+    from engine.planning.speed.speed_model import predict
 
     target, assistant = model_cost(inspect_gguf(files["target"])), model_cost(inspect_gguf(files["assistant"]))
     assert assistant.reads_target_cache and not target.reads_target_cache

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from engine.models.catalog import load_catalog
-from engine.planning.device_speed import gpu_device
-from engine.planning.gpu_speed import FAMILIES, GpuFit, family, load_fit
-from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
-from engine.planning.model_cost import model_cost
-from engine.planning.named_models import NamedModelError, described, resolve
-from engine.planning.speed_model import predict
+from engine.planning.advice.named_models import NamedModelError, described, resolve
+from engine.planning.speed.device_speed import gpu_device
+from engine.planning.speed.gpu_speed import FAMILIES, GpuFit, family, load_fit
+from engine.planning.speed.gpu_table import GpuTableError, described_report, find_gpu
+from engine.planning.speed.model_cost import model_cost
+from engine.planning.speed.speed_model import predict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -484,7 +484,7 @@ def test_a_load_the_worker_refuses_leaves_the_lab_usable(qtbot, window, pair, tm
     broken.write_bytes(pair[0].read_bytes()[:4096])  # a truncated target
     set_pair(window, (broken, pair[1]), max_tokens=8)
     lab = window.lab
-    from engine.planning.preflight import Preflight
+    from engine.planning.advice.preflight import Preflight
 
     monkeypatch.setattr("app.pages.lab.page._check_pair", lambda settings, budget: (Preflight(), None))
     lab.start()

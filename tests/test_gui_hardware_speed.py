@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from app.main_window import MainWindow
-from engine.planning.device_speed import PROBE_QUANTS
+from engine.planning.speed.device_speed import PROBE_QUANTS
 
 from .fake_nvml import FakeNVML, rtx4090
 

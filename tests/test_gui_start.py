@@ -10,9 +10,13 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import QSettings  # noqa: E402
 
 from app.main_window import MainWindow  # noqa: E402
-from app.pages.start import StartPage, machine_line  # noqa: E402
+from app.pages.start import (  # noqa: E402
+    StartPage,
+    machine_line,
+    start_choices,  # noqa: E402
+)
+from engine.planning.advice.recommend import rank_catalog  # noqa: E402
 from engine.planning.hardware import probe  # noqa: E402
-from engine.planning.recommend import rank_catalog, start_choices  # noqa: E402
 
 from .fake_nvml import FakeGpu, FakeNVML  # noqa: E402
 
@@ -157,7 +161,7 @@ def test_a_pair_downloaded_from_start_goes_into_the_lab_and_runs(qtbot, make_win
 def test_on_a_machine_too_slow_for_the_floor_the_fastest_pairs_are_shown_and_said_to_be_slow(qtbot, tmp_path):
     """This project's 2-core VM as its probe measured it: no pair in the catalog reaches 10 tokens/s, so the
     Start page says that and offers the fastest that fit rather than an empty list."""
-    from engine.planning.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
+    from engine.planning.speed.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
 
     slow = DeviceSpeed("CPU", bandwidth_bytes_per_s=14e9, flops_per_s=72e9, overhead_ms=0.5, source="measured: test")
     save_cpu_speed(cpu_key("test build"), slow, tmp_path)
@@ -177,7 +181,7 @@ def test_on_a_machine_too_slow_for_the_floor_the_fastest_pairs_are_shown_and_sai
 def test_where_no_draft_pays_the_start_page_leads_with_models_to_run_alone(qtbot, tmp_path):
     """issue 30 #5: on a CPU where pairs reach the floor but no draft pays, the page said "x0.41 with it" beside
     20 GB MoE pairs. Now: why drafts do not pay here, in one line, and models to run alone, smallest first."""
-    from engine.planning.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
+    from engine.planning.speed.device_speed import DeviceSpeed, cpu_key, save_cpu_speed
 
     cpu = DeviceSpeed("CPU", bandwidth_bytes_per_s=80e9, flops_per_s=80e9, overhead_ms=0.3, source="measured: test")
     save_cpu_speed(cpu_key("test build"), cpu, tmp_path)

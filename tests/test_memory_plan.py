@@ -1,4 +1,4 @@
-"""engine.planning.memory_plan against llama.cpp's own memory breakdown, and its offload arithmetic on its own."""
+"""engine.planning.memory.memory_plan against llama.cpp's own memory breakdown, and its offload arithmetic alone."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from engine.llama.quantize import quantize
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, TensorInfo, inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import (
+from engine.planning.memory.memory_plan import (
     CPU,
     GpuBudget,
     PlanError,

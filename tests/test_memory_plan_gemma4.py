@@ -1,5 +1,5 @@
-"""Gemma 4 in the memory plan: per-layer head sizes and KV heads (engine.planning.kv_layers), the
-window caches of its sliding layers (engine.planning.sliding_window) and the shared-KV layers that keep
+"""Gemma 4 in the memory plan: per-layer head sizes and KV heads (engine.planning.memory.kv_layers), the
+window caches of its sliding layers (engine.planning.memory.sliding_window) and the shared-KV layers that keep
 no cache, against llama.cpp's own sizes on a generated gemma4 pair."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
+from engine.planning.advice.model_numbers import model_info_from_architecture, model_info_from_numbers
 from engine.planning.hardware import cpu_features
-from engine.planning.kv_layers import kv_layers_from_start, kv_row_widths
-from engine.planning.memory_plan import load_options, plan_memory
-from engine.planning.model_numbers import model_info_from_architecture, model_info_from_numbers
-from engine.planning.sliding_window import sliding_window
+from engine.planning.memory.kv_layers import kv_layers_from_start, kv_row_widths
+from engine.planning.memory.memory_plan import load_options, plan_memory
+from engine.planning.memory.sliding_window import sliding_window
 from engine.runtime.binding import Engine
 
 from .test_memory_plan import compare
@@ -119,7 +119,7 @@ def test_other_architectures_keep_one_width_and_every_layer():
 def test_gemma4_26b_a4b_caches_from_the_header_the_pinned_llama_cpp_ships():
     """The pinned llama.cpp's ggml-vocab-gemma-4.gguf carries a Gemma 4 26B-A4B's header (no tensors):
     30 layers, 25 sliding over 1024 tokens with 8 KV heads of 256, 5 global with 2 KV heads of 512."""
-    from engine.planning.memory_plan import CPU, kv_cache_items
+    from engine.planning.memory.memory_plan import CPU, kv_cache_items
 
     from .test_gguf_inspect import vocab_dir
 
@@ -138,13 +138,13 @@ def test_gemma4_26b_a4b_caches_from_the_header_the_pinned_llama_cpp_ships():
 
 @pytest.mark.parametrize("shared", [0, 6])
 def test_a_catalog_gemma4_entry_plans_like_the_generated_file_with_its_numbers(tmp_path, shared):
-    """The catalog plans Gemma 4 without a file (engine.planning.recommend: the arch numbers and its 'gemma4'
+    """The catalog plans Gemma 4 without a file (engine.planning.advice.recommend: the arch numbers and its 'gemma4'
     object through model_info_from_architecture). A generated gemma4 with the same numbers, read as a file, gets
     the same weights and the same KV caches at several contexts, on the CPU and on a GPU: the keys the
     constructor writes are the ones kv_layers and sliding_window read from a real header."""
     from engine.models.catalog import _architecture
     from engine.models.synthetic import GEMMA4_PERIOD, ModelShape, PairSpec, write_pair
-    from engine.planning.memory_plan import GpuBudget
+    from engine.planning.memory.memory_plan import GpuBudget
 
     shape = ModelShape(
         n_embd=256, n_layer=12, n_head=4, n_head_kv=2, n_ff=512, sliding_window=WINDOW, gemma4=True,
@@ -187,7 +187,7 @@ def test_a_catalog_gemma4_entry_plans_like_the_generated_file_with_its_numbers(t
             assert any(kind == "kv_cache" for _, kind, _, _ in from_file)
 
 
-# -- the compute buffer (engine.planning.compute_buffer) against llama.cpp's report -------------------------
+# -- the compute buffer (engine.planning.memory.compute_buffer) against llama.cpp's report -------------------------
 
 
 def _compute(target: Path, draft: Path, ctx: int) -> dict[str, tuple[int, int]]:

@@ -1,4 +1,4 @@
-"""Hybrid models (Qwen3.5) in the memory plan: which layers are recurrent (engine.planning.recurrent), their
+"""Hybrid models (Qwen3.5) in the memory plan: which layers are recurrent (engine.planning.memory.recurrent), their
 state and the attention layers' KV caches against llama.cpp's own report on a generated qwen35 pair, with
 and without its MTP block, and what that does to a catalog model's plan."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
+from engine.planning.advice.model_numbers import model_info_from_numbers
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import GpuBudget, PlanError, load_options, plan_memory
-from engine.planning.model_numbers import model_info_from_numbers
-from engine.planning.recurrent import recurrent_layout, snapshots_at_load, trunk_layers
+from engine.planning.memory.memory_plan import GpuBudget, PlanError, load_options, plan_memory
+from engine.planning.memory.recurrent import recurrent_layout, snapshots_at_load, trunk_layers
 from engine.runtime.binding import Engine
 
 from .conftest import own_cache_env
@@ -79,7 +79,7 @@ def _check(plan, breakdown, label: str, mtp: bool = False) -> None:
 def _compare_mtp(plan, breakdown):
     """compare() for an MTP context, which runs on the target's weights: specrt reports them once, with the
     target (llama.cpp's breakdown lists them again for the context), so that what a worker holds adds up
-    (engine.planning.budget.held_by_device) and matches the plan, which counts them once too."""
+    (engine.planning.memory.budget.held_by_device) and matches the plan, which counts them once too."""
     assert [e for e in breakdown if e["model"] == "draft" and e["model_bytes"]] == []
     return compare(plan, breakdown)
 
@@ -195,7 +195,7 @@ def test_qwen35_27b_at_32k_caches_only_its_attention_layers():
 
 def test_the_catalog_plans_qwen35_with_its_mtp_block():
     from engine.models.catalog import load_catalog
-    from engine.planning.catalog_models import CatalogModels
+    from engine.planning.advice.catalog_models import CatalogModels
 
     catalog = load_catalog()
     info = CatalogModels(catalog).info(catalog.model("qwen3.5-27b"), "Q4_K_M")
@@ -222,7 +222,7 @@ def test_the_catalog_plans_qwen35_with_its_mtp_block():
 
 
 def test_the_speed_model_reads_kv_of_the_attention_layers_and_the_state_of_the_others():
-    from engine.planning.model_cost import model_cost
+    from engine.planning.speed.model_cost import model_cost
 
     info = model_info_from_numbers(**(QWEN35_27B | {"nextn_layers": 1}))
     cost = model_cost(info)
@@ -279,8 +279,8 @@ def test_the_catalog_checks_a_hybrid_layout(change, message):
 
 def test_a_qwen35_recommendation_says_it_can_draft_alone():
     from engine.models.catalog import load_catalog
-    from engine.planning.budget import Budget
-    from engine.planning.recommend import recommend
+    from engine.planning.advice.recommend import recommend
+    from engine.planning.memory.budget import Budget
 
     catalog = load_catalog()
     r = recommend(catalog, Budget(ram_bytes=23 * 2**30, source="test"), ctx=8192, family="qwen3.5", limit=50)
@@ -295,9 +295,9 @@ def test_every_plan_of_an_mtp_target_follows_the_k_it_loads_for(mtp_pair):
     loaded worker reports holding adds up to the plan (the MTP context's weights are the target's)."""
     from engine.core.settings import SpecSettings
     from engine.deploy.export import export_warnings
-    from engine.planning.budget import Budget, held_bytes
-    from engine.planning.fit import plan_fit
-    from engine.planning.placement import Placement
+    from engine.planning.advice.placement import Placement
+    from engine.planning.memory.budget import Budget, held_bytes
+    from engine.planning.memory.fit import plan_fit
 
     target = mtp_pair[0]
     info = inspect_gguf(target)
@@ -361,9 +361,9 @@ def test_the_speed_model_predicts_draft_mtp_from_the_targets_own_block(mtp_pair,
     snapshots, so no replay enters the step; `spectune predict` without a draft predicts it."""
     import dataclasses
 
-    from engine.planning.device_speed import DeviceSpeed
-    from engine.planning.model_cost import model_cost, mtp_cost
-    from engine.planning.speed_model import predict
+    from engine.planning.speed.device_speed import DeviceSpeed
+    from engine.planning.speed.model_cost import model_cost, mtp_cost
+    from engine.planning.speed.speed_model import predict
 
     info = inspect_gguf(mtp_pair[0])
     assert mtp_cost(inspect_gguf(hybrid_pair[0])) is None  # no MTP block

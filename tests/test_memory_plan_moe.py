@@ -16,7 +16,7 @@ from engine.deploy.export import llama_server_argv
 from engine.llama.quantize import quantize
 from engine.models.gguf_inspect import inspect_gguf
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import CPU, GpuBudget, PlanError, moe_numbers, plan_memory
+from engine.planning.memory.memory_plan import CPU, GpuBudget, PlanError, moe_numbers, plan_memory
 from engine.runtime.binding import Engine
 
 from .conftest import run_registered

@@ -1,4 +1,4 @@
-"""Sliding-window attention in the memory plan: which layers slide (engine.planning.sliding_window), the
+"""Sliding-window attention in the memory plan: which layers slide (engine.planning.memory.sliding_window), the
 window caches' size against llama.cpp's own on a generated gemma3 pair, and what that does to a
 catalog model's plan."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import inspect_gguf
+from engine.planning.advice.model_numbers import model_info_from_numbers
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import plan_memory
-from engine.planning.model_numbers import model_info_from_numbers
-from engine.planning.sliding_window import modelled, sliding_window
+from engine.planning.memory.memory_plan import plan_memory
+from engine.planning.memory.sliding_window import modelled, sliding_window
 from engine.runtime.binding import Engine
 
 from .test_memory_plan import compare
@@ -129,7 +129,7 @@ def test_an_unknown_rule_is_said_in_the_notes_and_phi3_is_known_to_cache_fully()
 
 def test_the_catalog_plans_gemma3_with_its_window():
     from engine.models.catalog import load_catalog
-    from engine.planning.catalog_models import CatalogModels
+    from engine.planning.advice.catalog_models import CatalogModels
 
     catalog = load_catalog()
     info = CatalogModels(catalog).info(catalog.model("gemma-3-27b-it"), "Q4_K_M")

@@ -1,4 +1,4 @@
-"""Draft placement and expert offload (engine.planning.placement): where a pair goes when llama.cpp's
+"""Draft placement and expert offload (engine.planning.advice.placement): where a pair goes when llama.cpp's
 default placement does not fit the GPUs, on the NVML stand-in with two GPUs of different sizes, through
 the plan, the recommendations and the exported command line."""
 
@@ -15,20 +15,20 @@ from engine.core.settings import LoadSettings, SettingsError
 from engine.models.catalog import load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
-from engine.planning.budget import budget_from_hardware, headroom
-from engine.planning.fit import verdict_of
+from engine.planning.advice.model_numbers import model_info_from_numbers
+from engine.planning.advice.placement import Placement, place, placements
+from engine.planning.advice.recommend import recommend
 from engine.planning.hardware import probe
-from engine.planning.memory_plan import CPU, GpuBudget, PlanError, plan_memory
-from engine.planning.model_numbers import model_info_from_numbers
-from engine.planning.placement import Placement, fits, place, placements
-from engine.planning.recommend import recommend
+from engine.planning.memory.budget import Budget, budget_from_hardware, fits, headroom
+from engine.planning.memory.fit import verdict_of
+from engine.planning.memory.memory_plan import CPU, GpuBudget, PlanError, no_headroom, plan_memory
 from engine.runtime.binding import Engine, SpecrtError
 
 from .conftest import run_registered
 from .fake_nvml import FakeNVML, rtx4090
 
 GiB = 2**30
-NO_HEADROOM = lambda free: 0  # noqa: E731
+NO_HEADROOM = no_headroom
 
 
 def _qwen3(n_layer, n_embd, n_head, n_ff, bits, tied=False, **moe):
@@ -76,7 +76,7 @@ def test_the_default_comes_first_and_every_arrangement_is_a_real_plan():
 def test_two_gpus_of_different_sizes_place_the_draft_where_the_pair_fits():
     # 6 + 1.5 GiB: split over both cards, each card holds a compute buffer of each model: too much
     gpus = _gpus(6, 1.5)
-    assert not fits(Placement().plan(TARGET, DRAFT, 8192, gpus), gpus, NO_HEADROOM)
+    assert not fits(Placement().plan(TARGET, DRAFT, 8192, gpus), Budget(tuple(gpus)), NO_HEADROOM)
     placement, plan = place(TARGET, DRAFT, 8192, gpus, NO_HEADROOM)
     assert placement == Placement(draft_devices=("CUDA0",))
     assert plan.layers["draft"]["by_device"] == {"CUDA0": 28}
@@ -104,9 +104,9 @@ def test_an_moe_target_too_big_for_the_gpu_keeps_the_fewest_expert_layers_in_ram
     placement, plan = place(MOE, DRAFT, 8192, gpus, headroom)
     n = placement.n_cpu_moe
     assert 0 < n < 48 and not placement.draft_on_cpu
-    assert fits(plan, gpus, headroom)
+    assert fits(plan, Budget(tuple(gpus)), headroom)
     one_fewer = Placement(n_cpu_moe=n - 1).plan(MOE, DRAFT, 8192, gpus)
-    assert not fits(one_fewer, gpus, headroom)
+    assert not fits(one_fewer, Budget(tuple(gpus)), headroom)
     assert placement.flags() == ["-ncmoe", str(n)]
     # the experts of those layers moved to host memory, byte for byte
     moved = sum(t.n_bytes for t in MOE.tensors if "_exps" in t.name and int(t.name.split(".")[1]) < n)
@@ -127,7 +127,7 @@ def test_experts_go_to_ram_only_where_the_ram_holds_them():
     roomy = host + headroom(host) + GiB
     assert place(MOE, DRAFT, 8192, gpus, headroom, roomy) == (placement, plan)
     assert place(MOE, DRAFT, 8192, gpus, headroom, host // 2) is None
-    assert fits(plan, gpus, headroom) and not fits(plan, gpus, headroom, host // 2)
+    assert fits(plan, Budget(tuple(gpus)), headroom) and not fits(plan, Budget(tuple(gpus), host // 2), headroom)
     # the default placement of a pair that fits the GPUs is held to the RAM as well (its token embeddings)
     small = _gpus(24)
     default = Placement().plan(TARGET, DRAFT, 8192, small)
@@ -175,7 +175,7 @@ def _two_gpu_stand_in(target, draft, ctx):
     for big in range(150, 600, 10):
         for small in range(20, big, 10):
             gpus = [GpuBudget("CUDA0", big * 2**20), GpuBudget("CUDA1", small * 2**20)]
-            if fits(Placement().plan(t, d, ctx, gpus), gpus, NO_HEADROOM):
+            if fits(Placement().plan(t, d, ctx, gpus), Budget(tuple(gpus)), NO_HEADROOM):
                 continue
             placed = place(t, d, ctx, gpus, NO_HEADROOM)
             if placed is not None:
@@ -229,16 +229,16 @@ def test_recommendations_on_two_gpus_carry_the_placement_that_makes_them_fit():
     placed = [c for c in r.recommended if c.placement is not None]
     assert placed, [c.label for c in r.recommended]
     for c in placed:
-        assert c.fits_memory and c.plan is not None and fits(c.plan, list(budget.gpus), headroom)
+        assert c.fits_memory and c.plan is not None and fits(c.plan, budget, headroom)
         d = c.to_dict()
         assert d["placement_flags"] == c.placement.flags() and d["placement"]["describe"] in " ".join(c.reasons())
         # without the placement the same pair does not fit
         default = Placement().plan(_info(catalog, c.target), _info(catalog, c.draft), 8192, list(budget.gpus))
-        assert not fits(default, list(budget.gpus), headroom)
+        assert not fits(default, budget, headroom)
 
 
 def _info(catalog, f):
-    from engine.planning.catalog_models import CatalogModels
+    from engine.planning.advice.catalog_models import CatalogModels
 
     return CatalogModels(catalog).info(catalog.model(f.model), f.quant)
 

@@ -1,13 +1,13 @@
-"""The one pre-load check (engine.planning.preflight) on real synthetic pairs: files, vocabularies, memory."""
+"""The one pre-load check (engine.planning.advice.preflight) on real synthetic pairs: files, vocabularies, memory."""
 
 from __future__ import annotations
 
 from engine.models.gguf_inspect import inspect_gguf
-from engine.planning.budget import Budget
-from engine.planning.fit import check_fit
+from engine.planning.advice.preflight import FILE, MEMORY, NO_PLAN, VOCAB, preflight
 from engine.planning.hardware import probe
-from engine.planning.memory_plan import GpuBudget
-from engine.planning.preflight import FILE, MEMORY, NO_PLAN, VOCAB, preflight
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.fit import check_fit
+from engine.planning.memory.memory_plan import GpuBudget
 
 from .fake_nvml import FakeNVML, rtx4090
 

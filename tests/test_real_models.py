@@ -24,7 +24,7 @@ from engine.models.gguf_inspect import inspect_gguf
 from engine.models.library import Source, scan
 from engine.models.real_models import REAL_PAIR, RealModelError, cached_model, model
 from engine.planning.hardware import cpu_features
-from engine.planning.memory_plan import plan_memory
+from engine.planning.memory.memory_plan import plan_memory
 from engine.runtime.binding import Engine
 
 from .test_compat import llama_cpp_accepts

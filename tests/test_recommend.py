@@ -1,4 +1,4 @@
-"""engine.planning.recommend and `spectune recommend / presets`: budgets (NVML stand-in), fits and near-misses,
+"""engine.planning.advice.recommend and `spectune recommend / presets`: budgets (NVML stand-in), fits and near-misses,
 the ranking and its reasons, and the command line through a subprocess."""
 
 from __future__ import annotations
@@ -18,16 +18,23 @@ from engine.cli.catalog import register
 from engine.models.catalog import CATALOG_DIR, CatalogError, load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
-from engine.planning.budget import HEADROOM_MIN, Budget, BudgetError, budget_from_hardware, budget_from_size, headroom
-from engine.planning.catalog_models import CatalogModels, quant_quality
+from engine.planning.advice.catalog_models import CatalogModels, quant_quality
+from engine.planning.advice.model_numbers import model_info_from_numbers
+from engine.planning.advice.presets import preset_fits
+from engine.planning.advice.recommend import MIN_SPEEDUP, PACE_CAP, RecommendError, expected_speedup, recommend
 from engine.planning.constants import ACCEPTANCE_PRIOR
-from engine.planning.cost_model import leviathan_speedup
-from engine.planning.device_speed import DeviceSpeed, gpu_device
 from engine.planning.hardware import probe
-from engine.planning.memory_plan import GpuBudget, plan_memory
-from engine.planning.model_numbers import model_info_from_numbers
-from engine.planning.presets import preset_fits
-from engine.planning.recommend import MIN_SPEEDUP, PACE_CAP, RecommendError, expected_speedup, recommend
+from engine.planning.memory.budget import (
+    HEADROOM_MIN,
+    Budget,
+    BudgetError,
+    budget_from_hardware,
+    budget_from_size,
+    headroom,
+)
+from engine.planning.memory.memory_plan import GpuBudget, plan_memory
+from engine.planning.speed.cost_model import leviathan_speedup
+from engine.planning.speed.device_speed import DeviceSpeed, gpu_device
 
 from .conftest import run_registered
 from .fake_nvml import NVML_ERROR_DRIVER_NOT_LOADED, FakeNVML, h100, rtx4090
@@ -536,7 +543,7 @@ def test_cli_errors_are_one_line(args, message):
 def test_a_workload_set_sets_the_acceptance_the_pairs_are_predicted_at(catalog, capsys):
     """`spectune recommend --workload SET`: the speed model's prior for that kind of text (summaries restate
     their source and are drafted more easily than free writing), lowered for the draft's quant as always."""
-    from engine.planning.speed_model import ACCEPTANCE_PRIORS
+    from engine.planning.speed.speed_model import ACCEPTANCE_PRIORS
 
     device = gpu_device(probe(FakeNVML([rtx4090(0)])))
     by_set = {

@@ -19,8 +19,9 @@ from engine.measure.device_probe import ProbeCancelled, probe_cpu_speed
 from engine.measure.history import History, record_summary
 from engine.measure.pair_speed import predict_pairs
 from engine.models.gguf_inspect import TensorInfo, inspect_gguf
-from engine.planning.cost_model import leviathan_speedup
-from engine.planning.device_speed import (
+from engine.planning.hardware import probe
+from engine.planning.speed.cost_model import leviathan_speedup
+from engine.planning.speed.device_speed import (
     PROBE_BATCHES,
     PROBE_LONG_PAST,
     PROBE_N_PAST,
@@ -36,9 +37,8 @@ from engine.planning.device_speed import (
     save_cpu_speed,
     solve_cpu_speed,
 )
-from engine.planning.hardware import probe
-from engine.planning.model_cost import WEIGHT_CLASSES, ModelCost, is_borrowed, model_cost, weight_class
-from engine.planning.speed_model import Measured, plausible_verify_curve, predict
+from engine.planning.speed.model_cost import WEIGHT_CLASSES, ModelCost, is_borrowed, model_cost, weight_class
+from engine.planning.speed.speed_model import Measured, plausible_verify_curve, predict
 
 from .conftest import own_cache_env
 from .fake_nvml import FakeNVML, h100, rtx4090
@@ -481,7 +481,7 @@ def test_verifying_a_batch_reads_more_of_an_moe_s_experts_and_speculation_pays_l
     """Each token of a verify batch routes to its own experts: a batch of B reads 1 - (1 - share)^B of them.
     Measured here on a generated qwen3moe (32 experts, 2 used, 8 layers, F16) with specrt's timed passes:
     8 tokens cost 7.4x one token, where the dense model of the same active size took 2.9x."""
-    from engine.planning.model_numbers import model_info_from_numbers
+    from engine.planning.advice.model_numbers import model_info_from_numbers
 
     numbers = dict(architecture="qwen3moe", n_layer=48, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128)
     numbers.update(n_ff=6144, n_vocab=151936, n_ctx_train=40960, weight_type="Q4_K", bits_per_weight=4.9)
@@ -504,7 +504,7 @@ def test_verifying_a_batch_reads_more_of_an_moe_s_experts_and_speculation_pays_l
 def test_each_shipped_workload_set_has_its_prior_measured_on_a_real_pair_in_both_modes():
     from engine.core.workloads import shipped_names
     from engine.planning.constants import ACCEPTANCE_PRIOR
-    from engine.planning.speed_model import (
+    from engine.planning.speed.speed_model import (
         ACCEPTANCE_PRIORS,
         ACCEPTANCE_PRIORS_RAW,
         ACCEPTANCE_PRIORS_SOURCE,
@@ -535,7 +535,7 @@ def test_per_layer_embedding_tables_are_looked_up_not_read_whole():
     """Gemma 4 E2B's per-layer embedding table holds half its parameters, but a token reads one row of it:
     the speed model counts the catalog E2B's bytes per token by the 2.3B it uses, not the 4.6B it stores."""
     from engine.models.catalog import load_catalog
-    from engine.planning.model_numbers import model_info_from_architecture
+    from engine.planning.advice.model_numbers import model_info_from_architecture
 
     arch = load_catalog().model("gemma-4-e2b-it").architecture
     info = model_info_from_architecture(arch)
@@ -546,10 +546,10 @@ def test_per_layer_embedding_tables_are_looked_up_not_read_whole():
 
 
 def test_a_prediction_shows_the_band_of_its_held_out_errors_and_doubts_a_verdict_inside_it():
-    """engine.planning.prediction_band: a probed CPU's prior carries the dense band, a measured curve the
+    """engine.planning.speed.prediction_band: a probed CPU's prior carries the dense band, a measured curve the
     calibrated one, a GPU's figures none (and say they are unchecked); a speedup within the band of x1.00
     "may not pay"."""
-    from engine.planning.prediction_band import MEASURED, PRIOR_DENSE, PRIOR_MOE, PRIOR_SMALL, SMALL_MODEL_BYTES
+    from engine.planning.speed.prediction_band import MEASURED, PRIOR_DENSE, PRIOR_MOE, PRIOR_SMALL, SMALL_MODEL_BYTES
 
     cost = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
     draft = ModelCost(10**8, 5 * 10**7, kv_bytes_per_position=0, attention_macs_per_position=0)

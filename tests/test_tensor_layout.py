@@ -9,7 +9,7 @@ from engine.models.catalog import load_catalog
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.models.tensor_layout import ArchitectureNumbers, parameter_count, tensor_layout
-from engine.planning.model_numbers import model_info_from_architecture
+from engine.planning.advice.model_numbers import model_info_from_architecture
 
 SHAPES = {
     "llama": PairSpec(),

@@ -10,7 +10,7 @@ import pytest
 from engine.core.paired import PairedRatio
 from engine.core.settings import LoadSettings, SpecSettings
 from engine.measure.tuner import VERDICT_PROMPTS, Candidate, Tuner, TuneResult
-from engine.planning.cost_model import CostCurve, PairCosts
+from engine.planning.speed.cost_model import CostCurve, PairCosts
 from engine.runtime.client import EngineClient
 
 from .conftest import PROMPTS

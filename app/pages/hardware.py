@@ -33,8 +33,8 @@ from app.widgets.timers import make_timer
 from engine.core.units import format_gib
 from engine.llama.backends import BackendReport
 from engine.measure.device_probe import ProbeCancelled, probe_cpu_speed
-from engine.planning.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_flops
 from engine.planning.hardware import GpuInfo, HardwareReport, probe, refresh, refresh_ram
+from engine.planning.speed.device_speed import DeviceSpeed, cached_cpu_speed, cpu_key, gpu_flops
 
 PROBE_JOB = "cpu-probe"
 

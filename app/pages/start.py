@@ -1,20 +1,75 @@
 """The Start page: what a new user sees first, a guide in three steps rather than another copy of the
 Models page. It shows this machine in one line (the Hardware page's probe), offers the bundled demo pair
 as the offline first run, lists the best pairs for this machine from the Models page's own ranking
-(engine.planning.recommend, one pass shared by both pages) with one Download click each (the Models
-page's downloads, with their progress), and then Tune and Export as the next steps.
+(engine.planning.advice.recommend, one pass shared by both pages) with one Download click each (the Models
+page's downloads, with their progress), and then Tune and Export as the next steps. Which few pairs it shows,
+and the sentence above them, are the page's own (start_choices), picked from that ranking.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.widgets.forms import push_button
 from engine.core.units import GIB, format_bytes
-from engine.planning.recommend import start_choices
+from engine.planning.advice.choice import PairChoice, Recommendation
+from engine.planning.speed.device_speed import DeviceSpeed
 
 SHOWN_PAIRS = 3  # the best few; the Models page's Recommended tab holds the rest and the reasons
+
+
+@dataclass(frozen=True)
+class StartChoices:
+    """What a newcomer is shown first (the Start page): a few choices and the sentence above them."""
+
+    headline: str
+    choices: list[PairChoice]
+    drafts_pay: bool  # some fitting pair's draft is predicted to pay on this device (True without a device)
+
+
+def start_choices(rec: Recommendation, n: int) -> StartChoices:
+    """Where drafts pay here, the pairs whose speculation is fastest. Where none does (a CPU, where verifying
+    K + 1 tokens costs about K + 1 tokens), the models to run alone, smallest first, as a laptop owner would
+    try them, with one line on why and what would change it. Under the speed floor, the fastest that fit."""
+    where = rec.budget.describe(short=True)
+    if rec.device is None:  # no speed known: the score's ranking, by the bandwidth-bound speedup
+        return StartChoices(f"For {where}:", rec.recommended[:n], True)
+    fitting = rec.recommended
+    if not fitting:
+        slow = [c for c in rec.near_misses if c.too_slow][:n]
+        head = (
+            f"Nothing in the catalog is predicted to reach {rec.speed_floor:g} tokens/s on this machine. "
+            "The fastest that fit:"
+            if slow
+            else "Nothing in the catalog fits this machine's free memory with headroom."
+        )
+        pays = any(c.uses_draft for c in slow)
+        if slow and not pays:  # slow, and no draft helps: say why, as above the floor
+            head = _why_no_draft_pays(rec.device, slow[0]) + " " + head
+        return StartChoices(head, slow, pays)
+    paying = [c for c in fitting if c.uses_draft]
+    if paying:
+        paying.sort(key=lambda c: -(c.tokens_per_s or 0.0))
+        return StartChoices(f"For {where}, the pairs whose drafts pay most here:", paying[:n], True)
+    alone = sorted(fitting, key=lambda c: (c.needed_bytes, c.label))[:n]
+    head = _why_no_draft_pays(rec.device, alone[0]) + " Models to run alone, smallest first:"
+    return StartChoices(head, alone, False)
+
+
+def _why_no_draft_pays(device: DeviceSpeed, c: PairChoice) -> str:
+    """One line: why no draft pays on this device, measured by its own prediction, and what would change it."""
+    pr = c.prediction
+    assert pr is not None
+    one, five = pr.verify_ms_by_batch.get(1), pr.verify_ms_by_batch.get(5)
+    cost = f": checking 5 tokens at once costs x{five / one:.1f} one token's pass here" if one and five else ""
+    return (
+        f"No draft pays on {device.name}{cost}, so a draft's guesses save little. A GPU checks several tokens "
+        "for about the price of one, which is where drafts pay. ngram-mod needs no draft and can pay where "
+        "text repeats (code edits)."
+    )
 
 
 def machine_line(report) -> str:
@@ -44,7 +99,7 @@ def _step(title: str, text: str) -> tuple[QGroupBox, QVBoxLayout]:
 
 class StartPage(QWidget):
     demoRequested = Signal()  # load the demo pair, measure the baseline, start a live run (the window does it)
-    downloadRequested = Signal(object)  # an engine.planning.recommend.PairChoice, for the Models page's downloads
+    downloadRequested = Signal(object)  # an engine.planning.advice.choice.PairChoice, for the Models page
     pageRequested = Signal(str)  # "Models", "Tune", "Export"
     rankingWanted = Signal()  # shown without a ranking yet: the Models page's first pass should start
     measureRequested = Signal()  # measure this CPU's speed (the Hardware page's probe)
@@ -134,7 +189,7 @@ class StartPage(QWidget):
 
     # -- the ranking, from the Models page ----------------------------------------------------------
     def set_ranking(self, view) -> None:
-        """view: engine.planning.recommend.CatalogView (the Models page's ranking pass)."""
+        """view: engine.planning.advice.recommend.CatalogView (the Models page's ranking pass)."""
         self._clear_pairs()
         rec = view.recommendation
         if rec is None:

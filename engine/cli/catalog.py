@@ -9,7 +9,7 @@ recommend ranks by the speed the pairs are predicted to reach on this machine's 
 NVML sizes, else the CPU as measured by a short probe (run once, cached; --no-probe uses the last
 probe or an assumption from the core count). With --vram SIZE the device is a GPU of that size; give
 --bandwidth too for predicted speeds, else the ranking uses the bandwidth-bound speedup alone.
-With --gpu NAME the machine is one with that card (SpecTune's GPU table, engine.planning.gpu_table):
+With --gpu NAME the machine is one with that card (SpecTune's GPU table, engine.planning.speed.gpu_table):
 its whole memory free, its bandwidth and compute, as if NVML had reported it.
 
 engine/cli/main.py adds them with ``register(sub)``. Errors print one line,
@@ -25,18 +25,20 @@ import sys
 from types import ModuleType
 
 from engine.cli.errors import guarded
+from engine.core.units import format_plan_bytes
 from engine.measure.device_probe import measured_device
 from engine.models.catalog import CatalogError, load_catalog
-from engine.planning.budget import Budget, BudgetError, budget_from_hardware, budget_from_size
+from engine.planning.advice.catalog_models import where_text
+from engine.planning.advice.choice import Recommendation, pull_commands
+from engine.planning.advice.presets import format_presets, preset_fits
+from engine.planning.advice.recommend import RecommendError, recommend
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX, DEFAULT_SPEED_FLOOR
-from engine.planning.device_speed import TFLOPS_BY_COMPUTE_MAJOR, DeviceSpeed, gpu_device, local_device
-from engine.planning.gpu_speed import load_fit
-from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
 from engine.planning.hardware import CpuInfo, HardwareReport, cpu_info, probe
-from engine.planning.memory_plan import PlanError, parse_size
-from engine.planning.presets import format_presets, preset_fits
-from engine.planning.recommend import RecommendError, format_recommendation, recommend
-from engine.planning.speed_model import ACCEPTANCE_PRIORS
+from engine.planning.memory.budget import Budget, BudgetError, budget_from_hardware, budget_from_size
+from engine.planning.memory.memory_plan import PlanError, parse_size
+from engine.planning.speed.device_speed import DeviceSpeed, bandwidth_device, gpu_device, local_device
+from engine.planning.speed.gpu_table import GpuTableError, described_report, find_gpu
+from engine.planning.speed.speed_model import ACCEPTANCE_PRIORS
 from engine.runtime.client import EngineError
 
 _guarded = guarded(CatalogError, BudgetError, RecommendError, PlanError, EngineError, GpuTableError)
@@ -85,17 +87,7 @@ def _device(a: argparse.Namespace, budget: Budget, report: HardwareReport | None
     """Where the pairs would run, for the speed model; None when only a size was given (report None:
     --vram SIZE) without --bandwidth."""
     if report is None:
-        if not budget.bandwidth_bytes_per_s:
-            return None
-        tflops = TFLOPS_BY_COMPUTE_MAJOR[8]
-        bandwidth = budget.bandwidth_bytes_per_s
-        return DeviceSpeed(
-            "GPU",
-            bandwidth,
-            tflops * 1e12,
-            source="--bandwidth (peak); FLOPs assumed",
-            gpu_fit=load_fit(),
-        )
+        return bandwidth_device(budget.bandwidth_bytes_per_s) if budget.bandwidth_bytes_per_s else None
     if budget.kind == "gpu":
         gpu = gpu_device(report)
         if gpu is not None and a.bandwidth:
@@ -199,3 +191,34 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p = subparsers.add_parser("presets", help="the one-click target/draft pairs, their sizes and whether they fit")
     _common(p, nvml)
     p.set_defaults(func=_guarded(cmd_presets))
+
+
+def format_recommendation(r: Recommendation) -> str:
+    lines = [
+        f"budget: {r.budget.describe()}",
+        f"context: {r.ctx} tokens" + (f"; family {r.family}" if r.family else ""),
+    ]
+    if r.device is not None:
+        lines.append(
+            f"speed: predicted on {r.device.name} ({r.device.source}); pairs under {r.speed_floor:g} tokens/s "
+            "are near-misses"
+        )
+    if not r.recommended:
+        lines.append("nothing in the catalog fits with headroom" + (" in this family" if r.family else ""))
+    for i, c in enumerate(r.recommended, 1):
+        preset = f"  [preset {c.preset}]" if c.preset else ""
+        lines.append(
+            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_plan_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
+        )
+        lines.append(f"      {where_text(c.target)}")
+        lines.append(f"      {where_text(c.draft)}")
+        lines += [f"      - {reason}" for reason in c.reasons()]
+        draft = c.draft if c.uses_draft else None
+        lines += [f"      get it: {command}" for command in pull_commands(c.target, draft, c.preset)]
+    if r.near_misses:
+        lines.append("near misses:")
+        lines += [f"  - {c.label} (score {c.score:+.1f}): {c.why_not}" for c in r.near_misses]
+    if r.left_out:
+        lines.append("left out:")
+        lines += [f"  - {reason}" for reason in r.left_out]
+    return "\n".join(lines)

@@ -27,12 +27,12 @@ from engine.llama.backends import load_backends
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.models.gguf_inspect import format_report as format_model
-from engine.planning.budget import Budget
-from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
+from engine.planning.advice.preflight import VOCAB, preflight_and_place
 from engine.planning.hardware import cpu_features, probe, ram
 from engine.planning.hardware import format_report as format_hardware
-from engine.planning.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size
-from engine.planning.preflight import VOCAB, preflight_and_place
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.memory_plan import KV_CACHE_TYPES, GpuBudget, PlanError, format_plan, parse_size
+from engine.planning.speed.gpu_table import GpuTableError, described_report, find_gpu
 
 EXIT_INCOMPATIBLE = 1
 

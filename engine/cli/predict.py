@@ -3,9 +3,9 @@
   spectune predict --target T [--draft D] [--gpu NAME [--gpu-count N]] [--n-past N] [--acceptance A]
                    [--workload SET] [--prior] [--cpu] [--json]
 
-The speed model (engine.planning.speed_model) on this machine's device: the first GPU NVML sizes, or
+The speed model (engine.planning.speed.speed_model) on this machine's device: the first GPU NVML sizes, or
 the CPU measured by a short probe (cached); with --gpu, a card from SpecTune's GPU table that this machine
-need not have. T and D are GGUF files or models not downloaded (engine.planning.named_models: a catalog
+need not have. T and D are GGUF files or models not downloaded (engine.planning.advice.named_models: a catalog
 preset, a catalog file, ARCH:SIZE:QUANT such as llama:8B:Q4_0). A tune of the same pair in the history
 replaces the priors (basis "measured") unless --prior or --gpu; --acceptance replaces the acceptance either
 way. Without --draft, a preset's draft is used, and a target with an MTP block is predicted drafting for
@@ -25,13 +25,13 @@ from engine.measure.calibration import measured_pair
 from engine.measure.device_probe import measured_device
 from engine.models.catalog import CatalogError, load_catalog
 from engine.models.gguf_inspect import GGUFInspectError
+from engine.planning.advice.named_models import resolve
 from engine.planning.constants import ACCEPTANCE_PRIOR, PREDICT_N_PAST
-from engine.planning.device_speed import gpu_device
-from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
 from engine.planning.hardware import probe
-from engine.planning.model_cost import model_cost, mtp_cost
-from engine.planning.named_models import resolve
-from engine.planning.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior_text, predict
+from engine.planning.speed.device_speed import gpu_device
+from engine.planning.speed.gpu_table import GpuTableError, described_report, find_gpu
+from engine.planning.speed.model_cost import model_cost, mtp_cost
+from engine.planning.speed.speed_model import ACCEPTANCE_PRIORS, Prediction, acceptance_prior_text, predict
 from engine.runtime.client import EngineError
 
 _guarded = guarded(GGUFInspectError, EngineError, ValueError, CatalogError, GpuTableError)

@@ -1,7 +1,7 @@
 """A function of the engine computed in a child Python process, for the desktop app.
 
 Two things the app does are seconds of pure Python: ranking the catalog for a machine
-(engine.planning.recommend.rank_for: a memory plan and a speed prediction per model, quantization and
+(engine.planning.advice.recommend.rank_for: a memory plan and a speed prediction per model, quantization and
 pair, about 2 s) and parsing a real model's header (engine.models.gguf_inspect.read_header: a 150k-token
 vocabulary and as many merges, about 0.09 s each, two files per pair). In a thread of the GUI process
 either holds the GIL, and every repaint waits for it at each of its hundreds of handovers: the Lab's first
@@ -23,7 +23,7 @@ from typing import Any
 ARGV = (sys.executable, "-m", "engine.core.child_call")
 TIMEOUT_S = 300.0
 # what the app computes apart; anything else is refused by the child
-CALLABLE = frozenset({("engine.planning.recommend", "rank_for"), ("engine.models.gguf_inspect", "read_header")})
+CALLABLE = frozenset({("engine.planning.advice.recommend", "rank_for"), ("engine.models.gguf_inspect", "read_header")})
 
 
 class ChildCallError(RuntimeError):

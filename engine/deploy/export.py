@@ -25,10 +25,10 @@ from engine.llama.dialect import (
     read_help,
     resolve_server,
 )
-from engine.planning.budget import Budget
+from engine.planning.advice.preflight import FILE, NO_PLAN, Preflight, preflight
 from engine.planning.hardware import cpu_features, probe, ram
-from engine.planning.memory_plan import GpuBudget
-from engine.planning.preflight import FILE, NO_PLAN, Preflight, preflight
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.memory_plan import GpuBudget
 
 _SPEC_DEFAULTS = SpecSettings()  # the pinned llama.cpp's defaults
 N_PARALLEL = 1

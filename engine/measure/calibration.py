@@ -2,7 +2,7 @@
 
 The history is this machine's own (engine.measure.history), so a tune found there is a measurement of
 this pair here: its forward times by batch size and acceptance by position replace the speed model's
-priors (engine.planning.speed_model, basis "measured"). A tune whose forward times no undisturbed machine
+priors (engine.planning.speed.speed_model, basis "measured"). A tune whose forward times no undisturbed machine
 gives (plausible_verify_curve) is passed over for an older one, or the priors.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.measure.history import History, HistoryError
-from engine.planning.speed_model import Measured, measured_from_tune, plausible_verify_curve
+from engine.planning.speed.speed_model import Measured, measured_from_tune, plausible_verify_curve
 
 
 def measured_pair(target: Path, draft: Path | None, history: History | None = None) -> Measured | None:

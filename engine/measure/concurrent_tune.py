@@ -46,12 +46,12 @@ from engine.llama.install import server_path
 from engine.llama.server import LlamaServer, ServerError
 from engine.measure.candidates import concurrent
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
-from engine.planning.budget import Budget
-from engine.planning.device_speed import local_device
+from engine.planning.advice.preflight import preflight_load
 from engine.planning.hardware import probe
-from engine.planning.model_cost import model_cost
-from engine.planning.preflight import preflight_load
-from engine.planning.speed_model import best_concurrent_k, concurrent_speedups
+from engine.planning.memory.budget import Budget
+from engine.planning.speed.device_speed import local_device
+from engine.planning.speed.model_cost import model_cost
+from engine.planning.speed.speed_model import best_concurrent_k, concurrent_speedups
 
 REQUEST_TIMEOUT_S = 600.0
 NONE = SpecSettings("none")
@@ -193,7 +193,7 @@ BASE_KS = (2, 4)
 
 def predicted_k(load: LoadSettings, clients: int, nvml=None) -> int | None:
     """The draft length the speed model predicts best for ``clients`` requests at once on this machine's device
-    (engine.planning.speed_model.concurrent_speedups: the same batch curve as a single stream, out to a verify of
+    (engine.planning.speed.speed_model.concurrent_speedups: the same batch curve as a single stream, out to a verify of
     clients x (K + 1) tokens); None without a draft model, where no K pays, or where the files cannot be read."""
     if load.draft is None:
         return None

@@ -8,7 +8,7 @@ attention's own rate); short plain generations time a whole step. A thin pair of
 differ in their vocabulary alone (PROBE_ROWS_VOCABS) a matrix row's. The same models quantized by
 llama-quantize to each of Q8_0, Q5_0, Q4_K and Q6_K alone (--pure) are timed the same way, since
 llama.cpp's CPU kernels for those weights run at other speeds than its F16 ones and than each other.
-engine.planning.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which is cached per
+engine.planning.speed.device_speed.solve_cpu_speed turns the timings into a DeviceSpeed, which is cached per
 processor, core count and llama.cpp build. Every probe model is locked in RAM while timed
 (LoadSettings.lock_in_ram): a system that pages out mapped files left idle for a while (this project's
 VM does, a minute after) would otherwise time page faults as the machine's speed. The models are
@@ -30,7 +30,8 @@ from engine.llama.quantize import quantize
 from engine.measure.generate import generate
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import PairSpec, write_pair
-from engine.planning.device_speed import (
+from engine.planning.hardware import HardwareReport
+from engine.planning.speed.device_speed import (
     PROBE_BATCHES,
     PROBE_DRAFT_LAYERS,
     PROBE_LONG_PAST,
@@ -53,8 +54,7 @@ from engine.planning.device_speed import (
     save_cpu_speed,
     solve_cpu_speed,
 )
-from engine.planning.hardware import HardwareReport
-from engine.planning.model_cost import ModelCost, model_cost
+from engine.planning.speed.model_cost import ModelCost, model_cost
 from engine.runtime.client import EngineClient
 
 PROBE_PROMPT = "the value of the data is"

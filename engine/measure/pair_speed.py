@@ -1,6 +1,6 @@
 """How fast a pair of GGUF files is predicted to run here, before it is loaded.
 
-The speed model (engine.planning.speed_model) on the files' headers: on this pair's newest tune in this
+The speed model (engine.planning.speed.speed_model) on the files' headers: on this pair's newest tune in this
 machine's history when there is one (basis "measured", engine.measure.calibration), else on the device's
 figures with the prior acceptance (basis "prior"). The Models page's library asks it for every
 compatible pair it found, reading each file's header once.
@@ -15,9 +15,9 @@ from engine.measure.calibration import measured_pair
 from engine.measure.history import History, HistoryError
 from engine.models.gguf_inspect import GGUFInspectError, inspect_gguf
 from engine.planning.constants import PREDICT_N_PAST
-from engine.planning.device_speed import DeviceSpeed
-from engine.planning.model_cost import ModelCost, model_cost
-from engine.planning.speed_model import Prediction, predict
+from engine.planning.speed.device_speed import DeviceSpeed
+from engine.planning.speed.model_cost import ModelCost, model_cost
+from engine.planning.speed.speed_model import Prediction, predict
 
 
 class _Costs:

@@ -3,7 +3,7 @@
 1. Measure the target's verify curve and the draft's forward time (engine
    worker ``measure``), the no-speculation baseline, and acceptance by position
    with one probe run of draft-simple at a large K.
-2. Rank every candidate: draft-simple for each K (predicted by engine.planning.cost_model),
+2. Rank every candidate: draft-simple for each K (predicted by engine.planning.speed.cost_model),
    plus the n-gram methods and their combination with draft-simple (measured
    once on the first prompt, as their draft lengths do not follow a K). A pair whose
    drafter is a head (an EAGLE-3 or DFlash draft file, the target's own MTP head) has no
@@ -45,7 +45,7 @@ from engine.measure.forward_times import forward_times
 from engine.measure.generate import generate
 from engine.models.draft_heads import HEAD_METHODS, pair_verdicts
 from engine.planning.constants import K_MAX, VERIFY_BATCH_SIZES
-from engine.planning.cost_model import CostCurve, PairCosts, conditional_acceptance
+from engine.planning.speed.cost_model import CostCurve, PairCosts, conditional_acceptance
 from engine.runtime.client import EngineClient, EngineError
 
 PROBE_K = 8

@@ -50,8 +50,8 @@ from engine.deploy.export import ServerExport, export_llama_server
 from engine.llama.install import server_path
 from engine.llama.server import LlamaServer, ServerError, server_summary
 from engine.measure.generate import generate
-from engine.planning.budget import held_bytes
 from engine.planning.hardware import ram
+from engine.planning.memory.budget import held_bytes
 from engine.runtime.client import EngineClient, EngineError
 from engine.runtime.protocol import has_gpu_device
 

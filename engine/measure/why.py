@@ -24,7 +24,7 @@ names each method.
 The parts are counted since the last knob change (engine.measure.live: the current setting), and the
 same parts answer "what would another K give": verify time against batch size is fitted to a line
 through the steps' own sizes (and the baseline's one token), draft time per token is measured, and
-the acceptance by position is the current one (engine.planning.cost_model.expected_tokens).
+the acceptance by position is the current one (engine.planning.speed.cost_model.expected_tokens).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 
 from engine.measure.live import Snapshot
 from engine.planning.constants import K_MAX
-from engine.planning.cost_model import accepted_exactly, conditional_acceptance, expected_tokens
-from engine.planning.prediction_band import MEASURED
+from engine.planning.speed.cost_model import CostCurve, PairCosts, conditional_acceptance
+from engine.planning.speed.prediction_band import MEASURED
 
 MIN_STEPS = 8  # fewer speculative steps than this say too little to explain anything
 COMPUTE_BOUND_RATIO = 1.5  # verifying K + 1 tokens at more than this times one: compute-bound
@@ -116,7 +116,7 @@ class Why:
                 "state cannot drop a rejected draft), a second target pass each"
             )
         text = f"{head}: {parts}. That makes x{self.explained_speedup:.2f}{measured}."
-        # a what-if from measured parts: its band is the calibrated prediction's (engine.planning.prediction_band)
+        # a what-if from measured parts: its band is the calibrated prediction's (engine.planning.speed.prediction_band)
         band = MEASURED.speedup
         if self.best_k is None:
             text += " With these costs no K pays: run without speculation, or try an n-gram method."
@@ -154,22 +154,16 @@ def explain(snapshot: Snapshot, current_tokens_per_s: float | None = None, metho
     verify_k = float(np.polyval(line, k + 1))
     explained = tokens_per_step / (step_ms / plain_ms)
     cond = conditional_acceptance(snapshot.current_accepted_by_position, snapshot.current_drafted_by_position)
-    hybrid = bool(replayed.any())
-
-    def step_cost_and_tokens(kk: int) -> tuple[float, float]:
-        ms, tokens = kk * draft_token_ms + float(np.polyval(line, kk + 1)) + rest_ms, expected_tokens(cond, kk)
-        if hybrid:
-            # every partly accepted draft replays: a pass over [last, the kept tokens, the target's own],
-            # and one more token
-            for a, p in enumerate(accepted_exactly(cond, kk)[:kk]):
-                ms += p * float(np.polyval(line, a + 2))
-                tokens += p
-        return ms, tokens
-
-    what_if = {}
-    for kk in range(1, K_MAX + 1):
-        ms, tokens = step_cost_and_tokens(kk)
-        what_if[kk] = plain_ms * tokens / ms
+    # the what-if is the cost model's own step (engine.planning.speed.cost_model.PairCosts) on the measured
+    # parts: the fitted verify line, the measured draft token, the rest once a step; on a hybrid target every
+    # partly accepted draft replays
+    costs = PairCosts(
+        verify=CostCurve((1, 2), (float(np.polyval(line, 1)), float(np.polyval(line, 2)))),
+        draft=CostCurve.flat(draft_token_ms),
+        replays=bool(replayed.any()),
+        overhead_ms=rest_ms,
+    )
+    what_if = {kk: plain_ms * costs.predict_tps(cond, kk, feed_draft=False) / 1000.0 for kk in range(1, K_MAX + 1)}
     best = max(what_if, key=lambda kk: what_if[kk])
     return Why(
         k=k,

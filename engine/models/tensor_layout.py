@@ -1,6 +1,6 @@
 """Each architecture's weight tensors, named and shaped as llama.cpp's converter writes them, from the model's
 numbers alone. This is the one description of an architecture's tensors: a model planned before its download
-(engine.planning.model_numbers lays these tensors out as a GGUF would) and the catalog's parameter counts
+(engine.planning.advice.model_numbers lays these tensors out as a GGUF would) and the catalog's parameter counts
 (engine.models.catalog.Architecture) both read it, so a new architecture is described here once.
 
 Covered: llama-style decoders (llama / qwen2 / qwen3 / gemma / mistral / phi3), routed FFNs (qwen3moe's
@@ -45,10 +45,10 @@ class ArchitectureNumbers:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     n_ff_shared: int = 0  # rows of the shared expert beside the routed ones (shared_expert_intermediate_size)
-    sliding_window: int | None = None  # the window of the layers that slide (engine.planning.sliding_window)
+    sliding_window: int | None = None  # the window of the layers that slide (engine.planning.memory.sliding_window)
     # a hybrid's gated delta-net layers (Qwen3.5: qwen35 / qwen35moe), the GGUF's full_attention_interval and
     # ssm.* keys: every full_attention_interval-th layer attends, the others carry a recurrent state
-    # (engine.planning.recurrent). Their config.json keys follow each field.
+    # (engine.planning.memory.recurrent). Their config.json keys follow each field.
     full_attention_interval: int = 0  # full_attention_interval
     ssm_conv_kernel: int = 0  # linear_conv_kernel_dim
     ssm_state_size: int = 0  # linear_key_head_dim (= linear_value_head_dim in Qwen3.5)
@@ -59,8 +59,8 @@ class ArchitectureNumbers:
     # the parameter count
     nextn_layers: int = 0
     # Gemma 4's layers differ one from the next (llama.cpp's gemma4): head_dim and n_head_kv are the sliding
-    # layers'; every global_every-th layer is global, with other heads. engine.planning.model_numbers writes
-    # them as the GGUF keys engine.planning.kv_layers and sliding_window read.
+    # layers'; every global_every-th layer is global, with other heads. engine.planning.advice.model_numbers writes
+    # them as the GGUF keys engine.planning.memory.kv_layers and sliding_window read.
     global_every: int = 0  # layer il is global when il % global_every == global_every - 1 (config: layer_types)
     head_dim_global: int = 0  # global_head_dim
     # the global layers' KV heads: num_global_key_value_heads where attention_k_eq_v, else num_key_value_heads

@@ -23,5 +23,5 @@ DEFAULT_CTX = 8192
 # prediction of text of no known kind starts from (the recommender lowers it for a coarse draft quant). Its
 # level: with it, Leviathan et al.'s formula gives the 1.71x llama.cpp measured for Llama 3.1 8B Q8_0 drafted
 # by 3.2 1B Q8_0 (llama.cpp issue 5877 reports 0.72 accepted there). By kind of text the priors measured on
-# a real pair replace it (engine.planning.speed_model.acceptance_prior).
+# a real pair replace it (engine.planning.speed.speed_model.acceptance_prior).
 ACCEPTANCE_PRIOR = 0.70

@@ -513,7 +513,7 @@ class LabControls(QWidget):
         self.target_on.setCurrentIndex(max(idx, 0))
 
     def apply_placement(self, placement) -> None:
-        """Set the knobs that place the pair as engine.planning.placement.Placement says (one loadChanged)."""
+        """Set the knobs that place the pair as engine.planning.advice.placement.Placement says (one loadChanged)."""
         blocked = self.blockSignals(True)
         try:
             if placement.draft_on_cpu:

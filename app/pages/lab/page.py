@@ -39,8 +39,8 @@ from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, 
 from engine.measure.baseline import Baseline, plausible_speedup
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
-from engine.planning.budget import Budget
-from engine.planning.preflight import Preflight, preflight_and_place, preflight_load
+from engine.planning.advice.preflight import Preflight, preflight_and_place, preflight_load
+from engine.planning.memory.budget import Budget
 
 if TYPE_CHECKING:  # for annotations: the page imports these modules where it uses them
     from engine.measure.quick_check import QuickCheckRun
@@ -205,7 +205,7 @@ class LabPage(QWidget):
         return self.jobs.refuse(LAB, lambda why: self.banner.show_message(why, "warning"))
 
     def load(self) -> bool:
-        """Check the pair in the controls (engine.planning.preflight: its files, llama.cpp's vocabulary rule,
+        """Check the pair in the controls (engine.planning.advice.preflight: its files, llama.cpp's vocabulary rule,
         the memory plan) off the GUI thread, then load it (_checked). False when nothing starts: a run or a
         load under way, a measuring job, invalid knobs; a refusal the check finds arrives later, on the
         banner. The 1.5B hub model's header alone holds 151936 tokens: read on the GUI thread, it froze the
@@ -297,7 +297,7 @@ class LabPage(QWidget):
         self.banner.show_message(too_big, "error", "Load anyway")
 
     def preflight(self, settings: LoadSettings, with_memory: bool = True) -> Preflight:
-        """The one pre-load check (engine.planning.preflight), in this thread: the files, llama.cpp's
+        """The one pre-load check (engine.planning.advice.preflight), in this thread: the files, llama.cpp's
         vocabulary rule and, with_memory, the memory plan against the free VRAM (or RAM) the Hardware page
         sees. The Lab's own loaded pair is freed before a load, so its memory counts as free."""
         report = self.hardware_report() if with_memory and self.hardware_report else None
@@ -816,7 +816,7 @@ def _check_next_step(best, starts: bool) -> str:
 
 
 def _check_pair(settings: LoadSettings, budget: Budget | None):
-    """The pre-load check and, for a pair that does not fit, a placement that does (engine.planning.placement;
+    """The pre-load check and, for a pair that does not fit, a placement that does (engine.planning.advice.placement;
     None: no GPU, a file that cannot be read, or no arrangement fits). Runs in a background thread: pure
     engine work, no widget touched."""
     check, placed = preflight_and_place(settings, budget)

@@ -3,9 +3,9 @@
 Three tabs, each in its own module and each a view over engine functions the CLI has too:
   Library      engine.models.library.scan (spectune models): the GGUF files found, their pairs
   Downloads    engine.models.downloads.pull (spectune pull) of the catalog's presets or REPO:FILE
-  Recommended  engine.planning.recommend (spectune recommend / presets) for the free VRAM, else RAM
+  Recommended  engine.planning.advice.recommend (spectune recommend / presets) for the free VRAM, else RAM
 Below them, the check of the session's pair (app.session, set on the Lab page or from here) before
-anything is loaded: engine.planning.preflight, with llama.cpp's vocabulary rule and a memory plan
+anything is loaded: engine.planning.advice.preflight, with llama.cpp's vocabulary rule and a memory plan
 that counts both models against the free VRAM the Hardware page sees, or the free RAM.
 
 Disks, the catalog and the hub are only touched in background threads, and only once the
@@ -30,7 +30,7 @@ from app.widgets.forms import push_button
 from app.widgets.style import ERROR, MUTED, OK, coloured, error_text, ok_text
 from engine.core.units import GIB
 from engine.models.draft_heads import target_refusal
-from engine.planning.recommend import CatalogView, rank_catalog
+from engine.planning.advice.recommend import CatalogView, rank_catalog
 
 _FROM_HARDWARE = object()
 
@@ -163,8 +163,8 @@ class ModelsPage(QWidget):
         if not lib.pairs:
             return
         from engine.measure.pair_speed import predict_pairs
-        from engine.planning.device_speed import local_device
         from engine.planning.hardware import probe
+        from engine.planning.speed.device_speed import local_device
 
         nvml, cache = self.nvml, getattr(self.hardware, "probe_cache", None)
         pairs = [(p["target"], p["draft"]) for p in lib.pairs]
@@ -249,8 +249,8 @@ class ModelsPage(QWidget):
         if not header_reads().warm(target, draft):  # read off the GUI thread; this runs again when read
             self.compat_badge.setText("reading the files' headers…")
             return
-        from engine.planning.budget import Budget
-        from engine.planning.preflight import preflight
+        from engine.planning.advice.preflight import preflight
+        from engine.planning.memory.budget import Budget
 
         report = self.hardware.report if self.hardware is not None else None
         lab_engine = self.controller.fit_context() if self.controller is not None else {}

@@ -178,7 +178,7 @@ class PresetsPanel(QWidget):
         return next((r for r in self.rows if r.name == name), None)
 
     def set_catalog(self, catalog, fits=None, budget=None, ctx: int | None = None) -> None:
-        """The catalog's presets, with engine.planning.recommend.preset_fits' sizes and verdicts when given."""
+        """The catalog's presets, with engine.planning.advice.recommend.preset_fits' sizes and verdicts when given."""
         self.catalog = catalog
         by_name = {f.name: f for f in (fits or [])}
         for p in catalog.presets:

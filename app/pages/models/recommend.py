@@ -1,9 +1,9 @@
-"""The Models page's recommendations: engine.planning.recommend's ranked target/draft/quant choices
+"""The Models page's recommendations: engine.planning.advice.recommend's ranked target/draft/quant choices
 for the memory this machine has (free VRAM from NVML, else available RAM for a CPU-only
 run) and the speed its device is predicted to give them (at least the floor set here), each
 with the reasons behind its score, then the near-misses with why they missed (too big, or
 too slow here), then what was left out. Download hands the chosen pair to the downloads tab.
-The "on" box ranks for a card from SpecTune's GPU table instead (engine.planning.gpu_table): what
+The "on" box ranks for a card from SpecTune's GPU table instead (engine.planning.speed.gpu_table): what
 a pair would do on a GPU the user is thinking of buying or renting.
 """
 
@@ -27,8 +27,8 @@ from app.widgets.forms import push_button
 from app.widgets.style import ERROR, error_text
 from engine.core.units import format_bytes
 from engine.planning.constants import ACCEPTANCE_PRIOR, DEFAULT_CTX
-from engine.planning.gpu_table import load_gpus
-from engine.planning.speed_model import ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
+from engine.planning.speed.gpu_table import load_gpus
+from engine.planning.speed.speed_model import ACCEPTANCE_PRIORS, ACCEPTANCE_PRIORS_SOURCE
 
 GENERATION_ORDER = ("Blackwell", "Hopper", "Ada", "Ampere", "Turing", "Volta", "Pascal")
 
@@ -50,7 +50,7 @@ def nothing_recommended(rec, where: str = "this machine") -> str:
 
 class RecommendPanel(QWidget):
     refreshRequested = Signal()
-    downloadRequested = Signal(object)  # engine.planning.recommend.PairChoice
+    downloadRequested = Signal(object)  # engine.planning.advice.choice.PairChoice
 
     def __init__(self, default_ctx: int = DEFAULT_CTX, parent: QWidget | None = None):
         super().__init__(parent)
@@ -165,7 +165,7 @@ class RecommendPanel(QWidget):
         self.budget_label.setText(f"{error_text('no recommendations:')} {message}")
 
     def set_result(self, rec) -> None:
-        """rec: an engine.planning.recommend.Recommendation."""
+        """rec: an engine.planning.advice.choice.Recommendation."""
         self.refresh_button.setEnabled(True)
         self.result = rec
         speed = ""

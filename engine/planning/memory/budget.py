@@ -2,19 +2,27 @@
 
 From the hardware (NVML, else the RAM: budget_from_hardware, Budget.from_report with the Lab's own loaded
 pair given back) or from sizes the user gives (budget_from_size). The recommender keeps headroom on every
-device, max(512 MiB, 5 %), for the driver, other programs and the plan's own error (needed_and_fits);
-the fit check before a load compares with the free bytes themselves (engine.planning.fit).
+device, max(512 MiB, 5 %), for the driver, other programs and the plan's own error; the fit check before a
+load compares with the free bytes themselves (engine.planning.memory.fit). Both ask fits(), the one rule.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import ModuleType
 
 from engine.core.units import format_plan_bytes
 from engine.planning.hardware import HardwareReport
-from engine.planning.memory_plan import CPU, GpuBudget, MemoryPlan, PlanError, parse_size
+from engine.planning.memory.memory_plan import (
+    GpuBudget,
+    Headroom,
+    MemoryPlan,
+    PlanError,
+    parse_size,
+    short_devices,
+)
 
 HEADROOM_MIN = 512 * 2**20
 HEADROOM_SHARE = 0.05
@@ -58,7 +66,7 @@ def headroom(free_bytes: int) -> int:
 class Budget:
     """The memory a plan is held against: the GPUs' free VRAM (none: the CPU alone, the plan in RAM) and the
     available RAM. The recommender keeps headroom on each (usable_bytes, fits_with_headroom); the fit check
-    before a load compares with the free bytes themselves (engine.planning.fit)."""
+    before a load compares with the free bytes themselves (engine.planning.memory.fit)."""
 
     gpus: tuple[GpuBudget, ...] = ()  # llama.cpp names and free bytes
     # available RAM: the budget itself (no GPUs), or what must hold a GPU plan's host part, the experts or the
@@ -200,14 +208,18 @@ def budget_from_hardware(
     )
 
 
-def needed_and_fits(plan: MemoryPlan | dict[str, int], budget: Budget) -> tuple[int, bool]:
-    """Bytes on the budget's devices and whether every device keeps its headroom (a GPU budget's RAM too,
-    for the plan's host part, when the RAM is known)."""
+def fits(plan: MemoryPlan | Mapping[str, int], budget: Budget, keep: Headroom = headroom) -> bool:
+    """Whether a plan (or its bytes by device) fits the budget: every GPU, and the RAM when known, keeps
+    ``keep`` of its free bytes (the recommender's headroom; no_headroom before a load). A budget with neither
+    GPUs nor a known RAM holds nothing."""
     totals = plan.device_totals() if isinstance(plan, MemoryPlan) else plan
-    if budget.kind == "cpu":
-        total = sum(totals.values())
-        return total, total <= budget.usable_bytes
-    needed = sum(totals.get(g.name, 0) for g in budget.gpus)
-    ram = budget.ram_usable_bytes
-    fits = all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in budget.gpus)
-    return needed, fits and (ram is None or totals.get(CPU, 0) <= ram)
+    if not budget.gpus and budget.ram_bytes is None:
+        return False
+    return not short_devices(totals, budget.gpus, budget.ram_bytes, keep)
+
+
+def needed_and_fits(plan: MemoryPlan | Mapping[str, int], budget: Budget) -> tuple[int, bool]:
+    """Bytes on the budget's devices (the whole plan for a CPU budget) and whether it fits with headroom."""
+    totals = plan.device_totals() if isinstance(plan, MemoryPlan) else plan
+    needed = sum(totals.values()) if budget.kind == "cpu" else sum(totals.get(g.name, 0) for g in budget.gpus)
+    return needed, fits(totals, budget)

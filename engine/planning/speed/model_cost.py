@@ -1,7 +1,7 @@
 """What one token costs a model, read from its GGUF header: the bytes a forward pass reads and the
 multiply-adds it does, by weight class (the kernels a CPU runs differ by weight type), with an MoE's routed
 share of its experts, a hybrid's recurrent state, sliding-window layers and the fixed cost of each layer it
-runs through. engine.planning.device_speed.DeviceSpeed prices these on a device; engine.planning.speed_model
+runs through. engine.planning.speed.device_speed.DeviceSpeed prices these on a device; engine.planning.speed.speed_model
 turns the prices into a prediction.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo
-from engine.planning.kv_layers import head_dims, layer_heads
-from engine.planning.recurrent import RecurrentLayout, is_recurrent, recurrent_layout, trunk_layers
-from engine.planning.sliding_window import SlidingWindow, sliding_window
+from engine.planning.memory.kv_layers import head_dims, layer_heads
+from engine.planning.memory.recurrent import RecurrentLayout, is_recurrent, recurrent_layout, trunk_layers
+from engine.planning.memory.sliding_window import SlidingWindow, sliding_window
 
 KV_BYTES = 2  # an f16 KV cache, llama.cpp's default
 
@@ -32,10 +32,10 @@ _LAYER = re.compile(r"^blk\.(\d+)\.")
 WEIGHT_CLASSES = ("F16", "Q8_0", "Q5_0", "Q4_K", "Q6_K")
 # Tensor types the probe does not time, and the measured class whose per-byte rates and batch table they are
 # charged at: the class that runs the same kind of kernel. On x86 with AVX2 llama.cpp repacks Q4_0 and
-# IQ4_NL as it repacks Q4_K (engine.planning.memory_plan: CPU_REPACK), and their batches run its tiled
+# IQ4_NL as it repacks Q4_K (engine.planning.memory.memory_plan: CPU_REPACK), and their batches run its tiled
 # kernels; the other K-quants and the importance-matrix types unpack block by block, as Q6_K does; the
 # other legacy types take the int8 dot products of Q5_0 and Q8_0. Not measured, so a prediction that counts
-# any says so (ModelCost.borrowed) and its band is widened (engine.planning.prediction_band).
+# any says so (ModelCost.borrowed) and its band is widened (engine.planning.speed.prediction_band).
 # bench/borrowed_classes.py times each against its stand-in: the first run (2026-12-03, a mapping by family
 # alone) charged Q4_0 as Q8_0 (a 5-token pass predicted 3.6x what it took) and Q3_K and IQ4_XS as Q4_K (both
 # 55-59 % too fast), which is why repacking and unpacking decide the stand-in now.
@@ -96,7 +96,7 @@ class ModelCost:
     swa_kv_bytes_per_position: int = 0
     swa_attention_macs_per_position: int = 0
     swa_window: int = 0
-    # a hybrid target verifies a partly kept draft again (engine.planning.cost_model, replays)
+    # a hybrid target verifies a partly kept draft again (engine.planning.speed.cost_model, replays)
     replays: bool = False
     # a draft that attends over the target's KV cache and keeps none (a Gemma 4 assistant): the verified
     # tokens need no pass of their own through it, so a step costs K draft passes and the verify alone
@@ -107,7 +107,7 @@ class ModelCost:
     # matrix types counted at another class's rates (is_borrowed), with their share of the matrix bytes
     borrowed: tuple[tuple[str, float], ...] = ()
     # the output layer's bytes (the tied embedding where there is no output.weight): a narrow model with a
-    # large vocabulary reads mostly this, and runs slower than its bytes say (engine.planning.prediction_band)
+    # large vocabulary reads mostly this, and runs slower than its bytes say (engine.planning.speed.prediction_band)
     output_bytes: int = 0
     # the layers a pass runs through (those with a tensor counted here): each costs a CPU a fixed time beyond
     # its bytes (DeviceSpeed.layer_ms)
@@ -120,7 +120,7 @@ class ModelCost:
     # so a narrow model, or a large vocabulary's output layer, runs slower per byte than a wide one
     rows_by_class: tuple[tuple[str, int], ...] = ()
     # the matrix products' bytes by ggml type as the file holds them (one token's share of an MoE's experts), and
-    # the output layer's type: a GPU's kernels are picked by type (engine.planning.gpu_speed), not by CPU class
+    # the output layer's type: a GPU's kernels are picked by type (engine.planning.speed.gpu_speed), not by CPU class
     bytes_by_type: tuple[tuple[str, int], ...] = ()
     output_type: str = ""
 

@@ -1,5 +1,5 @@
 """The catalog's model-pair presets held against a memory budget: each one's download size, whether it fits
-with headroom (engine.planning.budget) and, where llama.cpp's default placement does not fit, the placement
+with headroom (engine.planning.memory.budget) and, where llama.cpp's default placement does not fit, the placement
 that does (the draft elsewhere, an MoE target's experts partly in RAM). `spectune presets` prints them, the
 Models page shows them."""
 
@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from engine.core.units import format_plan_bytes
 from engine.models.catalog import Catalog, ModelFile
-from engine.planning.budget import Budget, headroom, needed_and_fits
-from engine.planning.catalog_models import CatalogModels, plan_pair, where_text
+from engine.planning.advice.catalog_models import CatalogModels, plan_pair, where_text
+from engine.planning.advice.placement import Placement, place
 from engine.planning.constants import DEFAULT_CTX
-from engine.planning.memory_plan import CPU
-from engine.planning.placement import Placement, place
+from engine.planning.memory.budget import Budget, headroom, needed_and_fits
+from engine.planning.memory.memory_plan import CPU
 
 
 @dataclass

@@ -7,7 +7,7 @@ Three checks, in the order a load would fail:
 2. the vocabularies: llama.cpp's draft/target rule (engine.models.compat); llama-server drops a draft
    that breaks it and runs without speculation, specrt refuses it;
 3. the memory: the plan of both models, their KV caches and compute buffers against the free VRAM
-   per GPU, or the available RAM without one (engine.planning.fit).
+   per GPU, or the available RAM without one (engine.planning.memory.fit).
 
 The Lab refuses a pair that fails 1 or 2 and offers "Load anyway" for 3; the Models page shows all
 three; the Export page turns them into warnings about the exported command; ``spectune plan``
@@ -25,10 +25,10 @@ from engine.models.compat import check_pair
 from engine.models.draft_heads import MethodVerdict, method_verdicts, target_refusal
 from engine.models.gguf_check import GGUFError, check_gguf
 from engine.models.gguf_inspect import GGUFInspectError, ModelInfo, inspect_gguf
-from engine.planning.budget import Budget
-from engine.planning.fit import FitVerdict, plan_fit
-from engine.planning.memory_plan import MemoryPlan, PlanError
-from engine.planning.placement import Placement, placement_for
+from engine.planning.advice.placement import Placement, placement_for
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.fit import FitVerdict, plan_fit
+from engine.planning.memory.memory_plan import MemoryPlan, PlanError
 
 FILE, VOCAB, MEMORY, NO_PLAN = "file", "vocab", "memory", "no-plan"
 
@@ -154,7 +154,7 @@ def preflight_and_place(
     load: LoadSettings, budget: Budget | None, **options: Any
 ) -> tuple[Preflight, tuple[Placement, MemoryPlan] | None]:
     """The pre-load check and, for a pair too big for the budget, the first arrangement that fits its GPUs
-    and RAM with its plan (engine.planning.placement; None: it fits, no GPU, nowhere fits, or a file the search
+    and RAM with its plan (engine.planning.advice.placement; None: it fits, no GPU, nowhere fits, or a file the search
     could not read, which the check's reasons already name). What the Lab does before a load and `spectune
     plan` prints. options: as preflight_load's."""
     check = preflight_load(load, budget, **options)

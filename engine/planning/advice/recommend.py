@@ -1,17 +1,18 @@
-"""What should I run: ranked target/draft/quantization choices that fit a memory budget.
+"""What should I run: ranked target/draft/quantization choices that fit a memory budget. Each choice, with
+its reasons and JSON, is an engine.planning.advice.choice.PairChoice; the CLI and the pages word the rest.
 
-budget   engine.planning.budget: free VRAM of the GPUs (NVML) or a size the user gives;
+budget   engine.planning.memory.budget: free VRAM of the GPUs (NVML) or a size the user gives;
          without a GPU, available RAM for a CPU-only run. Headroom is kept back
          on every device: max(512 MiB, 5%) for the driver, other programs and the
          plan's own error.
-plan     engine.planning.memory_plan on models built from the catalog's numbers
-         (engine.planning.catalog_models): weights, both KV caches at the target's
+plan     engine.planning.memory.memory_plan on models built from the catalog's numbers
+         (engine.planning.advice.catalog_models): weights, both KV caches at the target's
          context, compute and output buffers.
 pairs    drafts share the target's tokenizer, have at most MAX_DRAFT_SHARE of its
          (active) parameters and come from its own family when it has any; each target
          quant is listed once, with its best draft and draft quant.
-speed    with the device's speed (engine.planning.device_speed: the GPU from NVML and a table,
-         the CPU as measured or assumed), the speed model (engine.planning.speed_model)
+speed    with the device's speed (engine.planning.speed.device_speed: the GPU from NVML and a table,
+         the CPU as measured or assumed), the speed model (engine.planning.speed.speed_model)
          predicts each pair's plain tokens/s and its speedup by K on that device: a verify
          of K + 1 tokens costs what the roofline says, not the same as one token. A pair
          whose speculation is predicted slower than none is still a good target: it is
@@ -27,7 +28,7 @@ rank     score = size + quant + speed, in points (each part reported):
                   the floor (default 10 tokens/s, interactive) are near-misses
                   ("fits, but about 1.2 tokens/s here").
                   Without one: 10 x log2(expected speedup), Leviathan et al.'s formula for
-                  a bandwidth-bound decoder (engine.planning.cost_model.leviathan_speedup)
+                  a bandwidth-bound decoder (engine.planning.speed.cost_model.leviathan_speedup)
                   with c = draft bytes / target bytes read per token.
          The acceptance is the speed model's prior (by kind of text with a workload set, lowered
          for a coarse draft quant) until the lab measures the real one; K is the best of 1..K_MAX
@@ -46,23 +47,23 @@ from pathlib import Path
 from types import ModuleType
 
 from engine.core.units import format_plan_bytes
-from engine.models.catalog import BUNDLED, Catalog, CatalogError, Model, ModelFile, load_catalog
+from engine.models.catalog import BUNDLED, Catalog, CatalogError, Model, load_catalog
 from engine.models.draft_heads import MTP_ARCHITECTURES
-from engine.planning.budget import Budget, BudgetError, budget_from_hardware, headroom, needed_and_fits
-from engine.planning.catalog_models import CatalogModels, plan_pair, quant_quality, size_params, where_text
+from engine.planning.advice.catalog_models import CatalogModels, plan_pair, quant_quality, size_params
+from engine.planning.advice.choice import PairChoice, Recommendation
+from engine.planning.advice.placement import Placement, place
+from engine.planning.advice.presets import PresetFit, preset_fits
 from engine.planning.constants import DEFAULT_CTX, DEFAULT_SPEED_FLOOR, K_MAX, PREDICT_N_PAST
-from engine.planning.cost_model import leviathan_speedup
-from engine.planning.device_speed import DeviceSpeed, local_device
-from engine.planning.gpu_table import GpuTableError, described_report, find_gpu
 from engine.planning.hardware import probe
-from engine.planning.memory_plan import CPU, MemoryPlan, PlanError, expert_on_cpu
-from engine.planning.model_cost import split_cost
-from engine.planning.placement import Placement, place
-from engine.planning.presets import PresetFit, preset_fits
-from engine.planning.speed_model import (
+from engine.planning.memory.budget import Budget, BudgetError, budget_from_hardware, headroom, needed_and_fits
+from engine.planning.memory.memory_plan import CPU, PlanError, expert_on_cpu
+from engine.planning.speed.cost_model import leviathan_speedup
+from engine.planning.speed.device_speed import DeviceSpeed, local_device
+from engine.planning.speed.gpu_table import GpuTableError, described_report, find_gpu
+from engine.planning.speed.model_cost import split_cost
+from engine.planning.speed.speed_model import (
     ACCEPTANCE_PRIORS,
     CONCURRENT_CLIENTS,
-    Prediction,
     acceptance_prior,
     best_concurrent_k,
     concurrent_speedups,
@@ -87,7 +88,7 @@ class RecommendError(ValueError):
 
 def quantized_draft_acceptance(draft_ppl_increase: float, workload: str | None = None) -> float:
     """The acceptance expected of a same-family draft at a quant that adds this much perplexity, on a shipped
-    workload set's kind of text (engine.planning.speed_model.ACCEPTANCE_PRIORS; None: the flat prior)."""
+    workload set's kind of text (engine.planning.speed.speed_model.ACCEPTANCE_PRIORS; None: the flat prior)."""
     return max(0.05, acceptance_prior(workload) - DRAFT_QUANT_PENALTY * draft_ppl_increase)
 
 
@@ -104,241 +105,6 @@ def expected_speedup(
 # -- candidates ----------------------------------------------------------------------------------
 
 
-@dataclass
-class PairChoice:
-    """One target/draft/quantization choice the recommender ranks: its memory plan, predicted speed and the
-    reasons shown beside it (engine.measure.tuner.Candidate is another thing: a setting a tune measures)."""
-
-    target: ModelFile
-    draft: ModelFile
-    params: int
-    plan: MemoryPlan | None
-    needed_bytes: int  # on the budget's devices
-    usable_bytes: int
-    fits_memory: bool
-    ppl_increase: float
-    ppl_estimated: bool
-    bits_per_weight: float
-    cost_ratio: float
-    speedup: float
-    draft_n_max: int
-    acceptance_prior: float
-    tokens_per_s_bound: float | None
-    score_parts: dict[str, float]
-    published: list[dict] = field(default_factory=list)
-    preset: str | None = None
-    why_not: str = ""  # empty when recommended
-    prediction: Prediction | None = None  # the speed model on the budget's device, when its speed is known
-    speed_floor: float | None = None
-    # where the models go when both on the GPUs does not fit (engine.planning.placement); None: the default
-    placement: Placement | None = None
-    active_params: int = 0  # of an MoE target: the parameters a token uses (0: dense)
-    # the target has an MTP block of an architecture llama.cpp runs draft-mtp for (Qwen3.5): it can draft alone
-    mtp_head: bool = False
-    # the speed model for the target drafting with its own MTP block (draft-mtp), when the device is known
-    mtp_prediction: Prediction | None = None
-    # a GPU budget's host part: what the plan keeps in RAM, and the RAM usable for it (None: unknown)
-    host_bytes: int = 0
-    ram_usable_bytes: int | None = None
-    # with N requests at once (llama-server -np N): the best K and its aggregate speedup, or None where no K pays
-    # (engine.planning.speed_model.concurrent_speedups); filled for the shown pairs on a GPU
-    concurrent: dict[int, tuple[int, float] | None] = field(default_factory=dict)
-
-    @property
-    def ram_short(self) -> bool:
-        """The GPUs hold their part, the RAM not the host part (the experts or the draft placed there)."""
-        return self.ram_usable_bytes is not None and self.host_bytes > self.ram_usable_bytes
-
-    @property
-    def score(self) -> float:
-        return round(sum(self.score_parts.values()), 2)
-
-    @property
-    def too_slow(self) -> bool:
-        """Fits, but is predicted under the speed floor on this device."""
-        return (
-            self.fits_memory and self.prediction is not None and (self.tokens_per_s or 0.0) < (self.speed_floor or 0.0)
-        )
-
-    @property
-    def uses_draft(self) -> bool:
-        """False when speculation with this draft is predicted slower than the target alone."""
-        return self.prediction is None or self.prediction.pays
-
-    @property
-    def plain_tokens_per_s(self) -> float | None:
-        return self.prediction.plain_tokens_per_s if self.prediction else None
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        """Predicted tokens/s of the recommended setting: with the draft when it pays, else without."""
-        if self.prediction is None:
-            return None
-        return self.prediction.plain_tokens_per_s * (self.speedup if self.uses_draft else 1.0)
-
-    def speed_text(self) -> str:
-        """ "~14 tok/s (x1.32 at K=4)" or "~14 tok/s without the draft (x0.81 with it)"; the old bound
-        when the device's speed is unknown."""
-        if self.prediction is None:
-            bound = f", ≤{self.tokens_per_s_bound:.0f} tok/s" if self.tokens_per_s_bound else ""
-            return f"x{self.speedup:.2f} at K={self.draft_n_max}{bound}"
-        return self.prediction.speed_text()
-
-    @property
-    def label(self) -> str:
-        return f"{self.target.model} {self.target.quant} + {self.draft.model} {self.draft.quant}"
-
-    @property
-    def setting_label(self) -> str:
-        """What to run: the pair, or the target alone where its draft is predicted not to pay."""
-        return self.label if self.uses_draft else f"{self.target.model} {self.target.quant}, alone"
-
-    def placement_flags(self) -> list[str]:
-        """llama-server's flags for the placement (the export writes the same from LoadSettings)."""
-        return self.placement.flags(with_draft=self.uses_draft) if self.placement else []
-
-    def reasons(self) -> list[str]:
-        p = self.score_parts
-        quality = (
-            f"{self.target.quant} ({self.bits_per_weight:.2f} bits per weight) adds "
-            f"{'about ' if self.ppl_estimated else ''}{self.ppl_increase:+.3f} perplexity on Llama-3-8B"
-            f"{' (interpolated by bits per weight)' if self.ppl_estimated else ' (llama.cpp quantize table)'}: "
-            f"{p['quant']:+.1f}"
-        )
-        if self.prediction is None:
-            speed = [
-                f"the draft reads {100 * self.cost_ratio:.1f}% of the target's bytes per token; at acceptance "
-                f"{self.acceptance_prior:.2f} (prior) and K={self.draft_n_max} that is x{self.speedup:.2f}: "
-                f"{p['speed']:+.1f}"
-            ]
-        else:
-            pr, floor = self.prediction, self.speed_floor or DEFAULT_SPEED_FLOOR
-            device = f" on {pr.device.name} ({pr.device.source})" if pr.device else ""
-            speed = [
-                f"predicted{device}: {tokens_per_s_text(pr.plain_tokens_per_s)} tokens/s without speculation; "
-                f"{tokens_per_s_text(self.tokens_per_s or 0.0)} tokens/s as recommended, against a floor of {floor:g}: "
-                f"{p['speed']:+.1f}",
-                f"at acceptance {self.acceptance_prior:.2f} (prior), {pr.why()}",
-            ]
-        size = f"{self.params / 1e9:.1f}B-parameter target"
-        if self.active_params:
-            counted = math.sqrt(self.params * self.active_params)
-            size = (
-                f"{self.params / 1e9:.1f}B-parameter mixture of experts, {self.active_params / 1e9:.1f}B active "
-                f"per token (sized as {counted / 1e9:.1f}B, the geometric mean)"
-            )
-        out = [
-            f"{size}: {p['size']:+.1f}",
-            quality,
-            *speed,
-            f"memory: {format_plan_bytes(self.needed_bytes)} of {format_plan_bytes(self.usable_bytes)} usable",
-        ]
-        if self.placement is not None and self.ram_usable_bytes is not None:
-            out.append(
-                f"RAM: {format_plan_bytes(self.host_bytes)} of {format_plan_bytes(self.ram_usable_bytes)} usable"
-            )
-        if self.placement is not None:
-            how = "placed so that it fits" if self.fits_memory else "placed so that the GPUs hold their part"
-            out.append(f"{how}: {self.placement.describe()} ({' '.join(self.placement_flags())})")
-        if self.tokens_per_s_bound:
-            out.append(f"bandwidth bound: about {self.tokens_per_s_bound:.0f} tokens/s with the draft")
-        for s in self.published:
-            out.append(f"published: x{s['speedup']:.2f} ({s['setup']}) {s['source']}")
-        if self.concurrent:
-            parts = [
-                f"{n}: K={best[0]} x{best[1]:.2f}" if best else f"{n}: none pays"
-                for n, best in sorted(self.concurrent.items())
-            ]
-            out.append(
-                "requests at once (-np N), the best K and the aggregate speedup: "
-                + ", ".join(parts)
-                + " (each client adds K + 1 tokens to every verify pass)"
-            )
-        if self.mtp_head:
-            mtp = self.mtp_prediction
-            alone = ""
-            if mtp is not None and mtp.speedup_by_k:
-                by_k = mtp.speedup_by_k
-                k = mtp.best_k or max(by_k, key=lambda k: by_k[k])
-                alone = f" (predicted x{by_k[k]:.2f} at K={k} here, acceptance {self.acceptance_prior:.2f})"
-            out.append(
-                f"the target has an MTP head: draft-mtp needs no separate draft model{alone}, where its GGUF "
-                "keeps the MTP block (spectune inspect says so)"
-            )
-        return out
-
-    def to_dict(self, with_plan: bool = True) -> dict:
-        d = {
-            "target": vars(self.target).copy(),
-            "draft": vars(self.draft).copy(),
-            "preset": self.preset,
-            "score": self.score,
-            "score_parts": self.score_parts,
-            "needed_bytes": self.needed_bytes,
-            "usable_bytes": self.usable_bytes,
-            "host_bytes": self.host_bytes,
-            "ram_usable_bytes": self.ram_usable_bytes,
-            "fits_memory": self.fits_memory,
-            "quality": {
-                "quant": self.target.quant,
-                "bits_per_weight": self.bits_per_weight,
-                "ppl_increase": self.ppl_increase,
-                "ppl_estimated": self.ppl_estimated,
-            },
-            "cost_ratio": self.cost_ratio,
-            "expected_speedup": self.speedup,
-            "draft_n_max": self.draft_n_max,
-            "acceptance_prior": self.acceptance_prior,
-            "tokens_per_s_bound": self.tokens_per_s_bound,
-            "uses_draft": self.uses_draft,
-            "mtp_head": self.mtp_head,
-            "plain_tokens_per_s": _rounded(self.plain_tokens_per_s),
-            "tokens_per_s": _rounded(self.tokens_per_s),
-            "speed_floor": self.speed_floor,
-            "prediction": self.prediction.to_dict() if self.prediction else None,
-            "mtp_prediction": self.mtp_prediction.to_dict() if self.mtp_prediction else None,
-            "published_speedups": self.published,
-            "concurrent": {
-                str(n): None if best is None else {"k": best[0], "speedup": round(best[1], 3)}
-                for n, best in self.concurrent.items()
-            },
-            "reasons": self.reasons(),
-            "pull": pull_commands(self.target, self.draft if self.uses_draft else None, self.preset),
-            "placement": self.placement.to_dict() if self.placement else None,
-            "placement_flags": self.placement_flags(),
-            "active_params": self.active_params or None,
-        }
-        if self.why_not:
-            d["why_not"] = self.why_not
-        if with_plan and self.plan is not None:
-            d["plan"] = self.plan.to_dict()
-        return d
-
-
-@dataclass
-class Recommendation:
-    budget: Budget
-    ctx: int
-    family: str | None
-    recommended: list[PairChoice]
-    near_misses: list[PairChoice]
-    left_out: list[str]
-    device: DeviceSpeed | None = None
-    speed_floor: float = DEFAULT_SPEED_FLOOR
-
-    def to_dict(self) -> dict:
-        return {
-            "budget": self.budget.to_dict(),
-            "device": self.device.to_dict() if self.device else None,
-            "speed_floor": self.speed_floor,
-            "ctx": self.ctx,
-            "family": self.family,
-            "recommendations": [c.to_dict() for c in self.recommended],
-            "near_misses": [c.to_dict(with_plan=False) for c in self.near_misses],
-            "left_out": self.left_out,
-        }
-
-
 def recommend(
     catalog: Catalog,
     budget: Budget,
@@ -351,15 +117,15 @@ def recommend(
     host: DeviceSpeed | None = None,
     workload: str | None = None,
 ) -> Recommendation:
-    """device: where the pairs would run (engine.planning.device_speed.local_device), so that they are
+    """device: where the pairs would run (engine.planning.speed.device_speed.local_device), so that they are
     ranked by what the speed model predicts there; None ranks by the bandwidth-bound speedup alone.
     A pair that does not fit the GPUs as llama.cpp places it by default is placed otherwise where it can
-    be (engine.planning.placement: the draft on one GPU or the CPU, an MoE target's experts in RAM);
+    be (engine.planning.advice.placement: the draft on one GPU or the CPU, an MoE target's experts in RAM);
     host is the CPU's speed for the parts placed there (default: this CPU, measured or assumed).
     workload: a shipped workload set's name, whose prior acceptance the pairs are predicted at (None: the
     flat prior)."""
     if host is None and device is not None and budget.kind == "gpu":
-        from engine.planning.device_speed import cpu_device
+        from engine.planning.speed.device_speed import cpu_device
 
         host = cpu_device(os.cpu_count())
     _check_request(catalog, ctx, speed_floor, family, workload)
@@ -523,7 +289,7 @@ def _place(
     with that placement and its plan, when the RAM holds what the placement keeps on the CPU; otherwise it
     keeps the placement and does not fit, so that its near-miss says so. One search, for the GPUs alone, as
     ranking the catalog must stay quick: the fastest arrangement that fits them usually keeps the least on the
-    CPU too (the Lab and `spectune plan` search with the RAM, engine.planning.placement.place)."""
+    CPU too (the Lab and `spectune plan` search with the RAM, engine.planning.advice.placement.place)."""
     placed = place(models.info(target, tq), models.info(draft, dq), ctx, list(budget.gpus), headroom)
     if placed is None or placed[0].is_default:
         return  # none fits the GPUs; or llama.cpp's own does and only the RAM is short, as the candidate says
@@ -706,7 +472,7 @@ def rank_catalog(
     probe is kept; workload: the kind of text, whose prior acceptance the pairs are predicted at. apart: the
     ranking itself (all but the hardware's probe) runs in a child process (engine.core.child_call: the
     desktop app's, whose GUI thread would wait on the GIL). gpu: a card from SpecTune's GPU table to rank for
-    instead of this machine's (gpu_count of it, its whole memory free; engine.planning.gpu_table)."""
+    instead of this machine's (gpu_count of it, its whole memory free; engine.planning.speed.gpu_table)."""
     catalog = catalog if catalog is not None else load_catalog()
     try:
         report = described_report(find_gpu(gpu), gpu_count) if gpu else probe(nvml)
@@ -720,7 +486,7 @@ def rank_catalog(
         from engine.core.child_call import call
 
         view: CatalogView = call(
-            "engine.planning.recommend",
+            "engine.planning.advice.recommend",
             "rank_for",
             catalog=catalog,
             budget=budget,
@@ -752,100 +518,3 @@ def rank_for(
     except (BudgetError, CatalogError, PlanError) as exc:
         return CatalogView(catalog, ctx, fits=preset_fits(catalog, None, ctx), error=str(exc))
     return CatalogView(catalog, ctx, budget, rec, preset_fits(catalog, budget, ctx))
-
-
-@dataclass(frozen=True)
-class StartChoices:
-    """What a newcomer is shown first (the Start page): a few choices and the sentence above them."""
-
-    headline: str
-    choices: list[PairChoice]
-    drafts_pay: bool  # some fitting pair's draft is predicted to pay on this device (True without a device)
-
-
-def start_choices(rec: Recommendation, n: int) -> StartChoices:
-    """Where drafts pay here, the pairs whose speculation is fastest. Where none does (a CPU, where verifying
-    K + 1 tokens costs about K + 1 tokens), the models to run alone, smallest first, as a laptop owner would
-    try them, with one line on why and what would change it. Under the speed floor, the fastest that fit."""
-    where = rec.budget.describe(short=True)
-    if rec.device is None:  # no speed known: the score's ranking, by the bandwidth-bound speedup
-        return StartChoices(f"For {where}:", rec.recommended[:n], True)
-    fitting = rec.recommended
-    if not fitting:
-        slow = [c for c in rec.near_misses if c.too_slow][:n]
-        head = (
-            f"Nothing in the catalog is predicted to reach {rec.speed_floor:g} tokens/s on this machine. "
-            "The fastest that fit:"
-            if slow
-            else "Nothing in the catalog fits this machine's free memory with headroom."
-        )
-        pays = any(c.uses_draft for c in slow)
-        if slow and not pays:  # slow, and no draft helps: say why, as above the floor
-            head = _why_no_draft_pays(rec.device, slow[0]) + " " + head
-        return StartChoices(head, slow, pays)
-    paying = [c for c in fitting if c.uses_draft]
-    if paying:
-        paying.sort(key=lambda c: -(c.tokens_per_s or 0.0))
-        return StartChoices(f"For {where}, the pairs whose drafts pay most here:", paying[:n], True)
-    alone = sorted(fitting, key=lambda c: (c.needed_bytes, c.label))[:n]
-    head = _why_no_draft_pays(rec.device, alone[0]) + " Models to run alone, smallest first:"
-    return StartChoices(head, alone, False)
-
-
-def _why_no_draft_pays(device: DeviceSpeed, c: PairChoice) -> str:
-    """One line: why no draft pays on this device, measured by its own prediction, and what would change it."""
-    pr = c.prediction
-    assert pr is not None
-    one, five = pr.verify_ms_by_batch.get(1), pr.verify_ms_by_batch.get(5)
-    cost = f": checking 5 tokens at once costs x{five / one:.1f} one token's pass here" if one and five else ""
-    return (
-        f"No draft pays on {device.name}{cost}, so a draft's guesses save little. A GPU checks several tokens "
-        "for about the price of one, which is where drafts pay. ngram-mod needs no draft and can pay where "
-        "text repeats (code edits)."
-    )
-
-
-# -- text --------------------------------------------------------------------------------------------
-
-
-def pull_commands(target: ModelFile, draft: ModelFile | None, preset: str | None = None) -> list[str]:
-    """How to download a pair with `spectune pull`: the preset when there is one, else each hub file
-    (the target alone when the draft is not worth having here)."""
-    if preset and draft is not None:
-        return [f"spectune pull {preset}"]
-    return [f"spectune pull {f.repo}:{f.filename}" for f in (target, draft) if f is not None and not f.bundled]
-
-
-def _rounded(x: float | None) -> float | None:
-    return None if x is None else round(x, 2)
-
-
-def format_recommendation(r: Recommendation) -> str:
-    lines = [
-        f"budget: {r.budget.describe()}",
-        f"context: {r.ctx} tokens" + (f"; family {r.family}" if r.family else ""),
-    ]
-    if r.device is not None:
-        lines.append(
-            f"speed: predicted on {r.device.name} ({r.device.source}); pairs under {r.speed_floor:g} tokens/s "
-            "are near-misses"
-        )
-    if not r.recommended:
-        lines.append("nothing in the catalog fits with headroom" + (" in this family" if r.family else ""))
-    for i, c in enumerate(r.recommended, 1):
-        preset = f"  [preset {c.preset}]" if c.preset else ""
-        lines.append(
-            f"{i:>2}. {c.label}  score {c.score:+.1f}  {format_plan_bytes(c.needed_bytes)}  {c.speed_text()}{preset}"
-        )
-        lines.append(f"      {where_text(c.target)}")
-        lines.append(f"      {where_text(c.draft)}")
-        lines += [f"      - {reason}" for reason in c.reasons()]
-        draft = c.draft if c.uses_draft else None
-        lines += [f"      get it: {command}" for command in pull_commands(c.target, draft, c.preset)]
-    if r.near_misses:
-        lines.append("near misses:")
-        lines += [f"  - {c.label} (score {c.score:+.1f}): {c.why_not}" for c in r.near_misses]
-    if r.left_out:
-        lines.append("left out:")
-        lines += [f"  - {reason}" for reason in r.left_out]
-    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""llama.cpp's reserved compute buffer, as empirical fits (engine.planning.memory_plan's "compute" items).
+"""llama.cpp's reserved compute buffer, as empirical fits (engine.planning.memory.memory_plan's "compute" items).
 
 llama.cpp reserves the graph of one worst-case ubatch and ggml-alloc packs its tensors into one buffer,
 reusing the memory of tensors no longer needed; the buffer is the highest offset it reaches. That depends on
@@ -10,8 +10,8 @@ CPU backend of the pinned llama.cpp, and every docstring states the error measur
 from __future__ import annotations
 
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.recurrent import recurrent_layout
-from engine.planning.sliding_window import SlidingWindow, sliding_window
+from engine.planning.memory.recurrent import recurrent_layout
+from engine.planning.memory.sliding_window import SlidingWindow, sliding_window
 
 
 def compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_outputs: int, flash_attn: bool = True) -> int:
@@ -239,7 +239,7 @@ def _hybrid_moe_phase(info: ModelInfo, T: int, mask: int) -> int:
 def _delta_net_phase(info: ModelInfo, T: int, mask: int) -> int:
     """The delta-net phase of a hybrid model with recurrent layers, for compute_buffer_bytes.
 
-    A hybrid model (engine.planning.recurrent: Qwen3.5) has its own FFN phase and a delta-net
+    A hybrid model (engine.planning.memory.recurrent: Qwen3.5) has its own FFN phase and a delta-net
     phase, C = conv channels of a delta-net layer (2 x ssm_state x ssm_groups + ssm_inner):
 
       hybrid FFN  4*T*(3F + 3E + 3) + mask + 24*T + 320
@@ -274,7 +274,7 @@ def _mask_cells(info: ModelInfo, n_ctx: int, n_ubatch: int) -> int:
     layers; otherwise the window cache's for its sliding layers plus the full cache's if any layer is
     global (llama.cpp's iswa input builds one mask per kind, and only those the graph uses).
 
-    A sliding-window model (engine.planning.sliding_window) has two masks, one over the full cache for
+    A sliding-window model (engine.planning.memory.sliding_window) has two masks, one over the full cache for
     its global layers and one over the window cache (SlidingWindow.cells) for its sliding ones, and both
     are live through the layers: mask = 2*T*(n_kv + window cells), either term dropped when no layer is
     of that kind. On generated gemma3 models (E 128-256, F/E 1-8, V 580 and 32000, 1-12 layers, windows

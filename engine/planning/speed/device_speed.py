@@ -1,8 +1,8 @@
 """What this machine's devices sustain for llama.cpp: memory bandwidth and compute, for the speed model.
 
 GPUs: the peak bandwidth NVML reports (memory clock x bus width), and dense FP16 tensor throughput from
-SpecTune's GPU table by name (engine.planning.gpu_table), with a guess by compute capability behind it,
-since NVML says nothing about FLOPs. What llama.cpp's CUDA kernels make of them is engine.planning.gpu_speed's
+SpecTune's GPU table by name (engine.planning.speed.gpu_table), with a guess by compute capability behind it,
+since NVML says nothing about FLOPs. What llama.cpp's CUDA kernels make of them is engine.planning.speed.gpu_speed's
 model, fitted to published measurements (bench/gpu_prediction.py).
 
 The CPU: measured when it can be. engine.measure.device_probe writes a model of a real one's
@@ -29,11 +29,11 @@ import numpy as np
 
 from engine.core.paths import cache_dir
 from engine.models.synthetic import ModelShape
-from engine.planning.cost_model import CostCurve
-from engine.planning.gpu_speed import GpuFit, load_fit
-from engine.planning.gpu_table import lookup
 from engine.planning.hardware import GpuInfo, HardwareReport
-from engine.planning.model_cost import ModelCost
+from engine.planning.speed.cost_model import CostCurve
+from engine.planning.speed.gpu_speed import GpuFit, load_fit
+from engine.planning.speed.gpu_table import lookup
+from engine.planning.speed.model_cost import ModelCost
 
 # dense FP16 tensor TFLOPs of a modest card of each generation, for a card SpecTune's GPU table does not know
 TFLOPS_BY_COMPUTE_MAJOR = {7: 25.0, 8: 40.0, 9: 400.0, 10: 1000.0, 12: 60.0}
@@ -152,8 +152,8 @@ class DeviceSpeed:
     # what each matrix row a one-token pass runs through costs beyond its bytes, in ns, by weight class (a class
     # without a figure takes F16's; none: the bandwidth carries the rows, as before the probe timed them)
     row_ns: dict[str, float] = field(default_factory=dict)
-    # a GPU: llama.cpp's CUDA kernels as engine.planning.gpu_speed models them, on bandwidth_bytes_per_s (the peak)
-    # and flops_per_s, for a card of this generation in SpecTune's GPU table ("Ada"; "" unknown)
+    # a GPU: llama.cpp's CUDA kernels as engine.planning.speed.gpu_speed models them, on bandwidth_bytes_per_s
+    # (the peak) and flops_per_s, for a card of this generation in SpecTune's GPU table ("Ada"; "" unknown)
     gpu_fit: GpuFit | None = None
     generation: str = ""
 
@@ -280,6 +280,18 @@ def gpu_speed(gpu: GpuInfo, fit: GpuFit | None = None) -> DeviceSpeed | None:
         " measurements",
         gpu_fit=fit,
         generation=spec.generation if spec else "",
+    )
+
+
+def bandwidth_device(bandwidth_bytes_per_s: float, fit: GpuFit | None = None) -> DeviceSpeed:
+    """A GPU known only by its peak bandwidth (``spectune recommend --vram SIZE --bandwidth GB/S``): its FLOPs
+    are an Ampere card's, the guess gpu_flops makes without a compute capability."""
+    return DeviceSpeed(
+        "GPU",
+        bandwidth_bytes_per_s,
+        TFLOPS_BY_COMPUTE_MAJOR[8] * 1e12,
+        source="--bandwidth (peak); FLOPs assumed",
+        gpu_fit=fit or load_fit(),
     )
 
 

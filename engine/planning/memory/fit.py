@@ -18,9 +18,17 @@ from typing import Any
 
 from engine.core.units import format_plan_bytes
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.budget import Budget
 from engine.planning.hardware import HardwareReport
-from engine.planning.memory_plan import GpuBudget, MemoryPlan, load_options, plan_memory
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.memory_plan import (
+    CPU,
+    GpuBudget,
+    MemoryPlan,
+    load_options,
+    no_headroom,
+    plan_memory,
+    short_devices,
+)
 
 
 @dataclass
@@ -121,12 +129,12 @@ def verdict_of(plan: MemoryPlan, gpus: Sequence[GpuBudget], ram_available: int |
     """A plan's verdict: against the GPUs' free VRAM when it has GPUs (and its host part against the available
     RAM, when that is known), else the whole plan against the available RAM."""
     totals = plan.to_dict()["totals"]
+    short = short_devices(plan.device_totals(), gpus, ram_available, no_headroom)
     if gpus:
-        by_device = totals["by_device"]
-        short = [g.name for g in gpus if by_device.get(g.name, 0) > g.free_bytes]
-        host = totals["host_bytes"]
-        if not short and ram_available is not None and host > ram_available:
-            return FitVerdict(False, "RAM", host, ram_available, plan, [], host_part=True)
-        return FitVerdict(plan.fits, "VRAM", totals["vram_bytes"], sum(g.free_bytes for g in gpus), plan, short)
-    fits = None if ram_available is None else totals["all_bytes"] <= ram_available
+        short_gpus = [d for d in short if d != CPU]
+        if not short_gpus and CPU in short:
+            return FitVerdict(False, "RAM", totals["host_bytes"], ram_available, plan, [], host_part=True)
+        vram = totals["vram_bytes"]
+        return FitVerdict(not short_gpus, "VRAM", vram, sum(g.free_bytes for g in gpus), plan, short_gpus)
+    fits = None if ram_available is None else not short
     return FitVerdict(fits, "RAM", totals["all_bytes"], ram_available, plan, [])

@@ -17,7 +17,7 @@ reuse callback), so llama_kv_cache allocates nothing for them.
 from __future__ import annotations
 
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.sliding_window import SlidingWindow
+from engine.planning.memory.sliding_window import SlidingWindow
 
 # architectures whose first n_layer_kv_from_start layers alone keep a KV cache (src/models/<arch>.cpp):
 # gemma4 reads it as block_count - attention.shared_kv_layers, gemma3n fixes it at 20

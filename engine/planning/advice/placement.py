@@ -17,7 +17,7 @@ GPUs in another arrangement, in this order of preference (fastest first):
    the CPU. Experts are most of an MoE model's bytes and each token reads only a few of
    them, so this costs far less speed than moving whole layers.
 
-Each arrangement is a full memory plan (engine.planning.memory_plan), checked device by
+Each arrangement is a full memory plan (engine.planning.memory.memory_plan), checked device by
 device against the free memory less a headroom, and, when the available RAM is known, its
 host part (experts and a draft placed there, the token embeddings, host buffers) against that
 RAM less a headroom: experts mapped from a file that RAM cannot hold are read from the disk
@@ -26,22 +26,23 @@ again on every token. ``place`` returns the first that fits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.core.settings import LoadSettings
 from engine.models.gguf_inspect import ModelInfo, inspect_gguf
-from engine.planning.budget import Budget
-from engine.planning.memory_plan import CPU, GpuBudget, MemoryPlan, load_options, moe_numbers, plan_memory
-
-Headroom = Callable[[int], int]  # free bytes of a GPU -> bytes to keep free on it
-
-
-def no_headroom(free_bytes: int) -> int:
-    """The pre-load check's headroom: none beyond the plan, whose buffers are what llama.cpp allocates (within
-    1.5 % on the real pair). The recommender keeps a margin of its own (engine.planning.budget.headroom)."""
-    return 0
+from engine.planning.memory.budget import Budget, fits
+from engine.planning.memory.memory_plan import (
+    GpuBudget,
+    Headroom,
+    MemoryPlan,
+    load_options,
+    moe_numbers,
+    no_headroom,
+    plan_memory,
+    short_devices,
+)
 
 
 @dataclass(frozen=True)
@@ -132,18 +133,9 @@ class Placement:
         )
 
 
-def fits_gpus(plan: MemoryPlan, gpus: list[GpuBudget], headroom: Headroom) -> bool:
-    totals = plan.device_totals()
-    return all(totals.get(g.name, 0) <= g.free_bytes - headroom(g.free_bytes) for g in gpus)
-
-
-def fits_ram(plan: MemoryPlan, ram_bytes: int | None, headroom: Headroom) -> bool:
-    """The plan's host part within the available RAM less its headroom (True when the RAM is unknown)."""
-    return ram_bytes is None or plan.device_totals().get(CPU, 0) <= ram_bytes - headroom(ram_bytes)
-
-
-def fits(plan: MemoryPlan, gpus: list[GpuBudget], headroom: Headroom, ram_bytes: int | None = None) -> bool:
-    return fits_gpus(plan, gpus, headroom) and fits_ram(plan, ram_bytes, headroom)
+def fits_gpus(plan: MemoryPlan, gpus: Sequence[GpuBudget], keep: Headroom) -> bool:
+    """The GPUs' part of the one rule (engine.planning.memory.budget.fits), the RAM left out."""
+    return not short_devices(plan.device_totals(), gpus, None, keep)
 
 
 def placements(target: ModelInfo, draft: ModelInfo | None, gpus: list[GpuBudget]) -> Iterator[Placement]:
@@ -177,7 +169,7 @@ def place(
         return None
     for p in placements(target, draft, gpus):
         plan = p.plan(target, draft, ctx, gpus, **opts)
-        if fits(plan, gpus, headroom, ram_bytes):
+        if fits(plan, Budget(tuple(gpus), ram_bytes), headroom):
             return p, plan
     if not moe_numbers(target)[0]:
         return None
@@ -199,7 +191,7 @@ def place(
                 lo = mid + 1
         placed = at(lo)
         # RAM's part grows with N, so the smallest N is the one RAM can best hold
-        if fits_ram(placed[1], ram_bytes, headroom):
+        if fits(placed[1], Budget(tuple(gpus), ram_bytes), headroom):
             return placed
     return None
 

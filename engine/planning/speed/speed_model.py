@@ -10,14 +10,14 @@ up to n_past (a sliding-window layer's only up to its window: gpt-oss attends ov
 its layers, Gemma 3 over 1024 in five of six). FLOPs per token: 2 per weight multiplied, plus attention
 over the positions each layer attends to. A CPU prices this otherwise (DeviceSpeed): one token reads,
 a batch adds what the CPU probe timed per multiply-add at that batch size, and each layer has a fixed cost.
-A hybrid model (Qwen3.5: engine.planning.recurrent) has KV caches in its attention layers only; each
+A hybrid model (Qwen3.5: engine.planning.memory.recurrent) has KV caches in its attention layers only; each
 of its delta-net layers instead reads its fixed-size recurrent state at the start of a pass and writes
 it back at the end, whatever n_past is, and updates it for every token (about three multiply-adds per
 state element: decay and write the key-value outer product, read it out with the query). An MTP block
 after the trunk is not part of a forward pass of the model.
 Plain decoding is t(1) per token; a speculative step with K drafted tokens costs K draft passes, a
 draft pass over the K + 1 verified tokens (none for a Gemma 4 assistant, which keeps no cache of its
-own) and one target pass of K + 1 (engine.planning.cost_model; a hybrid target adds the replay of a
+own) and one target pass of K + 1 (engine.planning.speed.cost_model; a hybrid target adds the replay of a
 partly kept draft),
 which is why verify cost that grows with B (compute-bound, as on a 2-core CPU) eats the speedup and
 a flat one (bandwidth-bound, as on a GPU) does not.
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 from engine.core.paths import RESOURCES_DIR
 from engine.planning.constants import ACCEPTANCE_PRIOR, K_MAX, PREDICT_N_PAST, VERIFY_BATCH_SIZES
-from engine.planning.cost_model import CostCurve, PairCosts, expected_tokens
-from engine.planning.device_speed import DeviceSpeed
-from engine.planning.model_cost import ModelCost
-from engine.planning.prediction_band import Band, band_for, gpu_band, model_kind
+from engine.planning.speed.cost_model import CostCurve, PairCosts, expected_tokens
+from engine.planning.speed.device_speed import DeviceSpeed
+from engine.planning.speed.model_cost import ModelCost
+from engine.planning.speed.prediction_band import Band, band_for, gpu_band, model_kind
 
 # predict reports the verify cost of every batch up to this many tokens (a verify of K = 15)
 MAX_VERIFY_BATCH = 16
@@ -102,7 +102,7 @@ class Prediction:
     basis: str  # "measured" or "prior"
     device: DeviceSpeed | None
     method: str = "draft-simple"  # the drafting the speedups are for: draft-mtp for an MTP block or an assistant
-    # how far the figures may be off (engine.planning.prediction_band); None: nothing held out checks them
+    # how far the figures may be off (engine.planning.speed.prediction_band); None: nothing held out checks them
     band: Band | None = None
 
     @property
@@ -210,7 +210,7 @@ def predict(
     replaces the device's roofline and the acceptance prior; ``acceptance`` (one chance for every position,
     or one per position) replaces either, so the cost side can be checked on its own.
 
-    A pair placed partly on the CPU (engine.planning.placement) runs that part at the ``host``'s speed:
+    A pair placed partly on the CPU (engine.planning.advice.placement) runs that part at the ``host``'s speed:
     ``target_on_host``, the target's tensors kept in host memory (its other part is ``target``), and with
     ``draft_on_host`` the whole draft. Each pass then costs the GPU's part plus the host's.
     workload: a shipped workload set's name, whose prior acceptance (ACCEPTANCE_PRIORS) stands in until

@@ -21,7 +21,7 @@ tiled MMQ kernel and float weights run the tensor-core MMF kernel from 2 tokens 
 kernel fitted the few published curves worse, so the line stands for every batch size, past 8 an extrapolation.
 
 The constants come from resources/catalog/gpu_speed.json, written by ``bench/gpu_prediction.py --write`` with
-the held-out errors that set the bands GPU predictions show (engine.planning.prediction_band).
+the held-out errors that set the bands GPU predictions show (engine.planning.speed.prediction_band).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from engine.core.paths import RESOURCES_DIR
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES
-from engine.planning.model_cost import FLOAT_TYPES, ModelCost
+from engine.planning.speed.model_cost import FLOAT_TYPES, ModelCost
 
 GPU_FIT = RESOURCES_DIR / "catalog" / "gpu_speed.json"
 FAMILIES = ("float", "legacy", "kquant")

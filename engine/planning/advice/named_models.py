@@ -8,7 +8,7 @@
   nearest in size (its layers, widths and vocabulary), at that quant. A published benchmark row names a model
   this way, so it can be predicted without the file.
 
-Every model but a path is planned from the catalog's numbers (engine.planning.model_numbers), as the recommender
+Every model but a path is planned from the catalog's numbers (engine.planning.advice.model_numbers), as the recommender
 plans what is not downloaded yet.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from engine.models.catalog import Catalog, CatalogError, Model
 from engine.models.gguf_inspect import ModelInfo, inspect_gguf
-from engine.planning.catalog_models import CatalogModels
+from engine.planning.advice.catalog_models import CatalogModels
 
 # a described model's size may differ from the catalog model standing for it by this much (Llama 2 7B, 6.7B, is
 # costed as Mistral 7B's 7.25B); further, the numbers would describe another model

@@ -1,6 +1,6 @@
 """A model from its numbers, without a file: the tensors and GGUF keys llama.cpp's loader would find, so
-that a catalog entry (engine.models.catalog) is planned (engine.planning.memory_plan) and its speed
-predicted (engine.planning.speed_model) before anything is downloaded, and so that tests can build a
+that a catalog entry (engine.models.catalog) is planned (engine.planning.memory.memory_plan) and its speed
+predicted (engine.planning.speed.speed_model) before anything is downloaded, and so that tests can build a
 model of any shape in memory."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, VocabInfo, ggml_row_bytes
 from engine.models.tensor_layout import ArchitectureNumbers, tensor_layout
-from engine.planning.memory_plan import CPU_ALIGNMENT, PlanError, align
+from engine.planning.memory.memory_plan import CPU_ALIGNMENT, PlanError, align
 
 # src/llama-quant.cpp, tensor_type_fallback: the type a row that a 256-block type cannot hold gets instead
 _QUANT_FALLBACK = {
@@ -38,7 +38,7 @@ def model_info_from_numbers(
     exact size (src/llama-quant.cpp, tensor_type_fallback: Q4_K -> Q5_0, Q6_K -> Q8_0, ...; F16 when even the
     fallback does not divide the row). Norms and routers are F32. plan_memory treats the result like a file's
     header; only the CPU mapping span has no file behind it. A gemma4 model's keys are those the converter
-    writes and engine.planning.kv_layers reads (per-layer KV heads, key_length / key_length_swa, the window
+    writes and engine.planning.memory.kv_layers reads (per-layer KV heads, key_length / key_length_swa, the window
     pattern)."""
     return model_info_from_architecture(ArchitectureNumbers(**numbers), weight_type, bits_per_weight, name)
 

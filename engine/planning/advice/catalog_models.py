@@ -1,5 +1,5 @@
 """The catalog's models as the planner sees them: ModelInfo and costs built from each model's published
-numbers (engine.planning.model_numbers), memory plans of a pair against a budget, file sizes, quantization
+numbers (engine.planning.advice.model_numbers), memory plans of a pair against a budget, file sizes, quantization
 quality and the parameter count that ranks a model's size. The recommender and the presets use it; tests
 build catalog models through it."""
 
@@ -9,10 +9,10 @@ import math
 
 from engine.models.catalog import Catalog, Model, ModelFile
 from engine.models.gguf_inspect import ModelInfo
-from engine.planning.budget import Budget
-from engine.planning.memory_plan import KV_PAD, MemoryPlan, plan_memory
-from engine.planning.model_cost import ModelCost, model_cost, mtp_cost
-from engine.planning.model_numbers import model_info_from_architecture
+from engine.planning.advice.model_numbers import model_info_from_architecture
+from engine.planning.memory.budget import Budget
+from engine.planning.memory.memory_plan import KV_PAD, MemoryPlan, plan_memory
+from engine.planning.speed.model_cost import ModelCost, model_cost, mtp_cost
 
 
 class CatalogModels:

@@ -26,11 +26,11 @@ KV cache  src/llama-kv-cache.cpp, llama_kv_cache::llama_kv_cache: per layer one 
           kv_size in the cache types, on the layer's device; kv_size is n_ctx padded
           to a multiple of 256 (src/llama-context.cpp: GGML_PAD(n_ctx, 256)). The
           draft has its own cache of the target's context size. A hybrid model's
-          recurrent layers hold a fixed-size state instead (engine.planning.recurrent),
+          recurrent layers hold a fixed-size state instead (engine.planning.memory.recurrent),
           and the MTP layers after the trunk have a cache only in the MTP context
           draft-mtp makes, which the plan lists as the draft's.
 compute   an empirical fit of llama.cpp's reserved compute buffer
-          (engine.planning.compute_buffer), measured on the CPU backend.
+          (engine.planning.memory.compute_buffer), measured on the CPU backend.
 output    llama_context::output_reserve: n_vocab x n_outputs floats of logits in
           host memory (CPU or the GPU's pinned host buffer). llama.cpp does not list
           it in its memory breakdown, so it is reported but not compared.
@@ -40,15 +40,15 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.units import format_plan_bytes
 from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES, ModelInfo, TensorInfo, ggml_row_bytes
-from engine.planning.compute_buffer import compute_buffer_bytes, moe_numbers, mtp_compute_buffer_bytes
-from engine.planning.kv_layers import kv_row_widths
-from engine.planning.recurrent import (
+from engine.planning.memory.compute_buffer import compute_buffer_bytes, moe_numbers, mtp_compute_buffer_bytes
+from engine.planning.memory.kv_layers import kv_row_widths
+from engine.planning.memory.recurrent import (
     MTP_LOADED_ON_DEMAND,
     STATE_BYTES,
     is_recurrent,
@@ -56,8 +56,8 @@ from engine.planning.recurrent import (
     snapshots_at_load,
     trunk_layers,
 )
-from engine.planning.sliding_window import modelled as modelled_window
-from engine.planning.sliding_window import sliding_window
+from engine.planning.memory.sliding_window import modelled as modelled_window
+from engine.planning.memory.sliding_window import sliding_window
 
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # common/arg.cpp
 KV_PAD = 256  # GGML_PAD(n_ctx, 256) in llama_context
@@ -71,6 +71,14 @@ DEFAULT_N_UBATCH = 512
 DEFAULT_N_OUTPUTS = 65
 
 CPU = "CPU"
+
+Headroom = Callable[[int], int]  # a device's free bytes -> the bytes a plan must leave free on it
+
+
+def no_headroom(free_bytes: int) -> int:
+    """The pre-load check's headroom: none beyond the plan, whose buffers are what llama.cpp allocates (within
+    1.5 % on the real pair). The recommender keeps a margin of its own (engine.planning.memory.budget.headroom)."""
+    return 0
 
 
 class PlanError(ValueError):
@@ -132,8 +140,7 @@ class MemoryPlan:
         """Every GPU's planned bytes within its free memory; None without a GPU budget."""
         if not self.gpus:
             return None
-        totals = self.device_totals()
-        return all(totals.get(g.name, 0) <= g.free_bytes for g in self.gpus)
+        return not short_devices(self.device_totals(), self.gpus, None, no_headroom)
 
     def to_dict(self) -> dict:
         totals = self.device_totals()
@@ -160,6 +167,26 @@ class MemoryPlan:
             "fits": self.fits,
             "notes": self.notes,
         }
+
+
+def short_devices(
+    totals: Mapping[str, int], gpus: Sequence[GpuBudget], ram_bytes: int | None, keep: Headroom
+) -> list[str]:
+    """The one rule of "it fits", which every check in SpecTune applies (engine.planning.memory.budget.fits):
+    a device is short when its planned bytes pass its free bytes less what ``keep`` holds back on it. With GPUs,
+    each GPU by name, then CPU when the plan's host part passes the RAM; without, CPU when the whole plan does.
+    An unknown RAM (None) is never short: nothing is checked against it."""
+
+    def short(used: int, free: int) -> bool:
+        return used > free - keep(free)
+
+    if not gpus:
+        whole = sum(totals.values())
+        return [CPU] if ram_bytes is not None and short(whole, ram_bytes) else []
+    out = [g.name for g in gpus if short(totals.get(g.name, 0), g.free_bytes)]
+    if ram_bytes is not None and short(totals.get(CPU, 0), ram_bytes):
+        out.append(CPU)
+    return out
 
 
 # -- where each layer goes -----------------------------------------------------------
@@ -293,7 +320,7 @@ def weight_items(
     llama-server's --n-cpu-moe / --cpu-moe override their buffer type (common.h, llm_ffn_exps_cpu_override):
     the plain CPU buffer type, so neither the pinned host buffer nor a repacking type.
     load_mtp=False: the MTP (next-n) block after the trunk is not loaded, as llama.cpp skips it for the
-    architectures that load it only for draft-mtp (engine.planning.recurrent.MTP_LOADED_ON_DEMAND)."""
+    architectures that load it only for draft-mtp (engine.planning.memory.recurrent.MTP_LOADED_ON_DEMAND)."""
     n_layer = len(devices) - 1
     n_trunk = trunk_layers(info) if not load_mtp and info.architecture in MTP_LOADED_ON_DEMAND else n_layer
     by_buffer: dict[str, int] = {}
@@ -363,9 +390,9 @@ def kv_cache_items(
     n_rs_seq: int = 0,
     mtp_context: bool = False,
 ) -> list[PlanItem]:
-    """The KV cache per device. Sliding-window layers (engine.planning.sliding_window) hold only their
+    """The KV cache per device. Sliding-window layers (engine.planning.memory.sliding_window) hold only their
     window plus one ubatch of cells, in the second cache llama.cpp keeps for them. A hybrid model's
-    recurrent layers (engine.planning.recurrent) hold their state instead, with 1 + n_rs_seq rows, which
+    recurrent layers (engine.planning.memory.recurrent) hold their state instead, with 1 + n_rs_seq rows, which
     llama.cpp's breakdown counts with the KV cache. The MTP (next-n) layers after the trunk have no cache
     in the main context; mtp_context=True plans the MTP context's, which holds only theirs."""
     n_layer = len(devices) - 1
@@ -486,7 +513,7 @@ def plan_memory(
     llama-server n_parallel * (1 + draft_n_max) for the target and n_parallel for
     the draft.
     n_rs_seq: the recurrent-state snapshots the target's context keeps for rollback (a hybrid model's;
-    engine.planning.recurrent.snapshots_at_load), 0 unless it is loaded for draft-mtp or a draft head.
+    engine.planning.memory.recurrent.snapshots_at_load), 0 unless it is loaded for draft-mtp or a draft head.
     mtp: the target is loaded for draft-mtp without a draft model: its MTP block is loaded, and the MTP
     context llama.cpp makes for it is planned as the "draft" (its KV cache and compute buffer; its
     weights are the target's). load_options gives both as specrt loads a pair.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.planning.model_cost import ModelCost
+from engine.planning.speed.model_cost import ModelCost
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ PRIOR_BANDS = {"dense": PRIOR_DENSE, "small": PRIOR_SMALL, "moe": PRIOR_MOE, "ou
 
 
 def gpu_band(held_out: dict[str, float]) -> Band:
-    """The band of a GPU prediction: the fit's held-out error quantiles (engine.planning.gpu_speed.GpuFit.band)."""
+    """The band of a GPU prediction: the fit's held-out error quantiles (gpu_speed.GpuFit.band)."""
     return Band(
         held_out.get("plain", 0.0),
         held_out.get("speedup", 0.0),

@@ -105,16 +105,20 @@ class PairCosts:
     draft: CostCurve | None = None
     notes: dict = field(default_factory=dict)
     replays: bool = False  # a hybrid target: a partly kept draft is verified again (see the module's doc)
+    # the rest of a speculative step, once a step: sampling and bookkeeping (the why line measures it; 0 elsewhere)
+    overhead_ms: float = 0.0
 
     @property
     def baseline_tps(self) -> float:
         return 1000.0 / self.verify.at(1)
 
     def step_ms(self, k: int, feed_draft: bool = True) -> float:
-        if k == 0 or self.draft is None:
-            return self.verify.at(k + 1)
-        feed = self.draft.at(k + 1) if feed_draft else 0.0
-        return k * self.draft.at(1) + feed + self.verify.at(k + 1)
+        if k == 0:
+            return self.verify.at(1)
+        drafting = 0.0
+        if self.draft is not None:
+            drafting = k * self.draft.at(1) + (self.draft.at(k + 1) if feed_draft else 0.0)
+        return drafting + self.verify.at(k + 1) + self.overhead_ms
 
     def predict_tps(self, cond: list[float], k: int, feed_draft: bool = True) -> float:
         tokens, ms = expected_tokens(cond, k), self.step_ms(k, feed_draft)
