@@ -29,8 +29,8 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  #
 from engine.core.stats import RunStats  # noqa: E402
 from engine.core.workloads import list_workloads  # noqa: E402
 from engine.measure.generate import generate  # noqa: E402
-from engine.models.real_models import REAL_PAIR, cached_model, model  # noqa: E402
 from engine.runtime.client import EngineClient  # noqa: E402
+from testmodels.real import REAL_PAIR, cached_model, model  # noqa: E402
 
 K = 4
 OUT = RESOURCES_DIR / "catalog" / "acceptance_priors.json"

@@ -17,7 +17,7 @@ timed over --rounds rounds:
 Goals (issue 30), per kind of work: p99 stall < 50 ms and the worst < 250 ms; the exit status is 1 when
 one is missed. Stalls come from the work done on the GUI thread and from background threads holding
 Python's GIL, so the figures tell both apart only by where the work runs. The real models come from
-`python -m engine.models.real_models fetch` (the README's test command runs it).
+`python -m testmodels.real fetch` (the README's test command runs it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from PySide6.QtCore import QElapsedTimer, QEventLoop, QSettings, QTimer  # noqa:
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from bench.paired import append_result  # noqa: E402
-from engine.models.real_models import REAL_PAIR, RealModelError, cached_model  # noqa: E402
+from testmodels.real import REAL_PAIR, RealModelError, cached_model  # noqa: E402
 
 PROBE_MS = 5
 GOAL_P99_MS = 50.0
@@ -186,7 +186,7 @@ def main() -> int:
     try:
         target, draft = (cached_model(k) for k in REAL_PAIR)
     except RealModelError as exc:
-        print(f"gui_stall: {exc}; run `python -m engine.models.real_models fetch` first", file=sys.stderr)
+        print(f"gui_stall: {exc}; run `python -m testmodels.real fetch` first", file=sys.stderr)
         return 2
     lines: list[str] = []
 

@@ -5,7 +5,7 @@
 The CPU probe (engine.measure.device_probe) times its own model at context position 16 and again deep in
 the context (PROBE_LONG_PAST), which gives the attention's own rate (DeviceSpeed.attention_flops_per_s):
 llama.cpp's CPU kernels attend position by position and head by head, far slower than reading the cache.
-This bench checks that rate on models the probe never saw: the real hub models (engine.models.real_models,
+This bench checks that rate on models the probe never saw: the real hub models (testmodels.real,
 fetched by scripts/test.sh) and two generated ones of the prediction bench (its cache: run
 bench/prediction_error.py once first, or they are skipped).
 
@@ -39,10 +39,10 @@ from engine.core.paths import cache_dir  # noqa: E402
 from engine.core.settings import LoadSettings  # noqa: E402
 from engine.measure.device_probe import probe_cpu_speed  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
-from engine.models.real_models import RealModelError, cached_model  # noqa: E402
 from engine.planning.speed.device_speed import PROBE_N_PAST  # noqa: E402
 from engine.planning.speed.model_cost import model_cost
 from engine.runtime.client import EngineClient  # noqa: E402
+from testmodels.real import RealModelError, cached_model  # noqa: E402
 
 PASTS = (PROBE_N_PAST, 512, 1500)
 BATCHES = (1, 4)

@@ -84,7 +84,6 @@ from engine.measure.generate import generate  # noqa: E402
 from engine.measure.tuner import baseline_scale  # noqa: E402
 from engine.measure.validate import load_prompts  # noqa: E402
 from engine.models.gguf_inspect import inspect_gguf  # noqa: E402
-from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
 from engine.models.synthetic import ModelShape, PairSpec, write_pair  # noqa: E402
 from engine.planning.speed.cost_model import conditional_acceptance  # noqa: E402
 from engine.planning.speed.device_speed import PROBE_N_PAST, PROBE_VERSION, DeviceSpeed  # noqa: E402
@@ -92,6 +91,7 @@ from engine.planning.speed.model_cost import model_cost  # noqa: E402
 from engine.planning.speed.prediction_band import PRIOR_BANDS, model_kind  # noqa: E402
 from engine.planning.speed.speed_model import Measured, predict
 from engine.runtime.client import EngineClient  # noqa: E402
+from testmodels.real import REAL_PAIR, cached_model  # noqa: E402
 
 N_VOCAB = 32000
 KS = (2, 4)
@@ -136,7 +136,7 @@ CASES = {
     "moe": [("moe-0.35B", "Q8_0"), ("moe-1.1B", "Q4_K_M")],
     "real": [],
 }
-# Real hub models (engine.models.real_models, fetched by scripts/test.sh): never in any fit, always run.
+# Real hub models (testmodels.real, fetched by scripts/test.sh): never in any fit, always run.
 # The pair is the 1.5B target with the 0.5B (a Q5_0/Q8_0/Q6_K/Q4_K mix) as its draft; Gemma 3 270M, alone,
 # checks plain decoding on a 262144-token vocabulary. They run their own kind of request: a chat
 # conversation from the code-editing set, as an instruct model is used.

@@ -33,8 +33,8 @@ from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  #
 from engine.core.stats import RunStats  # noqa: E402
 from engine.measure.generate import generate  # noqa: E402
 from engine.measure.validate import load_prompts  # noqa: E402
-from engine.models.real_models import cached_model  # noqa: E402
 from engine.runtime.client import EngineClient  # noqa: E402
+from testmodels.real import cached_model  # noqa: E402
 
 REAL_PAIR = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
 GREEDY = SamplingSettings(temp=0.0)

@@ -48,8 +48,8 @@ from bench.paired import abba, append_result  # noqa: E402
 from engine.core.paired import median_interval  # noqa: E402
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings  # noqa: E402
 from engine.models.demo_models import demo_pair  # noqa: E402
-from engine.models.real_models import REAL_PAIR, cached_model  # noqa: E402
 from engine.serve.session import ServeSession, ServeSettings  # noqa: E402
+from testmodels.real import REAL_PAIR, cached_model  # noqa: E402
 
 GOAL_RATIO = 0.98
 GOAL_TTFT_MS = 5.0

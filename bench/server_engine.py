@@ -47,7 +47,7 @@ def _pair(which: str) -> tuple[Path, Path, str]:
 
         target, draft = demo_pair()
         return target, draft, "demo pair (5M-parameter F16 models)"
-    from engine.models.real_models import REAL_PAIR, cached_model
+    from testmodels.real import REAL_PAIR, cached_model
 
     target, draft = (cached_model(k) for k in REAL_PAIR)
     return target, draft, "Qwen2.5-Coder 1.5B + 0.5B Instruct Q4_K_M"

@@ -10,8 +10,8 @@ Packages by concern, each importing only those listed below it (import-linter's
   planning/  hardware, memory plan, fit and preflight, recommendations, the cost model
   runtime/   the engine worker process, its protocol and client, the ctypes binding, the native build
   llama/     the pinned llama.cpp install, running llama-server, reading its --help
-  models/    GGUF reading and checks, vocabulary compatibility, catalog, library, downloads, test models
+  models/    GGUF reading and checks, vocabulary compatibility, catalog, library, downloads, the probe's models
   core/      settings, the run counter, workloads, paths: what every layer shares
 
-  synthetic  ``python -m engine.synthetic``: the short name of the test-model generator's command line
+The models the tests and benchmarks run on are generated and fetched by the top-level testmodels package.
 """

@@ -11,7 +11,7 @@
 #   2. `spectune server-path` names the bundled server, which starts on its own (--version) and loads
 #      a CPU backend module from its own folder; `spectune gpus --json` names the same one;
 #   3. `spectune -m engine.runtime.worker`, the way engine.runtime.client starts the worker, says hello;
-#   4. `spectune run ... --json` on a synthetic pair (written by `python -m engine.models.synthetic`
+#   4. `spectune run ... --json` on a synthetic pair (written by `python -m testmodels.synthetic`
 #      with the project's Python) drafts, accepts and reports; the bundled llama-quantize runs by itself;
 #   5. `spectune --selftest` with QT_QPA_PLATFORM=offscreen: the desktop app loads the demo
 #      pair through the frozen worker, runs a short generation and exits 0.
@@ -86,7 +86,7 @@ else fail "no hello from '$exe -m engine.runtime.worker': ${hello:-nothing}; std
 if "$exe" -m engine.not_a_worker >/dev/null 2>&1; then fail "-m with another module should be refused"; fi
 
 step "4. spectune run --json on a synthetic pair"
-(cd "$root" && "$py" -m engine.models.synthetic "$work/pair" >/dev/null)
+(cd "$root" && "$py" -m testmodels.synthetic "$work/pair" >/dev/null)
 # the bundled llama-quantize (the CPU probe's) runs by itself too
 if (cd / && "$llama/bin/llama-quantize" "$work/pair/draft.gguf" "$work/draft-q8_0.gguf" Q8_0 >"$work/quantize.log" 2>&1) \
   && [ -s "$work/draft-q8_0.gguf" ]; then echo "the bundled llama-quantize wrote draft-q8_0.gguf"

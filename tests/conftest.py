@@ -17,6 +17,10 @@ from engine.models.synthetic import CHATML_TEMPLATE, ModelShape, PairSpec, write
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # runs recorded during tests go to a throwaway history, never the user's
 os.environ["SPECTUNE_DATA_DIR"] = tempfile.mkdtemp(prefix="spectune-test-data-")
+# `python -m testmodels.synthetic` in a test's subprocess finds the test kit wherever pytest was started: the
+# project's install holds engine and app only (testmodels stays out of the product)
+_ROOT = str(Path(__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)
 
 GUI_WAIT = 120_000  # ms; generous: CI machines are small and may be busy
 

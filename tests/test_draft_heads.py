@@ -25,7 +25,7 @@ from engine.models.draft_heads import (
 )
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.synthetic import ModelShape
-from engine.models.synthetic_heads import MTPModelSpec, write_dflash_draft, write_eagle3_draft, write_mtp_model
+from testmodels.heads import MTPModelSpec, write_dflash_draft, write_eagle3_draft, write_mtp_model
 
 from .conftest import PROMPTS
 
@@ -317,7 +317,7 @@ def test_the_generator_command_writes_each_kind(tmp_path):
     for kind, role in (("mtp", "mtp"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")):
         out = tmp_path / f"{kind}.gguf"
         r = subprocess.run(
-            [sys.executable, "-m", "engine.models.synthetic_heads", kind, str(out)],
+            [sys.executable, "-m", "testmodels.heads", kind, str(out)],
             capture_output=True,
             text=True,
             timeout=120,

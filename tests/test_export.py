@@ -18,8 +18,8 @@ from engine.llama import dialect as server_dialect
 from engine.llama.dialect import CURRENT, DialectError, detect_dialect, parse_help, read_help
 from engine.llama.install import LlamaInstallError, server_path, source_tree
 from engine.llama.server import LlamaServer, ServerError, server_summary
-from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft
 from engine.planning.memory.memory_plan import GpuBudget
+from testmodels.heads import write_dflash_draft, write_eagle3_draft
 
 from .conftest import PROMPTS
 

@@ -11,9 +11,9 @@ import pytest
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
 from engine.models.draft_heads import kind_label, pair_verdicts
 from engine.models.gguf_inspect import inspect_gguf
-from engine.models.synthetic import main as write_synthetic_pair
-from engine.models.synthetic_heads import main as write_head
-from engine.models.synthetic_heads import write_gemma4_assistant
+from testmodels.heads import main as write_head
+from testmodels.heads import write_gemma4_assistant
+from testmodels.synthetic import main as write_synthetic_pair
 
 from .conftest import PROMPTS
 from .test_draft_heads import generate  # one greedy generation through specrt: tokens and cycles

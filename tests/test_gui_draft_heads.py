@@ -1,5 +1,5 @@
 """The Lab offers only the methods a pair can run, and the Models page names draft heads, under the offscreen
-platform with the real engine worker and generated models of each kind (engine.models.synthetic_heads)."""
+platform with the real engine worker and generated models of each kind (testmodels.heads)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytest.importorskip("PySide6")
 from app.engine_controller import READY  # noqa: E402
 from engine.models.draft_heads import pair_verdicts  # noqa: E402
 from engine.models.library import Source  # noqa: E402
-from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft, write_mtp_model  # noqa: E402
+from testmodels.heads import write_dflash_draft, write_eagle3_draft, write_mtp_model  # noqa: E402
 
 from .conftest import GUI_WAIT, PROMPTS  # noqa: E402
 

@@ -31,7 +31,7 @@ N = 64
 
 
 def _write(out: Path, *flags: str) -> tuple[Path, Path]:
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--hybrid", "--dtype", "f16", *flags]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--hybrid", "--dtype", "f16", *flags]
     written = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     return Path(written["target"]), Path(written["draft"])
 
@@ -71,7 +71,7 @@ def test_the_generated_pair_is_qwen35_with_recurrent_layers(hybrid_pair):
 
 def test_a_draft_with_no_attention_layer_is_refused(tmp_path):
     # llama.cpp cannot run a hybrid model whose every layer is recurrent (it fails an assertion)
-    argv = [sys.executable, "-m", "engine.synthetic", str(tmp_path), "--hybrid", "--draft-layers", "2"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(tmp_path), "--hybrid", "--draft-layers", "2"]
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode == 2 and "at least 4 layers" in done.stderr
 

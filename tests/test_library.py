@@ -25,7 +25,7 @@ from engine.models.library import (
     user_folders,
 )
 from engine.models.synthetic import PairSpec, write_pair
-from engine.models.synthetic_heads import write_dflash_draft, write_eagle3_draft, write_mtp_model
+from testmodels.heads import write_dflash_draft, write_eagle3_draft, write_mtp_model
 
 from .conftest import run_registered
 

@@ -28,12 +28,12 @@ SLIDING = (True,) * 5 + (False,) + (True,) * 5 + (False,)  # the generator's fiv
 
 @pytest.fixture(scope="module")
 def gemma4_pair(tmp_path_factory):
-    """What `python -m engine.synthetic OUT --gemma4 --head-dim-global 128 --n-head-kv-global 1
+    """What `python -m testmodels.synthetic OUT --gemma4 --head-dim-global 128 --n-head-kv-global 1
     --shared-kv-layers 6` writes (F16): a 12-layer gemma4 target whose layers 5 and 11 are global (heads
     of 128, one KV head: rows of 128) and the others slide over 64 tokens (heads of 32, two KV heads: rows
     of 64), the last six reading the caches of layers 4 and 5; the draft is its first six layers."""
     out = tmp_path_factory.mktemp("gemma4")
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--gemma4", "--dtype", "f16"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--gemma4", "--dtype", "f16"]
     argv += ["--head-dim-global", "128", "--n-head-kv-global", "1", "--shared-kv-layers", "6"]
     written = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     return Path(written["target"]), Path(written["draft"])
@@ -203,7 +203,7 @@ def _compute(target: Path, draft: Path, ctx: int) -> dict[str, tuple[int, int]]:
 def gemma4_wide_ffn(tmp_path_factory):
     """A 12-layer gemma4 whose FFN (1024 rows, 8 x n_embd) decides the compute buffer; its 6-layer draft."""
     out = tmp_path_factory.mktemp("gemma4_ffn")
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--gemma4", "--dtype", "f16", "--n-ff", "1024"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--gemma4", "--dtype", "f16", "--n-ff", "1024"]
     written = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     return Path(written["target"]), Path(written["draft"])
 
@@ -225,12 +225,12 @@ def test_the_gemma4_compute_buffer_matches_llama_cpp_to_the_byte(gemma4_pair, ge
 
 @pytest.fixture(scope="module")
 def assistant_pair(tmp_path_factory):
-    """A gemma4 target 256 wide and the assistant engine.models.synthetic_heads writes for it (512 wide)."""
+    """A gemma4 target 256 wide and the assistant testmodels.heads writes for it (512 wide)."""
     out = tmp_path_factory.mktemp("gemma4_assistant")
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--gemma4", "--dtype", "f16", "--n-embd", "256"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--gemma4", "--dtype", "f16", "--n-embd", "256"]
     target = Path(json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)["target"])
     assistant = out / "assistant.gguf"
-    argv = [sys.executable, "-m", "engine.models.synthetic_heads", "gemma4-assistant", str(assistant)]
+    argv = [sys.executable, "-m", "testmodels.heads", "gemma4-assistant", str(assistant)]
     subprocess.run(argv + ["--target", str(target)], capture_output=True, text=True, check=True)
     return target, assistant
 

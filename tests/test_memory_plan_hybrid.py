@@ -32,14 +32,14 @@ COMPUTE_TOLERANCE = 0.01
 
 
 def _generate(out: Path, *extra: str) -> tuple[Path, Path]:
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--hybrid", "--dtype", "f16", *extra]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--hybrid", "--dtype", "f16", *extra]
     written = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     return Path(written["target"]), Path(written["draft"])
 
 
 @pytest.fixture(scope="module")
 def hybrid_pair(tmp_path_factory):
-    """`python -m engine.synthetic OUT --hybrid --dtype f16`: an 8-layer qwen35 target (layers 3 and 7
+    """`python -m testmodels.synthetic OUT --hybrid --dtype f16`: an 8-layer qwen35 target (layers 3 and 7
     attend, the others are delta-net layers) and a 4-layer draft (layer 3 attends)."""
     return _generate(tmp_path_factory.mktemp("hybrid"))
 

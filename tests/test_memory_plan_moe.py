@@ -27,9 +27,9 @@ TOLERANCE = 0.01  # the issue's bar for MoE: every buffer within 1 % of llama.cp
 
 @pytest.fixture(scope="module")
 def moe_pair(tmp_path_factory):
-    """What `python -m engine.synthetic OUT --n-expert 8 --n-expert-used 2` writes (F16), via its command line."""
+    """What `python -m testmodels.synthetic OUT --n-expert 8 --n-expert-used 2` writes (F16), via its command line."""
     out = tmp_path_factory.mktemp("moe")
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--n-expert", "8", "--n-expert-used", "2"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--n-expert", "8", "--n-expert-used", "2"]
     done = subprocess.run(argv + ["--dtype", "f16"], capture_output=True, text=True, check=True)
     written = json.loads(done.stdout)
     return Path(written["target"]), Path(written["draft"])

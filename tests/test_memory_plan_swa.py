@@ -26,10 +26,10 @@ WINDOW = 64
 
 @pytest.fixture(scope="module")
 def swa_pair(tmp_path_factory):
-    """What `python -m engine.synthetic OUT --sliding-window 64 --n-layer 7` writes (F16): a gemma3 target
+    """What `python -m testmodels.synthetic OUT --sliding-window 64 --n-layer 7` writes (F16): a gemma3 target
     with layers 0-4 and 6 sliding and layer 5 full, and a one-layer draft whose layer slides."""
     out = tmp_path_factory.mktemp("swa")
-    argv = [sys.executable, "-m", "engine.synthetic", str(out), "--sliding-window", str(WINDOW), "--n-layer", "7"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(out), "--sliding-window", str(WINDOW), "--n-layer", "7"]
     done = subprocess.run(argv + ["--dtype", "f16"], capture_output=True, text=True, check=True)
     written = json.loads(done.stdout)
     return Path(written["target"]), Path(written["draft"])

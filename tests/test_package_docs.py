@@ -13,7 +13,10 @@ from engine.core.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
 PACKAGES = sorted(
-    p.parent for top in ("engine", "app") for p in (ROOT / top).rglob("__init__.py") if "__pycache__" not in p.parts
+    p.parent
+    for top in ("engine", "app", "testmodels")
+    for p in (ROOT / top).rglob("__init__.py")
+    if "__pycache__" not in p.parts
 )
 
 

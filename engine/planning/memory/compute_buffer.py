@@ -107,7 +107,7 @@ def gemma4_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch: int, n_ou
     phase (_moe_ffn_phase) with this mask (not measured either). Final-logit softcapping runs in place
     (measured: it adds nothing).
 
-    Fitted on generated gemma4 models (engine.synthetic --gemma4: E 128-512, F/E 1-16, q_g/E 1-8,
+    Fitted on generated gemma4 models (testmodels.synthetic --gemma4: E 128-512, F/E 1-16, q_g/E 1-8,
     V 580-64000, windows 64 and 512, 12 and 18 layers with 0 and 6 shared-KV layers, contexts 256-4096):
     on models with two or more global layers (as every Gemma 4 is) exact to the byte in 66 of 84 cases;
     the others are decided by the output phase, within -11% .. +11% (where ggml-alloc puts the logits
@@ -142,7 +142,7 @@ def gemma4_assistant_compute_buffer_bytes(info: ModelInfo, n_ctx: int, n_ubatch:
       attention  4*T*(3E + 2*q_g + 2) + mask + 288
       output     4*O*V + 8*O*E
 
-    Fitted on generated assistants (engine.models.synthetic_heads gemma4-assistant, for targets of
+    Fitted on generated assistants (testmodels.heads gemma4-assistant, for targets of
     E_t 64-512: E = 2*E_t, F = 2E, q_g/E 1-4, V 580-32000, contexts 256, 512 and 2048; 30 cases): exact to
     the byte in 14, all those of E 512 and 1024 where a layer phase decides and those where the output
     decides at T = 512; smaller assistants, over ggml-alloc's packing of their two layers: E 256 +7% ..

