@@ -16,4 +16,15 @@ gui_gc           Python's cycle collector, run in the GUI thread only
 gil_handover     background threads hand the GUI thread Python's GIL within a millisecond
 pages            the main window's pages
 widgets          widgets and look the pages share
+
+Work that must not hold the GUI thread runs in one of three ways, each for its own case:
+
+- engine_controller: the engine worker, a child process, for anything that loads models. llama.cpp can abort
+  its process (an assert, CUDA out of memory), and the GUI must outlive that.
+- background.BackgroundJob: a Python thread for one engine function that returns (a scan, a pre-load check, a
+  download), with progress, done and failed signals. A function that parses or computes for long is sent on
+  to a child process by the engine itself (engine.core.child_call: the ranking, header reads), so that the
+  thread does not hold the GIL the GUI thread needs.
+- a QThread subclass (pages/tune/runner.py, pages/export/runner.py): for a long job with its own stop flag and
+  several kinds of signals (a tune, a validation), which drives worker processes and llama-server itself.
 """

@@ -32,6 +32,7 @@ from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, to_dict
 from engine.runtime import protocol
 from engine.runtime.client import CRASHED, ERROR, LOADING, READY, RUNNING, STARTING, EngineClient, EngineError
+from engine.runtime.events import CycleEvent, Event, HelloEvent, LoadedEvent
 
 
 class EngineController(QObject):
@@ -55,8 +56,8 @@ class EngineController(QObject):
         self._event.connect(self._dispatch)
         self.state = "stopped"
         self.message = ""
-        self.hello_info: dict | None = None
-        self.loaded_info: dict | None = None
+        self.hello_info: HelloEvent | None = None
+        self.loaded_info: LoadedEvent | None = None
         self.load_settings: LoadSettings | None = None
         self.running_run: Any = None
         self._run_counter = 0
@@ -196,30 +197,28 @@ class EngineController(QObject):
         )
 
     # -- events -----------------------------------------------------------
-    def _on_worker_event(self, ev: dict) -> None:
+    def _on_worker_event(self, ev: Event) -> None:
         self._event.emit(ev)  # any thread -> queued to the GUI thread
 
     @Slot(object)
-    def _dispatch(self, ev: dict) -> None:
-        kind = ev.get("event")
-        if kind == "cycles":
-            batch = ev.get("cycles", [])
-            for cyc in batch:
-                cyc["id"], cyc["run"] = ev.get("id"), ev.get("run")
+    def _dispatch(self, ev: Event) -> None:
+        kind = ev["event"]
+        if ev["event"] == "cycles":
+            batch = [CycleEvent(event="cycle", id=ev["id"], run=ev["run"], **cyc) for cyc in ev["cycles"]]
             self.cycles.emit(batch)
-        elif kind == "state":
-            self._set_state(ev["state"], ev.get("message") or "")
-        elif kind == "hello":
+        elif ev["event"] == "state":
+            self._set_state(ev["state"], ev["message"] or "")
+        elif ev["event"] == "hello":
             self.hello_info = ev
             self._set_state(READY, "")  # the client marks itself ready only after handing us the hello
             self.hello.emit(ev)
-        elif kind == "load_progress":
-            if ev.get("stage") in ("target", "draft"):
-                self.loadProgress.emit(ev["stage"], float(ev.get("progress", 0.0)))
-        elif kind == "loaded":
+        elif ev["event"] == "load_progress":
+            if ev["stage"] in ("target", "draft"):
+                self.loadProgress.emit(ev["stage"], float(ev["progress"]))
+        elif ev["event"] == "loaded":
             self.loaded_info = ev
             self.loaded.emit(ev)
-        elif kind == "started":
+        elif ev["event"] == "started":
             self.runStarted.emit(ev)
         elif kind in ("done", "cancelled"):
             self.running_run = None
@@ -232,15 +231,15 @@ class EngineController(QObject):
             self.unloaded.emit()
         elif kind == "updated":
             self.settingsApplied.emit(ev)
-        elif kind == "error":
-            if self.state == LOADING and ev.get("id") == self._load_req:
+        elif ev["event"] == "error":
+            if self.state == LOADING and ev["id"] == self._load_req:
                 # the worker is idle again with nothing loaded (it frees the old pair before loading)
                 self.loaded_info = None
-                if ev.get("kind") == "cancelled":
+                if ev["kind"] == "cancelled":
                     self._set_state(READY, "loading cancelled")
                 else:
-                    self._set_state(ERROR, ev.get("message") or "loading failed")
-            elif ev.get("id") == self._unload_req and ev.get("kind") == "busy":
+                    self._set_state(ERROR, ev["message"] or "loading failed")
+            elif ev["id"] == self._unload_req and ev["kind"] == "busy":
                 self._unload_when_idle = True  # a run was still ending: unload once it has
             self.failed.emit(ev)
         elif kind == "crashed":

@@ -37,3 +37,16 @@ def test_the_package_docstring_names_every_module_on_a_line_of_its_own(package: 
 def test_the_check_sees_every_package():
     names = {str(p.relative_to(ROOT)) for p in PACKAGES}
     assert {"engine", "engine/planning", "app", "app/pages/lab"} <= names
+
+
+def test_no_function_is_over_80_lines():
+    """Issue 50: a function a newcomer can read on one screen. A longer one is split where its parts have names."""
+    long = []
+    for top in ("engine", "app", "testmodels"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > 80:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long

@@ -107,31 +107,7 @@ class LiveCharts(QWidget):
         self.ceiling_tps: float | None = None
         self.frames_painted = 0
 
-        self.p_tps = self.view.addPlot(row=0, col=0, colspan=2, title="tokens/s")
-        self.p_acc = self.view.addPlot(row=1, col=0, colspan=2, title="acceptance")
-        self.p_pos = self.view.addPlot(row=2, col=0, title="acceptance by draft position")
-        self.p_hist = self.view.addPlot(row=2, col=1, title="tokens kept per step")
-        self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
-        # the two bar charts share the width alike, whatever their titles ask for
-        self.view.ci.layout.setColumnStretchFactor(0, 1)
-        self.view.ci.layout.setColumnStretchFactor(1, 1)
-        # legends in the title rows, beside the titles, where they hide no data (app.widgets.chart_legend)
-        # no downsampling or clipping by pyqtgraph: every point is in view and refresh() thins them
-        # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
-        title_row_legend(self.p_tps, "tokens/s", 3)
-        title_row_legend(self.p_acc, "acceptance", 3)
-        title_row_legend(self.p_time, "time per cycle (ms)", 3)
-        # the three share one time axis: its unit once, under the lowest, leaves the others room for data
-        self.p_time.setLabel("bottom", "seconds since the run started")
-        for p in (self.p_tps, self.p_acc, self.p_time, self.p_pos, self.p_hist):
-            p.disableAutoRange()
-            p.setMouseEnabled(x=False, y=False)
-            # no right-click menu: its view and plot options (auto range, log, FFT, alpha, downsampling) fight
-            # the stepped ranges and assume PlotDataItem curves; File > Save charts (Ctrl+S) saves a PNG
-            p.setMenuEnabled(False)
-            for name in ("left", "bottom"):
-                p.getAxis(name).enableAutoSIPrefix(False)  # a changing prefix re-lays out the label
-        self.p_acc.setYRange(0, 1.05, padding=0)
+        self._add_plots()
         self._x_window: tuple[float, float] | None = None
         self._tps_ceiling = StickyCeiling()
         self._time_ceiling = StickyCeiling()
@@ -159,6 +135,34 @@ class LiveCharts(QWidget):
         for p in (self.p_pos, self.p_hist):
             p.getAxis("bottom").setTickSpacing(1, 1)  # whole positions and lengths only
         self._marker_items: list[tuple[Marker, tuple[pg.InfiniteLine, ...]]] = []
+
+    def _add_plots(self) -> None:
+        """The five plots in four rows, their titles with legends in them, and no mouse, menu or SI prefix."""
+        self.p_tps = self.view.addPlot(row=0, col=0, colspan=2, title="tokens/s")
+        self.p_acc = self.view.addPlot(row=1, col=0, colspan=2, title="acceptance")
+        self.p_pos = self.view.addPlot(row=2, col=0, title="acceptance by draft position")
+        self.p_hist = self.view.addPlot(row=2, col=1, title="tokens kept per step")
+        self.p_time = self.view.addPlot(row=3, col=0, colspan=2, title="time per cycle (ms)")
+        # the two bar charts share the width alike, whatever their titles ask for
+        self.view.ci.layout.setColumnStretchFactor(0, 1)
+        self.view.ci.layout.setColumnStretchFactor(1, 1)
+        # legends in the title rows, beside the titles, where they hide no data (app.widgets.chart_legend)
+        # no downsampling or clipping by pyqtgraph: every point is in view and refresh() thins them
+        # no grid: axis items paint grid lines through QPicture, the costliest part of a frame
+        title_row_legend(self.p_tps, "tokens/s", 3)
+        title_row_legend(self.p_acc, "acceptance", 3)
+        title_row_legend(self.p_time, "time per cycle (ms)", 3)
+        # the three share one time axis: its unit once, under the lowest, leaves the others room for data
+        self.p_time.setLabel("bottom", "seconds since the run started")
+        for p in (self.p_tps, self.p_acc, self.p_time, self.p_pos, self.p_hist):
+            p.disableAutoRange()
+            p.setMouseEnabled(x=False, y=False)
+            # no right-click menu: its view and plot options (auto range, log, FFT, alpha, downsampling) fight
+            # the stepped ranges and assume PlotDataItem curves; File > Save charts (Ctrl+S) saves a PNG
+            p.setMenuEnabled(False)
+            for name in ("left", "bottom"):
+                p.getAxis(name).enableAutoSIPrefix(False)  # a changing prefix re-lays out the label
+        self.p_acc.setYRange(0, 1.05, padding=0)
 
     def clear(self) -> None:
         for curve in (

@@ -75,6 +75,18 @@ def add_placement_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_gpu_args(p: argparse.ArgumentParser, verb: str) -> None:
+    """--gpu NAME [--gpu-count N]: a card from SpecTune's GPU table in place of this machine's GPUs (verb: what
+    the command does for it, "plan", "predict")."""
+    p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help=f"{verb} for this card from SpecTune's GPU table instead of this machine's, its whole memory free "
+        '("RTX 3090", "RTX 4060 Ti 16GB", "H100 SXM")',
+    )
+    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
+
+
 def add_knob_args(p: argparse.ArgumentParser) -> None:
     d = SpecSettings()
     p.add_argument(

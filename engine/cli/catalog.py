@@ -24,6 +24,7 @@ import json
 import sys
 from types import ModuleType
 
+from engine.cli.args import add_gpu_args
 from engine.cli.errors import guarded
 from engine.core.units import format_plan_bytes
 from engine.measure.device_probe import measured_device
@@ -146,12 +147,7 @@ def _common(p: argparse.ArgumentParser, nvml: ModuleType | None) -> None:
         help="with --vram SIZE: the RAM available (e.g. 32GiB) for what a placement keeps on the CPU (an MoE "
         "target's experts, the draft); unchecked without it. --vram auto reads this machine's",
     )
-    p.add_argument(
-        "--gpu",
-        metavar="NAME",
-        help='plan and predict for this card from SpecTune\'s GPU table, not this machine ("RTX 4060 Ti 16GB")',
-    )
-    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
+    add_gpu_args(p, "plan and predict")
     p.add_argument("--ctx", type=int, default=DEFAULT_CTX, help=f"context size to plan for (default {DEFAULT_CTX})")
     p.add_argument(
         "--bandwidth",

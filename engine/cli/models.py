@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from engine.cli.args import add_placement_args
+from engine.cli.args import add_gpu_args, add_placement_args
 from engine.cli.errors import guarded
 from engine.core.settings import LoadSettings, parse_spec_types
 from engine.llama.backends import load_backends
@@ -232,12 +232,7 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
     p.add_argument(
         "--vram", help="plan for one GPU with this much free memory (e.g. 24GiB) instead of the GPUs NVML reports"
     )
-    p.add_argument(
-        "--gpu",
-        metavar="NAME",
-        help='plan for this card from SpecTune\'s GPU table, its whole memory free ("RTX 3090", "H100 SXM")',
-    )
-    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
+    add_gpu_args(p, "plan")
     p.add_argument(
         "--ram",
         help="the RAM available (e.g. 32GiB) for what stays on the CPU (default: this machine's; with --vram "

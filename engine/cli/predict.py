@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from engine.cli.args import add_gpu_args
 from engine.cli.errors import guarded
 from engine.measure.calibration import measured_pair
 from engine.measure.device_probe import measured_device
@@ -112,12 +113,7 @@ def register(subparsers: argparse._SubParsersAction, *, nvml: ModuleType | None 
         "model ARCH:SIZE:QUANT such as llama:8B:Q4_0",
     )
     p.add_argument("--draft", help="draft model, named as --target is (default: a preset's draft)")
-    p.add_argument(
-        "--gpu",
-        metavar="NAME",
-        help='predict for this card from SpecTune\'s GPU table instead of this machine ("RTX 3090", "4060 Ti 16GB")',
-    )
-    p.add_argument("--gpu-count", type=int, default=1, metavar="N", help="with --gpu: this many of the card")
+    add_gpu_args(p, "predict")
     p.add_argument(
         "--n-past",
         type=int,

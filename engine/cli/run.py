@@ -11,7 +11,7 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -21,9 +21,10 @@ from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 from engine.measure.generate import PromptRun, run_prompts, summarise
 from engine.runtime.client import EngineClient
+from engine.runtime.events import CycleEvent, Event
 
 
-def _cycle_line(ev: dict) -> str:
+def _cycle_line(ev: CycleEvent) -> str:
     if ev["prompt"]:
         return f"prompt  {ev['n_prompt']:5d} tokens  {ev['cycle_ms']:8.2f} ms"
     bar = "#" * ev["accepted"] + "." * (ev["drafted"] - ev["accepted"])
@@ -91,12 +92,12 @@ class LoadProgressLine:
         self.active = bool(getattr(self.stream, "isatty", lambda: False)())
         self._shown = ""
 
-    def __call__(self, ev: dict) -> None:
-        if not self.active or ev.get("event") != "load_progress":
+    def __call__(self, ev: Event) -> None:
+        if not self.active or ev["event"] != "load_progress":
             return
-        stage = ev.get("stage")
+        stage = ev["stage"]
         if stage in ("target", "draft"):
-            text = f"loading {stage} {float(ev.get('progress', 0.0)) * 100:3.0f} %"
+            text = f"loading {stage} {ev['progress'] * 100:3.0f} %"
             if text != self._shown:
                 self.stream.write("\r" + text)
                 self.stream.flush()
@@ -146,7 +147,7 @@ def _load(client: EngineClient, load: LoadSettings) -> LoadSettings:
     previous = client.on_event
     show = LoadProgressLine()
 
-    def on_event(ev: dict) -> None:
+    def on_event(ev: Event) -> None:
         show(ev)
         if previous is not None:
             previous(ev)
@@ -168,9 +169,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     load, spec, sampling = settings_from(a)
     workload, prompts = _run_prompts(a)
     # --events: every cycle as JSON; a plain single run: one line per cycle; otherwise quiet
-    cycle_text = json.dumps if a.events else _cycle_line if not a.json and workload is None else None
+    cycle_text: Callable[[CycleEvent], str] | None = (
+        json.dumps if a.events else _cycle_line if not a.json and workload is None else None
+    )
 
-    def print_cycle(ev: dict) -> None:
+    def print_cycle(ev: Event) -> None:
         if cycle_text is not None and ev["event"] == "cycle":
             print(cycle_text(ev), flush=True)
 
@@ -260,27 +263,28 @@ def cmd_tune(a: argparse.Namespace) -> int:
             seed=a.seed_tune,
             k_max=a.k_max,
         ).run()
-    out = result.to_dict() | engine
+    record = result.to_dict()
+    out = {**record, **engine}
     _record("tune", load, result.best.spec, sampling, out)
     if a.json:
         print(json.dumps(out))
         return 0
     print(f"{'setting':<40} {'predicted':>10} {'measured':>10} {'error':>7} {'prompts':>7}")
-    for row in out["candidates"]:
+    for row in record["candidates"]:
         pred = f"{row['predicted_tps']:.1f}" if row["predicted_tps"] else "-"
         meas = f"{row['measured_tps']:.1f}" if row["measured_tps"] else "-"
         err = f"{100 * row['error']:+.1f}%" if row["error"] is not None else "-"
         print(f"{row['setting']:<40} {pred:>10} {meas:>10} {err:>7} {row['prompts']:>7}")
     print(
-        f"baseline {out['baseline_tps']:.1f} tok/s; the search picked {out['best']['setting']} "
-        f"({out['best']['measured_tps']:.1f} tok/s there) in {out['elapsed_s']:.0f} s ({out['runs']} runs); "
-        "checked against no speculation:"
+        f"baseline {record['baseline_tps']:.1f} tok/s; the search picked {record['best']['setting']} "
+        f"({record['best']['measured_tps'] or 0.0:.1f} tok/s there) in {record['elapsed_s']:.0f} s "
+        f"({record['runs']} runs); checked against no speculation:"
     )
-    print(out["verdict_text"])
-    if not out["beats_baseline"]:
+    print(record["verdict_text"])
+    if not record["beats_baseline"]:
         print("(leave out --spec-type and the draft model)")
-    if out["raise_k"]:
-        print(out["raise_k"].replace("raise K max", "raise --k-max") + ".")
+    if record["raise_k"]:
+        print(record["raise_k"].replace("raise K max", "raise --k-max") + ".")
     return 0
 
 

@@ -5,6 +5,7 @@ stats      RunStats, the one counter of what a run did
 workloads  the workload prompt sets a run or a sweep goes through
 chat       conversations: prompts in the OpenAI chat format
 paired     paired comparisons: the median of paired ratios with an interval, ABBA orders
+tune_record  a tune's result as the history keeps it (TuneRecord), for the tuner and every reader of it
 units      bytes as SpecTune writes them: GiB and MiB at the precision each figure needs
 paths      where SpecTune's own files are: the source tree, its resources, the user's data and cache
 child_call  a function of the engine computed in a child process (the app's ranking and header parses, off

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from engine.core.tune_record import RatioRecord
+
 CONFIDENCE = 0.90
 T = TypeVar("T")
 
@@ -42,7 +44,7 @@ class PairedRatio:
             f"over {self.n} paired {self.pairs[self.n != 1]})"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> RatioRecord:
         return {
             "median": round(self.median, 4),
             "low": round(self.low, 4),

@@ -18,7 +18,36 @@ Terms, defined once:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+
+class RunSummary(TypedDict):
+    """A generation's counters as RunStats.summary gives them (the worker's done event carries one), each term
+    as the module's doc defines it."""
+
+    tokens_generated: int
+    tokens_per_s: float
+    prompt_tokens: int
+    prompt_ms: float
+    drafted: int
+    accepted: int
+    acceptance_rate: float
+    steps: int
+    cycles: int
+    mean_accepted_length: float
+    accepted_by_position: list[int]
+    acceptance_by_position: list[float]
+    accepted_length_histogram: list[int]
+    draft_ms: float
+    verify_ms: float
+    decode_ms: float
+    other_ms: float
+    cycle_ms: float
+    wall_ms: float
+    outside_decode_share: float
+    text: str
 
 
 @dataclass
@@ -87,7 +116,7 @@ class RunStats:
             self.accepted_by_position[i] += 1
         self.accepted_length_histogram[accepted] += 1
 
-    def add_event(self, ev: dict, keep_text: bool = True) -> None:
+    def add_event(self, ev: Mapping[str, Any], keep_text: bool = True) -> None:
         """One ``cycle`` event of the worker's stream. keep_text=False for a session that runs for hours
         and shows its text elsewhere."""
         self.add(
@@ -105,7 +134,7 @@ class RunStats:
             text=ev.get("text", "") if keep_text else "",
         )
 
-    def add_summary(self, s: dict) -> None:
+    def add_summary(self, s: Mapping[str, Any]) -> None:
         """A whole generation, from its summary: counts and times add up (the rates are recomputed).
         Start a sum from RunStats(generations=0): each summary added counts one generation."""
         self.generations += 1
@@ -118,7 +147,7 @@ class RunStats:
                 values[i] += v
 
     @classmethod
-    def of_summaries(cls, summaries: list[dict]) -> RunStats:
+    def of_summaries(cls, summaries: Sequence[Mapping[str, Any]]) -> RunStats:
         """Several generations added up; tokens_per_s counts each generation's first token with its prompt."""
         total = cls(generations=0)
         for s in summaries:
@@ -143,7 +172,7 @@ class RunStats:
         """Share of cycle time spent neither drafting nor verifying (the runtime's own overhead)."""
         return self.other_ms / self.cycle_ms if self.cycle_ms > 0 else 0.0
 
-    def summary(self) -> dict:
+    def summary(self) -> RunSummary:
         return {
             "tokens_generated": self.tokens_generated,
             "tokens_per_s": round(self.tokens_per_s, 3),
@@ -195,13 +224,13 @@ _SUMMED = (
 _SUMMED_LISTS = ("accepted_by_position", "accepted_length_histogram")
 
 
-def combine_summaries(summaries: list[dict]) -> dict:
+def combine_summaries(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One summary for several generations (a workload set): counts and times add up; rates are
     ratios of the sums, so a long answer weighs more than a short one, as in one long run."""
     if not summaries:
         raise ValueError("no summaries to combine")
     total = RunStats.of_summaries(summaries)
-    out = total.summary()
+    out: dict[str, Any] = dict(total.summary())
     del out["text"]
     out["generations"] = total.generations
     return out

@@ -9,7 +9,9 @@ gives (plausible_verify_curve) is passed over for an older one, or the priors.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
+from engine.core.tune_record import TuneRecord
 from engine.measure.history import History, HistoryError
 from engine.planning.speed.speed_model import Measured, measured_from_tune, plausible_verify_curve
 
@@ -23,7 +25,8 @@ def measured_pair(target: Path, draft: Path | None, history: History | None = No
             for entry in h.entries(kind="tune", limit=500):
                 have = (_resolved(entry.target), _resolved(entry.draft))
                 if have == want and entry.results.get("verify_ms"):
-                    measured = measured_from_tune(entry.results)
+                    # the history keeps TuneResult.to_dict as JSON: the same record, its batch sizes as text
+                    measured = measured_from_tune(cast(TuneRecord, entry.results))
                     if not plausible_verify_curve(measured.verify_ms):
                         continue  # a disturbed measurement
                     measured.source = f"tune #{entry.id} in the history"

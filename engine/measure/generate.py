@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from engine.core.chat import Prompt
 from engine.core.settings import SamplingSettings, SpecSettings, to_dict
-from engine.core.stats import combine_summaries
+from engine.core.stats import RunSummary, combine_summaries
 from engine.runtime.client import EngineClient, EngineError
+from engine.runtime.events import Event
 
 
 def generate(
@@ -23,9 +25,9 @@ def generate(
     spec: SpecSettings,
     sampling: SamplingSettings,
     baseline: bool = False,
-    on_event: Callable[[dict], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     fresh: bool = True,
-) -> dict:
+) -> RunSummary:
     """One generation through the worker; returns its summary. fresh (the default): its speculators
     start as a freshly started llama-server's, so a prompt measured again is not drafted from its own
     earlier answer; False keeps what earlier generations taught them (validation mirrors one server)."""
@@ -47,8 +49,8 @@ class PromptRun:
     """One prompt of a set: its summary, and its no-speculation baseline when one was asked for."""
 
     id: str
-    summary: dict
-    baseline: dict | None = None
+    summary: RunSummary
+    baseline: RunSummary | None = None
 
 
 def run_prompts(
@@ -59,7 +61,7 @@ def run_prompts(
     sampling: SamplingSettings,
     *,
     baseline: bool = False,
-    on_event: Callable[[dict], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     on_prompt: Callable[[PromptRun], None] | None = None,
 ) -> list[PromptRun]:
     """Every (id, prompt) pair in turn on the loaded pair, each with its baseline right after it (same
@@ -74,15 +76,16 @@ def run_prompts(
     return runs
 
 
-def summarise(runs: list[PromptRun], workload: str | None = None) -> dict:
+def summarise(runs: list[PromptRun], workload: str | None = None) -> dict[str, Any]:
     """One summary: the single prompt's, or (a workload set) the runs added up with one row per prompt.
     With baselines, the speedup and whether greedy text came out the same without speculation."""
+    summary: dict[str, Any]
     if workload is None:
-        summary = runs[0].summary
+        summary = dict(runs[0].summary)
     else:
         summary = combine_summaries([r.summary for r in runs])
         summary["workload"] = workload
-        summary["prompts"] = [{"id": r.id, **{k: r.summary[k] for k in _PROMPT_ROW}} for r in runs]
+        summary["prompts"] = [{"id": r.id, **{k: v for k, v in r.summary.items() if k in _PROMPT_ROW}} for r in runs]
     bases = [r.baseline for r in runs if r.baseline is not None]
     if bases and len(bases) == len(runs):
         base = bases[0] if workload is None else combine_summaries(bases)

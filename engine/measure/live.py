@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.core.stats import RunStats
+from engine.runtime.events import CycleEvent
 
 FIELDS = (
     "t",
@@ -125,7 +126,7 @@ class LiveSession:
         return self.clock() - self._t0
 
     # -- intake -----------------------------------------------------------
-    def add_cycle(self, ev: dict) -> None:
+    def add_cycle(self, ev: CycleEvent) -> None:
         pieces = ev.get("pieces") or [ev.get("text", "")]
         if ev.get("prompt"):
             self.stats.add_event(ev, keep_text=False)

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from engine.core.chat import Prompt
 from engine.core.paired import PairedRatio, abba, median_interval
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings, to_dict
-from engine.core.stats import RunStats
+from engine.core.stats import RunStats, RunSummary
+from engine.core.tune_record import TuneRecord, TuneRow
 from engine.measure.candidates import NGRAM_SIMPLE, NGRAMS, draft_simple, tuner_extras, with_draft
 from engine.measure.forward_times import forward_times
 from engine.measure.generate import generate
@@ -152,8 +153,8 @@ class TuneResult:
             f"x{self.verdict.median:.2f} pairs each prompt with a baseline run right beside it: that is the claim."
         )
 
-    def to_dict(self) -> dict:
-        rows = [
+    def to_dict(self) -> TuneRecord:
+        rows: list[TuneRow] = [
             {
                 "setting": c.label,
                 "spec": to_dict(c.spec),
@@ -218,14 +219,14 @@ class Tuner:
         self.run_seconds: list[float] = []  # each generation's wall time, for the budget's estimate
         self.budget_note = ""  # said up front when the least the tune must run cannot fit its budget
         self.close_call = False  # the last two were settled by a head-to-head round
-        self._baseline: dict[Prompt, dict] = {}  # prompt -> its no-speculation summary
+        self._baseline: dict[Prompt, RunSummary] = {}  # prompt -> its no-speculation summary
         self.methods = pair_verdicts(load.target, load.draft)  # which llama.cpp types this pair can run
 
     def _check_stop(self) -> None:
         if self.should_stop():
             raise TuneCancelled("the tune was stopped")
 
-    def _run(self, spec: SpecSettings, prompt: Prompt, baseline: bool = False) -> dict:
+    def _run(self, spec: SpecSettings, prompt: Prompt, baseline: bool = False) -> RunSummary:
         self._check_stop()
         self.runs += 1
         started = time.monotonic()

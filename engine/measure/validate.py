@@ -41,10 +41,11 @@ import urllib.request
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SpecSettings
-from engine.core.stats import combine_summaries
+from engine.core.stats import RunSummary, combine_summaries
 from engine.core.workloads import load_workload
 from engine.deploy.export import ServerExport, export_llama_server
 from engine.llama.install import server_path
@@ -53,7 +54,10 @@ from engine.measure.generate import generate
 from engine.planning.hardware import ram
 from engine.planning.memory.budget import held_bytes
 from engine.runtime.client import EngineClient, EngineError
+from engine.runtime.events import Event, HelloEvent, LoadedEvent
 from engine.runtime.protocol import has_gpu_device
+
+_Result = TypeVar("_Result")  # what one side's run of one prompt gives: a summary or llama-server's figures
 
 REQUEST_TIMEOUT_S = 600.0
 
@@ -235,16 +239,16 @@ def _with_metrics(argv: list[str]) -> list[str]:
     return argv + ([] if "--metrics" in argv else ["--metrics"])
 
 
-def _offloads(hello: dict, load: LoadSettings) -> bool:
+def _offloads(hello: HelloEvent, load: LoadSettings) -> bool:
     """The worker has a GPU device and the load puts layers on it."""
     return has_gpu_device(hello) and load.offloads
 
 
-def _fits_beside(loaded: dict) -> bool:
+def _fits_beside(loaded: LoadedEvent) -> bool:
     """Can llama-server hold its own copy while the lab keeps this one? Not when the lab's pair holds
     GPU memory; in RAM, when twice what the lab holds outside the mapped files is available (the
     files' pages are shared between the two processes)."""
-    vram, in_ram = held_bytes(loaded.get("memory"))
+    vram, in_ram = held_bytes(loaded["memory"])
     if vram:
         return False
     available = ram()[1]
@@ -263,7 +267,7 @@ class _RunPlan:
     startup_timeout: float
     steps: _Steps
 
-    def _run(self, side: str, i: int, j: int, go: Callable[[], dict]) -> dict:
+    def _run(self, side: str, i: int, j: int, go: Callable[[], _Result]) -> _Result:
         of_passes = f", pass {i + 1} of {self.passes}" if self.passes > 1 else ""
         self.steps.say(f"{side}: prompt {j + 1} of {len(self.prompts)}{of_passes}")
         out = go()
@@ -274,13 +278,13 @@ class _RunPlan:
         """Pass i's prompt j on llama-server."""
         return self._run("llama-server", i, j, partial(server_completion, srv, self.prompts[j], self.max_tokens))
 
-    def lab_run(self, client: EngineClient, i: int, j: int) -> dict:
+    def lab_run(self, client: EngineClient, i: int, j: int) -> RunSummary:
         """Pass i's prompt j on the lab's engine, cancelled at its first event when a stop came just before
         it was sent (the worker ignores a cancel while it is idle)."""
         cancelled: list[bool] = []
         steps = self.steps
 
-        def check(_ev: dict) -> None:
+        def check(_ev: Event) -> None:
             if not cancelled and steps.stop is not None and steps.stop.is_set():
                 cancelled.append(True)
                 client.cancel()

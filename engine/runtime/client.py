@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from engine.core.chat import Conversation, Prompt
 from engine.core.paths import REPO_ROOT
@@ -36,6 +36,19 @@ from engine.runtime.engine_choice import (
     describe_native_failure,
     native_failure,
     remember_native_failure,
+)
+from engine.runtime.events import (
+    ChatEvent,
+    ConfiguredEvent,
+    CrashedEvent,
+    CycleEvent,
+    Event,
+    HelloEvent,
+    LoadedEvent,
+    MeasuredEvent,
+    MemoryEvent,
+    MemoryItem,
+    StateEvent,
 )
 
 STARTING, READY, LOADING, RUNNING, ERROR, CRASHED, STOPPED = (
@@ -107,7 +120,7 @@ def first_fault(code: int | None, stderr: str) -> int | None:
 class EngineClient:
     def __init__(
         self,
-        on_event: Callable[[dict], None] | None = None,
+        on_event: Callable[[Event], None] | None = None,
         python: str | None = None,
         env: dict[str, str] | None = None,
         stderr_lines: int = 60,
@@ -142,9 +155,9 @@ class EngineClient:
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
         self._closing = False
         self.state = STOPPED
-        self.hello: dict | None = None
+        self.hello: HelloEvent | None = None
         self.last_error: str | None = None
-        self.loaded: dict | None = None
+        self.loaded: LoadedEvent | None = None
         self.last_exit_code: int | None = None
 
     # -- process ----------------------------------------------------------
@@ -152,7 +165,7 @@ class EngineClient:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def start(self, timeout: float = 600.0) -> dict:
+    def start(self, timeout: float = 600.0) -> HelloEvent:
         """Spawn the worker and wait for its hello (building native/ first may take a minute). With
         engine="auto" a native worker that dies or gives up before its hello is followed by a llama-server
         worker; the hello then carries ``native_failure``, the reason in words."""
@@ -184,7 +197,7 @@ class EngineClient:
             hello["native_failure"] = self.native_failure
         return hello
 
-    def _start_worker(self, kind: str, timeout: float) -> dict:
+    def _start_worker(self, kind: str, timeout: float) -> HelloEvent:
         if self._proc is not None and self._proc.poll() is None:
             raise EngineError("bad_state", "the engine worker is already running")
         self._closing = False
@@ -222,9 +235,10 @@ class EngineClient:
         finally:
             self._awaiting_hello = False
         if ev["event"] == "fatal":
-            self._set_state(ERROR, ev.get("message"))
+            self._set_state(ERROR, ev["message"])
             proc.wait(timeout=30)
-            raise EngineError(ev.get("kind", "fatal"), ev.get("message", "the engine could not start"))
+            raise EngineError(ev["kind"] or "fatal", ev["message"] or "the engine could not start")
+        ev = cast(HelloEvent, ev)
         if ev.get("protocol") != protocol.PROTOCOL_VERSION:
             self.kill()
             msg = (
@@ -238,7 +252,7 @@ class EngineClient:
         self._set_state(READY)
         return ev
 
-    def restart(self, timeout: float = 600.0) -> dict:
+    def restart(self, timeout: float = 600.0) -> HelloEvent:
         self.kill()
         return self.start(timeout=timeout)
 
@@ -293,7 +307,7 @@ class EngineClient:
                 except protocol.ProtocolError:
                     self._stderr_tail.append(f"[unparsable output] {line[:200]!r}\n")
                     continue
-                self._on_event(ev)
+                self._on_event(cast(Event, ev))  # the worker wrote it as one (engine.runtime.events)
         except (ValueError, OSError):
             # close() closed the pipe before (ValueError) or while (EBADF) this thread read it: the
             # process is going anyway
@@ -306,7 +320,7 @@ class EngineClient:
             self.last_exit_code = code
             self._set_state(STOPPED)
             # wake a request still waiting on another thread (kill() from a cancel button)
-            events.put({"event": "stopped", "exit_code": code})
+            events.put(CrashedEvent(event="stopped", message="the engine process was stopped", exit_code=code))
             return
         time.sleep(0.05)  # let the stderr reader catch the last lines
         stderr = self.stderr_tail
@@ -323,40 +337,39 @@ class EngineClient:
             msg += ":\n" + "\n".join(tail)
         self.loaded = None
         self._set_state(CRASHED, msg)
-        self._emit({"event": "crashed", "message": msg, "exit_code": cause})
+        self._emit(CrashedEvent(event="crashed", message=msg, exit_code=cause))
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None
         for raw in proc.stderr:
             self._stderr_tail.append(raw.decode(errors="replace"))
 
-    def _on_event(self, ev: dict) -> None:
-        kind = ev.get("event")
-        if kind == "cycles" and self._expand_cycles:
+    def _on_event(self, ev: Event) -> None:
+        if ev["event"] == "cycles" and self._expand_cycles:
             # the worker batches cycles; callers see one "cycle" event each
-            for cyc in ev.get("cycles", ()):
-                self._emit({"event": "cycle", "id": ev.get("id"), "run": ev.get("run"), **cyc})
+            for cyc in ev["cycles"]:
+                self._emit(CycleEvent(event="cycle", id=ev["id"], run=ev["run"], **cyc))
             return
-        if kind == "loaded":
+        if ev["event"] == "loaded":
             self.loaded = ev
             self._set_state(READY)
-        elif kind in ("done", "cancelled", "unloaded"):
-            if kind == "unloaded":
+        elif ev["event"] in ("done", "cancelled", "unloaded"):
+            if ev["event"] == "unloaded":
                 self.loaded = None
             self._set_state(READY)
-        elif kind == "started":
+        elif ev["event"] == "started":
             self._set_state(RUNNING)
-        elif kind == "error" and ev.get("kind") == "cancelled" and self.state == LOADING:
+        elif ev["event"] == "error" and ev["kind"] == "cancelled" and self.state == LOADING:
             self.loaded = None
             self._set_state(READY)  # a cancelled load: the worker is idle with nothing loaded
-            self.last_error = ev.get("message")
-        elif kind == "error":
+            self.last_error = ev["message"]
+        elif ev["event"] == "error":
             if self.state in (LOADING, RUNNING):
-                self._set_state(ERROR, ev.get("message"))
-            self.last_error = ev.get("message")
+                self._set_state(ERROR, ev["message"])
+            self.last_error = ev["message"]
         self._emit(ev)
 
-    def _emit(self, ev: dict) -> None:
+    def _emit(self, ev: Event) -> None:
         kind = ev.get("event")
         if (
             self._queue_events
@@ -374,15 +387,15 @@ class EngineClient:
         if self._quiet_start and state in (ERROR, CRASHED):
             return
         if self.on_event is not None and state:
-            self.on_event({"event": "state", "state": state, "message": message})
+            self.on_event(StateEvent(event="state", state=state, message=message or ""))
 
-    def next_event(self, timeout: float | None = None) -> dict:
+    def next_event(self, timeout: float | None = None) -> Event:
         try:
             return self._events.get(timeout=timeout)
         except queue.Empty:
             raise TimeoutError(f"no event from the engine within {timeout} s") from None
 
-    def wait_for(self, kinds: tuple[str, ...], req_id: Any = None, timeout: float | None = None) -> dict:
+    def wait_for(self, kinds: tuple[str, ...], req_id: Any = None, timeout: float | None = None) -> Event:
         """Next event of one of ``kinds`` (for req_id when given); errors for req_id and crashes raise."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -390,18 +403,17 @@ class EngineClient:
             if ev.get("event") in kinds and (req_id is None or ev.get("id") in (req_id, None)):
                 return ev
 
-    def _event_before(self, deadline: float | None, req_id: Any = None) -> dict:
+    def _event_before(self, deadline: float | None, req_id: Any = None) -> Event:
         """The next event before the deadline (monotonic; None: no limit). A crash, a stop, and an error for
         req_id (any error when None) raise instead of returning."""
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         ev = self.next_event(timeout=left)
-        kind = ev.get("event")
-        if kind == "crashed":
+        if ev["event"] == "crashed":
             raise EngineCrashed(ev["message"])
-        if kind == "stopped":
+        if ev["event"] == "stopped":
             raise EngineCrashed("the engine process was stopped before it answered")
-        if kind == "error" and (req_id is None or ev.get("id") == req_id):
-            raise EngineError(ev.get("kind", "error"), ev.get("message", ""))
+        if ev["event"] == "error" and (req_id is None or ev["id"] == req_id):
+            raise EngineError(ev["kind"] or "error", ev["message"])
         return ev
 
     # -- requests ---------------------------------------------------------
@@ -419,7 +431,7 @@ class EngineClient:
                 raise EngineCrashed(self.last_error or f"the engine process is gone ({exc})") from exc
         return req_id
 
-    def load(self, settings: LoadSettings, timeout: float | None = 600.0, repack_fallback: bool = True) -> dict:
+    def load(self, settings: LoadSettings, timeout: float | None = 600.0, repack_fallback: bool = True) -> LoadedEvent:
         """Load a pair; returns the worker's "loaded" event.
 
         repack_fallback: when the engine dies with SIGILL while loading with weight repacking on
@@ -429,22 +441,24 @@ class EngineClient:
         self._set_state(LOADING)
         req = self.send("load", load=to_dict(settings))
         try:
-            return self.wait_for(("loaded",), req, timeout)
+            return cast(LoadedEvent, self.wait_for(("loaded",), req, timeout))
         except EngineCrashed:
             if not (repack_fallback and settings.repack and self.last_exit_code == -signal.SIGILL):
                 raise
         self.restart()
         ev = self.load(dataclasses.replace(settings, repack=False), timeout, repack_fallback=False)
-        return {
-            **ev,
-            "repack": False,
-            "notice": "the engine crashed (SIGILL) loading with CPU weight repacking, so the pair was "
-            "loaded again with repacking off (llama-server's -nr)",
-        }
+        ev["repack"] = False
+        ev["notice"] = (
+            "the engine crashed (SIGILL) loading with CPU weight repacking, so the pair was "
+            "loaded again with repacking off (llama-server's -nr)"
+        )
+        return ev
 
-    def configure(self, spec: dict | None = None, sampling: dict | None = None, timeout: float = 60.0) -> dict:
+    def configure(
+        self, spec: dict | None = None, sampling: dict | None = None, timeout: float = 60.0
+    ) -> ConfiguredEvent:
         req = self.send("configure", spec=spec or {}, sampling=sampling or {})
-        return self.wait_for(("configured",), req, timeout)
+        return cast(ConfiguredEvent, self.wait_for(("configured",), req, timeout))
 
     def start_generate(
         self,
@@ -485,7 +499,7 @@ class EngineClient:
         timeout: float | None = None,
         batch_ms: float | None = None,
         fresh: bool = True,
-    ) -> Iterator[dict]:
+    ) -> Iterator[Event]:
         """Yield the events of one generation: started, cycle..., updated (mid-run knob changes),
         errors for other requests (a refused update), and the final done or cancelled."""
         req = self.start_generate(
@@ -511,12 +525,13 @@ class EngineClient:
         self, which: str, sizes: list[int], n_past: int = 256, reps: int = 5, timeout: float | None = 600.0
     ) -> dict[int, float]:
         req = self.send("measure", which=which, sizes=list(sizes), n_past=n_past, reps=reps)
-        return {int(k): v for k, v in self.wait_for(("measured",), req, timeout)["ms"].items()}
+        measured = cast(MeasuredEvent, self.wait_for(("measured",), req, timeout))
+        return {int(k): v for k, v in measured["ms"].items()}
 
-    def chat_prompt(self, conversation: Conversation, timeout: float = 60.0) -> dict:
+    def chat_prompt(self, conversation: Conversation, timeout: float = 60.0) -> ChatEvent:
         """The target's chat template applied to a conversation, as llama-server's chat endpoint
         applies it: {"prompt", "format", "explicit_template", "supports_thinking", ...}."""
-        return self.wait_for(("chat",), self.send("chat", messages=conversation.messages), timeout)
+        return cast(ChatEvent, self.wait_for(("chat",), self.send("chat", messages=conversation.messages), timeout))
 
-    def memory(self, timeout: float = 60.0) -> list[dict]:
-        return self.wait_for(("memory",), self.send("memory"), timeout)["items"]
+    def memory(self, timeout: float = 60.0) -> list[MemoryItem]:
+        return cast(MemoryEvent, self.wait_for(("memory",), self.send("memory"), timeout))["items"]

@@ -36,6 +36,7 @@ carry ``kind`` (a stable word) and ``message`` (for people).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -60,7 +61,7 @@ class ProtocolError(ValueError):
     pass
 
 
-def has_gpu_device(hello: dict[str, Any]) -> bool:
+def has_gpu_device(hello: Mapping[str, Any]) -> bool:
     """The worker's hello lists a device other than the CPU (a GPU build on a machine with a GPU)."""
     return any(not str(d.get("name", "")).upper().startswith("CPU") for d in hello.get("devices", []))
 

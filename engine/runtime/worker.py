@@ -21,7 +21,7 @@ import time
 import traceback
 import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from engine.core.chat import ChatError
 from engine.core.settings import (
@@ -37,6 +37,26 @@ from engine.core.stats import RunStats
 from engine.models.gguf_check import GGUFError
 from engine.models.gguf_inspect import GGUFInspectError
 from engine.runtime import protocol
+from engine.runtime.events import (
+    CancelSentEvent,
+    ChatEvent,
+    ConfiguredEvent,
+    Cycle,
+    CyclesEvent,
+    DoneWithEvent,
+    ErrorEvent,
+    Event,
+    FinishedEvent,
+    HelloEvent,
+    LoadedEvent,
+    LoadProgressEvent,
+    MeasuredEvent,
+    MemoryEvent,
+    MemoryItem,
+    StartedEvent,
+    TokensEvent,
+    UpdatedEvent,
+)
 
 # Cycle events travel in batches: one message at most every DEFAULT_BATCH_MS.
 # Per-cycle messages cost both processes CPU that, on a small machine, is taken
@@ -55,8 +75,8 @@ def _input_fault_kind(exc: Exception) -> str:
 if TYPE_CHECKING:
     from engine.runtime.binding import Engine
 
-# a command's answer: the event's name and its fields
-Reply = tuple[str, dict]
+# a command's answer: its last event (engine.runtime.events)
+Reply = Event
 
 # what a request may send for a field of each type (a bool is not a number here, though Python's bool is an int)
 _ACCEPTS: dict[Any, tuple[tuple[type, ...], str]] = {
@@ -80,7 +100,7 @@ def _changed(current: Any, changes: Any) -> Any:
     return updated(current, changes)
 
 
-def _cycle_event(cycle, wall_ms: float) -> dict:
+def _cycle_event(cycle, wall_ms: float) -> Cycle:
     return {
         "i": cycle.index,
         "prompt": cycle.is_prompt,
@@ -126,19 +146,19 @@ class _CycleBatch:
     """A generation's cycle events, sent together: at most one message every batch_s seconds (DEFAULT_BATCH_MS),
     and at once for the prompt's cycle."""
 
-    def __init__(self, send: Callable[..., None], req_id: Any, run: Any, batch_s: float) -> None:
-        self._send, self._req_id, self._run, self._batch_s = send, req_id, run, batch_s
-        self._pending: list[dict] = []
+    def __init__(self, emit: Callable[[Event], None], req_id: Any, run: Any, batch_s: float) -> None:
+        self._emit, self._req_id, self._run, self._batch_s = emit, req_id, run, batch_s
+        self._pending: list[Cycle] = []
         self._last_flush = time.monotonic()
 
-    def add(self, event: dict, flush_now: bool = False) -> None:
+    def add(self, event: Cycle, flush_now: bool = False) -> None:
         self._pending.append(event)
         if flush_now or time.monotonic() - self._last_flush >= self._batch_s:
             self.flush()
 
     def flush(self) -> None:
         if self._pending:
-            self._send("cycles", id=self._req_id, run=self._run, cycles=list(self._pending))
+            self._emit(CyclesEvent(event="cycles", id=self._req_id, run=self._run, cycles=list(self._pending)))
             self._pending.clear()
         self._last_flush = time.monotonic()
 
@@ -161,15 +181,14 @@ class Worker:
         self._load_cancel = threading.Event()  # set by cancel while a load runs: the next progress report stops it
 
     # -- output -----------------------------------------------------------
-    def send(self, event: str, **fields: Any) -> None:
-        msg = {"event": event, **fields}
-        data = protocol.encode(msg)
+    def emit(self, msg: Event) -> None:
+        data = protocol.encode(dict(msg))
         with self._out_lock:
             self._out.write(data)
             self._out.flush()
 
     def error(self, req_id: Any, kind: str, message: str) -> None:
-        self.send("error", id=req_id, kind=kind, message=message)
+        self.emit(ErrorEvent(event="error", id=req_id, kind=kind, message=message))
 
     # -- dispatch ---------------------------------------------------------
     def _job_name(self) -> str:
@@ -196,14 +215,14 @@ class Worker:
             if self._job is not None:
                 self._job.join(timeout=30)
             self._close_engine()
-            self.send("bye", id=req_id)
+            self.emit(DoneWithEvent(event="bye", id=req_id))
             return False
         if cmd == "cancel":
             if self.busy() and self._job_name() == "load":
                 self._load_cancel.set()
             elif self._engine is not None and self.busy():
                 self._engine.cancel()
-            self.send("cancel_sent", id=req_id, running=self.busy())
+            self.emit(CancelSentEvent(event="cancel_sent", id=req_id, running=self.busy()))
             return True
         if cmd == "update":
             self._on_update(req_id, msg)
@@ -228,22 +247,22 @@ class Worker:
         client that reacts to that event at once is never told the worker is busy."""
         from engine.runtime.binding import SpecrtError
 
-        final: tuple[str, dict] | None
+        final: Reply | None
         try:
             final = fn(req_id, msg)
         except SettingsError as exc:
-            final = ("error", {"id": req_id, "kind": "invalid_settings", "message": str(exc)})
+            final = ErrorEvent(event="error", id=req_id, kind="invalid_settings", message=str(exc))
         except SpecrtError as exc:
-            final = ("error", {"id": req_id, "kind": exc.kind, "message": str(exc)})
+            final = ErrorEvent(event="error", id=req_id, kind=exc.kind, message=str(exc))
         except INPUT_FAULTS as exc:  # the user's file or request, not SpecTune: said as such, no traceback
-            final = ("error", {"id": req_id, "kind": _input_fault_kind(exc), "message": str(exc)})
+            final = ErrorEvent(event="error", id=req_id, kind=_input_fault_kind(exc), message=str(exc))
         except Exception as exc:  # the worker must answer, whatever happened
             traceback.print_exc(file=sys.stderr)
-            final = ("error", {"id": req_id, "kind": "internal", "message": f"{type(exc).__name__}: {exc}"})
+            final = ErrorEvent(event="error", id=req_id, kind="internal", message=f"{type(exc).__name__}: {exc}")
         if threading.current_thread() is self._job:
             self._job_active = False
         if final is not None:
-            self.send(final[0], **final[1])
+            self.emit(final)
 
     def _need_engine(self):
         if self._engine is None:
@@ -269,7 +288,7 @@ class Worker:
                 check_gguf(path, role)
         # a method without its kind of draft file aborts llama.cpp (draft-dflash on a plain draft): ask first
         methods_refused = unavailable(pair_verdicts(settings.target, settings.draft))
-        self.send("load_progress", id=req_id, stage="loading", progress=0.0)
+        self.emit(LoadProgressEvent(event="load_progress", id=req_id, stage="loading", progress=0.0))
         last: dict[str, Any] = {"stage": "", "progress": -1.0, "t": 0.0}
 
         def progress(stage: str, fraction: float) -> bool:
@@ -282,7 +301,7 @@ class Worker:
                 or now - last["t"] >= 0.1
             ):
                 last.update(stage=stage, progress=fraction, t=now)
-                self.send("load_progress", id=req_id, stage=stage, progress=round(fraction, 4))
+                self.emit(LoadProgressEvent(event="load_progress", id=req_id, stage=stage, progress=round(fraction, 4)))
             return not self._load_cancel.is_set()
 
         if self._make_engine is None:
@@ -292,20 +311,19 @@ class Worker:
         engine = self._make_engine(settings, progress=progress)
         notice = str(getattr(engine, "notice", ""))
         self._engine, self._load, self._unavailable = engine, settings, methods_refused
-        self.send("load_progress", id=req_id, stage="loaded", progress=1.0)
-        return (
-            "loaded",
-            {
-                "id": req_id,
-                "has_draft": engine.has_draft,
-                "n_ctx": engine.n_ctx,
-                "memory": engine.memory(),
-                "load_s": round(time.perf_counter() - t0, 3),
-                "settings": to_dict(settings),
-                # the llama-server engine may have had to turn repacking off (engine.runtime.client.load's rule)
-                **({"repack": False, "notice": notice} if notice else {}),
-            },
+        self.emit(LoadProgressEvent(event="load_progress", id=req_id, stage="loaded", progress=1.0))
+        loaded = LoadedEvent(
+            event="loaded",
+            id=req_id,
+            has_draft=engine.has_draft,
+            n_ctx=engine.n_ctx,
+            memory=cast(list[MemoryItem], engine.memory()),
+            load_s=round(time.perf_counter() - t0, 3),
+            settings=to_dict(settings),
         )
+        if notice:  # the llama-server engine had to turn repacking off (engine.runtime.client.load's rule)
+            loaded["repack"], loaded["notice"] = False, notice
+        return loaded
 
     def _check_spec(self, spec: SpecSettings) -> None:
         """The speculation settings against the loaded pair: its draft, its K limit, the methods it cannot run."""
@@ -332,7 +350,7 @@ class Worker:
         spec = _changed(self._spec, msg.get("spec") or {})
         sampling = _changed(self._sampling, msg.get("sampling") or {})
         self._apply(spec, sampling)
-        return ("configured", {"id": req_id, "spec": to_dict(spec), "sampling": to_dict(sampling)})
+        return ConfiguredEvent(event="configured", id=req_id, spec=to_dict(spec), sampling=to_dict(sampling))
 
     def _on_update(self, req_id: Any, msg: dict) -> None:
         spec_changes, sampling_changes = msg.get("spec") or {}, msg.get("sampling") or {}
@@ -352,11 +370,10 @@ class Worker:
             self._updates.put((req_id, spec_changes, sampling_changes))
         else:
 
-            def apply(i: Any, m: dict) -> tuple[str, dict]:
+            def apply(i: Any, m: dict) -> Reply:
                 self._apply(spec, sampling)
-                return (
-                    "updated",
-                    {"id": req_id, "spec": to_dict(spec), "sampling": to_dict(sampling), "from_cycle": 0},
+                return UpdatedEvent(
+                    event="updated", id=req_id, spec=to_dict(spec), sampling=to_dict(sampling), from_cycle=0
                 )
 
             self._guarded(apply, req_id, msg)
@@ -381,49 +398,42 @@ class Worker:
             # pool does not draft a prompt run again from its own earlier answer (issue 51)
             engine.forget()
         begun = engine.begin(prompt, max_tokens, baseline) or {}
-        chat_fields = {} if chat is None else {"chat_prompt": prompt, "chat_format": chat["format"]}
-        self.send(
-            "started",
-            id=req_id,
-            run=run,
-            baseline=baseline,
-            spec=to_dict(spec),
-            sampling=to_dict(sampling),
-            **chat_fields,
-            **begun,
+        started = StartedEvent(
+            event="started", id=req_id, run=run, baseline=baseline, spec=to_dict(spec), sampling=to_dict(sampling)
         )
+        if chat is not None:
+            started["chat_prompt"], started["chat_format"] = prompt, chat["format"]
+        self.emit(cast(StartedEvent, {**started, **begun}))
         stats = RunStats()
-        batch = _CycleBatch(self.send, req_id, run, batch_s)
+        batch = _CycleBatch(self.emit, req_id, run, batch_s)
         try:
             spec, sampling = self._run_cycles(engine, run, spec, sampling, stats, batch)
         except SpecrtError as exc:
             if exc.kind != "cancelled":
                 raise
             batch.flush()
-            return ("cancelled", {"id": req_id, "run": run, "summary": stats.summary()})
+            return FinishedEvent(event="cancelled", id=req_id, run=run, summary=stats.summary())
         finally:
             batch.flush()
             self._apply_late_updates(run)
         stats.text += engine.text_tail()
-        return (
-            "done",
-            {
-                "id": req_id,
-                "run": run,
-                "baseline": baseline,
-                "summary": stats.summary(),
-                "spec": to_dict(spec),
-                "sampling": to_dict(sampling),
-            },
+        return FinishedEvent(
+            event="done",
+            id=req_id,
+            run=run,
+            baseline=baseline,
+            summary=stats.summary(),
+            spec=to_dict(spec),
+            sampling=to_dict(sampling),
         )
 
-    def _generate_prompt(self, req_id: Any, msg: dict) -> tuple[str, dict | None]:
+    def _generate_prompt(self, req_id: Any, msg: dict) -> tuple[str, ChatEvent | None]:
         """A generate request's prompt, and in chat mode (messages) the chat command's answer it was made from."""
         prompt = msg.get("prompt")
-        chat: dict | None = None
+        chat: ChatEvent | None = None
         if msg.get("messages") is not None:
             # chat mode: the target's template makes the prompt, as llama-server's chat endpoint does
-            _, chat = self._do_chat(req_id, msg)
+            chat = self._do_chat(req_id, msg)
             prompt = chat["prompt"]
         if not isinstance(prompt, str) or not prompt:
             raise SettingsError("generate needs a non-empty prompt (or messages)")
@@ -471,15 +481,17 @@ class Worker:
                 spec, sampling = up_spec, up_sampling
                 # llama-server takes a setting at its start: the change counts from the next generation on
                 mid_run = getattr(self._engine, "applies_mid_run", True)
-                self.send(
-                    "updated",
+                applied = UpdatedEvent(
+                    event="updated",
                     id=up_id,
                     run=run,
                     spec=to_dict(spec),
                     sampling=to_dict(sampling),
                     from_cycle=next_index if mid_run else None,
-                    **({} if mid_run else {"from_next_generation": True}),
                 )
+                if not mid_run:
+                    applied["from_next_generation"] = True
+                self.emit(applied)
             except (SettingsError, SpecrtError) as exc:
                 self.error(up_id, "invalid_settings", str(exc))
         return spec, sampling
@@ -496,8 +508,15 @@ class Worker:
                 self.error(up_id, "invalid_settings", str(exc))
                 continue
             self._spec, self._sampling = up_spec, up_sampling
-            self.send(
-                "updated", id=up_id, run=run, spec=to_dict(up_spec), sampling=to_dict(up_sampling), from_cycle=None
+            self.emit(
+                UpdatedEvent(
+                    event="updated",
+                    id=up_id,
+                    run=run,
+                    spec=to_dict(up_spec),
+                    sampling=to_dict(up_sampling),
+                    from_cycle=None,
+                )
             )
 
     def _do_measure(self, req_id: Any, msg: dict) -> Reply:
@@ -511,26 +530,26 @@ class Worker:
             raise SettingsError("sizes must be between 1 and 256")
         n_past, reps = int(msg.get("n_past", 256)), int(msg.get("reps", 5))
         ms = {str(n): engine.time_forward(which, n, n_past=n_past, reps=reps) for n in sizes}
-        return ("measured", {"id": req_id, "which": which, "n_past": n_past, "ms": ms})
+        return MeasuredEvent(event="measured", id=req_id, which=which, n_past=n_past, ms=ms)
 
     def _do_memory(self, req_id: Any, msg: dict) -> Reply:
-        return ("memory", {"id": req_id, "items": self._need_engine().memory()})
+        return MemoryEvent(event="memory", id=req_id, items=self._need_engine().memory())
 
     def _do_tokenize(self, req_id: Any, msg: dict) -> Reply:
         tokens = self._need_engine().tokenize(str(msg.get("text", "")), bool(msg.get("add_special", True)))
-        return ("tokens", {"id": req_id, "tokens": tokens})
+        return TokensEvent(event="tokens", id=req_id, tokens=tokens)
 
-    def _do_chat(self, req_id: Any, msg: dict) -> Reply:
+    def _do_chat(self, req_id: Any, msg: dict) -> ChatEvent:
         messages = msg.get("messages")
         if not isinstance(messages, list) or not messages:
             raise SettingsError("chat needs a non-empty messages list")
         kwargs = msg.get("chat_template_kwargs")
         rendered = self._need_engine().chat_prompt(messages, kwargs if isinstance(kwargs, dict) else None)
-        return ("chat", {"id": req_id, **rendered})
+        return cast(ChatEvent, {"event": "chat", "id": req_id, **rendered})
 
     def _do_unload(self, req_id: Any, msg: dict) -> Reply:
         self._close_engine()
-        return ("unloaded", {"id": req_id})
+        return DoneWithEvent(event="unloaded", id=req_id)
 
 
 LOAD_PROGRESS_STEP = 0.01
@@ -556,10 +575,13 @@ def run(start: Callable[[], tuple[dict, Callable[..., Any] | None]], failure_kin
     try:
         hello, make_engine = start()
     except Exception as exc:
-        Worker(proto_out).send("fatal", kind=failure_kind, message=str(exc))
+        Worker(proto_out).emit(ErrorEvent(event="fatal", id=None, kind=failure_kind, message=str(exc)))
         return 3
     worker = Worker(proto_out, make_engine)
-    worker.send("hello", protocol=protocol.PROTOCOL_VERSION, engine=protocol.ENGINE_VERSION, pid=os.getpid(), **hello)
+    greeting = HelloEvent(
+        event="hello", protocol=protocol.PROTOCOL_VERSION, engine=protocol.ENGINE_VERSION, pid=os.getpid()
+    )
+    worker.emit(cast(HelloEvent, {**greeting, **hello}))
     stdin = sys.stdin.buffer
     for line in stdin:
         if not line.strip():

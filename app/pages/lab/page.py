@@ -36,11 +36,13 @@ from app.widgets.timers import make_timer
 from app.widgets.token_text import TokenText
 from engine.core.chat import Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, from_dict, to_dict
+from engine.core.stats import RunSummary
 from engine.measure.baseline import Baseline, plausible_speedup
 from engine.measure.live import LiveSession
 from engine.measure.why import explain
 from engine.planning.advice.preflight import Preflight, preflight_and_place, preflight_load
 from engine.planning.memory.budget import Budget
+from engine.runtime.events import ErrorEvent, FinishedEvent, HelloEvent, LoadedEvent, StartedEvent, UpdatedEvent
 
 if TYPE_CHECKING:  # for annotations: the page imports these modules where it uses them
     from engine.measure.quick_check import QuickCheckRun
@@ -103,9 +105,9 @@ class LabPage(QWidget):
         self.run_number = 0  # counts Starts: the history adds a run's generations into one row
         self._dirty = False
         self._bars_due = False  # the next repaint brings the bar charts up to date as well
-        self.last_summary: dict | None = None
+        self.last_summary: RunSummary | None = None
         self.last_check: list = []  # the last quick check's outcomes, best first
-        self.last_error: dict | None = None
+        self.last_error: ErrorEvent | None = None
         # the last baseline and what it measured (engine.measure.baseline): figures use it only while it matches
         self.baseline_record: Baseline | None = None
         self._baseline_tokens = 0  # tokens of the baseline under way, for its progress
@@ -436,7 +438,7 @@ class LabPage(QWidget):
         """Load the pair again when the next engine says hello (the Engine menu switched engines)."""
         self._pending = "reload"
 
-    def _on_hello(self, ev: dict) -> None:
+    def _on_hello(self, ev: HelloEvent) -> None:
         names = [str(d.get("name", "")) for d in ev.get("devices", [])]
         gpus = [n for n in names if n and not n.upper().startswith("CPU")]
         self.controls.set_gpu_devices(gpus)
@@ -448,7 +450,7 @@ class LabPage(QWidget):
             self._pending = None
             self.load()
 
-    def _on_loaded(self, ev: dict) -> None:
+    def _on_loaded(self, ev: LoadedEvent) -> None:
         self.controls.refresh_methods()  # the files may have changed on disk since the pair was chosen
         if self.mode == "loading":
             self.mode = "idle"
@@ -490,17 +492,18 @@ class LabPage(QWidget):
                 self.live.add_cycle(ev)
                 self._dirty = True
 
-    def _on_run_started(self, ev: dict) -> None:
+    def _on_run_started(self, ev: StartedEvent) -> None:
         """Through llama-server a changed setting restarts the server at the next generation: marked there."""
         if ev.get("server_restarted") and self.mode == "running" and self._prompt_index > 1:
             label = from_dict(SpecSettings, ev.get("spec") or {}).label()
             self.live.mark(f"llama-server restarted: {label} ({ev.get('server_start_s', 0):.1f} s)")
             self._dirty = True
 
-    def _on_settings_applied(self, ev: dict) -> None:
+    def _on_settings_applied(self, ev: UpdatedEvent) -> None:
         label = self._pending_labels.pop(0) if self._pending_labels else "settings changed"
-        if ev.get("from_cycle") is not None:
-            self.live.mark(label, cycle=ev["from_cycle"])
+        from_cycle = ev["from_cycle"]
+        if from_cycle is not None:
+            self.live.mark(label, cycle=from_cycle)
             self._dirty = True
 
     # -- the quick check ----------------------------------------------------
@@ -539,7 +542,7 @@ class LabPage(QWidget):
         )
         self.controller.generate(check.prompt, MAX_TOKENS, to_dict(spec), check.sampling, baseline=spec == BASELINE)
 
-    def _check_run_finished(self, ev: dict) -> None:
+    def _check_run_finished(self, ev: FinishedEvent) -> None:
         from engine.measure.quick_check import summary
 
         check = self._check
@@ -567,7 +570,7 @@ class LabPage(QWidget):
             self.start()
             self.banner.show_message(text, "info")
 
-    def _on_run_finished(self, ev: dict) -> None:
+    def _on_run_finished(self, ev: FinishedEvent) -> None:
         if self.mode == "checking" or (self.mode == "stopping" and self._check is not None):
             self._dirty = True
             self._check_run_finished(ev)
@@ -616,7 +619,7 @@ class LabPage(QWidget):
         self.mode = "idle"
         self.controls.set_running(False)
 
-    def _on_failed(self, ev: dict) -> None:
+    def _on_failed(self, ev: ErrorEvent) -> None:
         self.last_error = ev
         if ev.get("kind") == "busy":
             return

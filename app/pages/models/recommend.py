@@ -87,23 +87,7 @@ class RecommendPanel(QWidget):
             "Llama 3.1 8B drafted by 3.2 1B"
         )
         self.text_kind.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
-        # where to rank for: this machine, or a card from the table (newest generation first)
-        self.machine = QComboBox()
-        self.machine.addItem("this machine", None)
-        cards = sorted(load_gpus(), key=lambda g: (_generation_rank(g.generation), -(g.bandwidth_gb_s or 0)))
-        for g in cards:
-            # the label, not NVML's name: two cards sold in two memory sizes share one name
-            self.machine.addItem(f"{g.label} · {g.vram_gb:g} GB, {g.bandwidth_gb_s:g} GB/s ({g.generation})", g.label)
-        # a label can be 60 characters: the closed box shows the start, the open list all of it, so the
-        # row stays narrow enough for a 1280 px screen at 150 %
-        self.machine.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.machine.setMinimumContentsLength(16)
-        self.machine.view().setMinimumWidth(self.machine.view().sizeHintForColumn(0) + 24)
-        self.machine.setToolTip(
-            "rank for this machine, or for a GPU you do not have: its whole memory free, its bandwidth and the GPU "
-            "model fitted to published llama.cpp measurements (the band beside each speed is its held-out error)"
-        )
-        self.machine.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
+        self.machine = self._machine_box()
         self.refresh_button = push_button("Refresh", self.refreshRequested, "read the free memory again and rank anew")
         top = QHBoxLayout()
         top.addWidget(self.budget_label, 1)
@@ -141,6 +125,26 @@ class RecommendPanel(QWidget):
         col.addLayout(top)
         col.addWidget(self.tree, 1)
         col.addLayout(bottom)
+
+    def _machine_box(self) -> QComboBox:
+        """Where to rank for: this machine, or a card from the table (newest generation first)."""
+        box = QComboBox()
+        box.addItem("this machine", None)
+        cards = sorted(load_gpus(), key=lambda g: (_generation_rank(g.generation), -(g.bandwidth_gb_s or 0)))
+        for g in cards:
+            # the label, not NVML's name: two cards sold in two memory sizes share one name
+            box.addItem(f"{g.label} · {g.vram_gb:g} GB, {g.bandwidth_gb_s:g} GB/s ({g.generation})", g.label)
+        # a label can be 60 characters: the closed box shows the start, the open list all of it, so the
+        # row stays narrow enough for a 1280 px screen at 150 %
+        box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        box.setMinimumContentsLength(16)
+        box.view().setMinimumWidth(box.view().sizeHintForColumn(0) + 24)
+        box.setToolTip(
+            "rank for this machine, or for a GPU you do not have: its whole memory free, its bandwidth and the GPU "
+            "model fitted to published llama.cpp measurements (the band beside each speed is its held-out error)"
+        )
+        box.currentIndexChanged.connect(lambda index: self.refreshRequested.emit())
+        return box
 
     def workload(self) -> str | None:
         """The shipped workload set chosen (None: any text, the flat prior)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
@@ -469,7 +470,7 @@ class TunePage(QWidget):
         """As ``spectune tune`` does; the best's tokens/s as tokens_per_s so the History page shows it."""
         from engine.measure.history import HistoryError, record_summary
 
-        out = result.to_dict()
+        out: dict[str, Any] = dict(result.to_dict())
         if isinstance(result, ConcurrentTuneResult):
             out["tokens_per_s"] = result.best.aggregate_tps
             hello = None  # measured through llama-server: no engine worker to name the build
@@ -483,7 +484,7 @@ class TunePage(QWidget):
                 result.best.spec,
                 self._run_sampling,
                 out,
-                llama_build=(hello or {}).get("llama"),
+                llama_build=hello.get("llama") if hello else None,
             )
         except (HistoryError, OSError, ValueError) as exc:
             self._log(f"not saved to the history: {exc}")

@@ -9,9 +9,10 @@ load compares with the free bytes themselves (engine.planning.memory.fit). Both 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import Any
 
 from engine.core.units import format_plan_bytes
 from engine.planning.hardware import HardwareReport
@@ -35,7 +36,7 @@ class BudgetError(ValueError):
 _GPU_BUFFER = re.compile(r"^(?!CPU)[A-Za-z]+\d+$")  # CUDA0, Vulkan1, ROCm0; not CPU, CUDA_Host or AMX
 
 
-def held_by_device(memory_items: list[dict] | None) -> tuple[dict[str, int], int]:
+def held_by_device(memory_items: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, int], int]:
     """({GPU buffer name: bytes}, bytes in RAM) from a worker's memory report. Mapped model files are
     page cache, which the available-RAM figure already counts as free, so they are not added back."""
     vram: dict[str, int] = {}
@@ -50,7 +51,7 @@ def held_by_device(memory_items: list[dict] | None) -> tuple[dict[str, int], int
     return vram, ram
 
 
-def held_bytes(memory_items: list[dict] | None) -> tuple[int, int]:
+def held_bytes(memory_items: Sequence[Mapping[str, Any]] | None) -> tuple[int, int]:
     """(on GPUs, in RAM) from a worker's memory report, as held_by_device sorts it."""
     vram, ram = held_by_device(memory_items)
     return sum(vram.values()), ram

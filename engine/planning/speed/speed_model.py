@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.core.paths import RESOURCES_DIR
+from engine.core.tune_record import TuneRecord
 from engine.planning.constants import ACCEPTANCE_PRIOR, K_MAX, PREDICT_N_PAST, VERIFY_BATCH_SIZES
 from engine.planning.speed.cost_model import CostCurve, PairCosts, expected_tokens
 from engine.planning.speed.device_speed import DeviceSpeed
@@ -333,7 +334,7 @@ def plausible_verify_curve(verify_ms: dict[int, float]) -> bool:
     return all(PLAUSIBLE_LOW * one <= ms <= PLAUSIBLE_HIGH * b * one for b, ms in verify_ms.items() if b > 1)
 
 
-def measured_from_tune(result: dict) -> Measured:
+def measured_from_tune(result: TuneRecord) -> Measured:
     """A tune's result as the history keeps it (engine.measure.tuner TuneResult.to_dict)."""
     by_position = result.get("acceptance_by_position") or []
     return Measured(
