@@ -23,7 +23,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 
-class RunSummary(TypedDict):
+class CycleTimes(TypedDict):
+    """Where a cycle's time went, in ms (a run's summary: where all its cycles' time went): drafting, the
+    target's verify pass, decoding, the rest of the cycle, the cycle as the engine timed it, and as the
+    worker's clock saw it."""
+
+    draft_ms: float
+    verify_ms: float
+    decode_ms: float
+    other_ms: float
+    cycle_ms: float
+    wall_ms: float
+
+
+class RunSummary(CycleTimes):
     """A generation's counters as RunStats.summary gives them (the worker's done event carries one), each term
     as the module's doc defines it."""
 
@@ -40,12 +53,6 @@ class RunSummary(TypedDict):
     accepted_by_position: list[int]
     acceptance_by_position: list[float]
     accepted_length_histogram: list[int]
-    draft_ms: float
-    verify_ms: float
-    decode_ms: float
-    other_ms: float
-    cycle_ms: float
-    wall_ms: float
     outside_decode_share: float
     text: str
 

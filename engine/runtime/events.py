@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from engine.core.stats import RunSummary
+from engine.core.stats import CycleTimes, RunSummary
 
 
-class Cycle(TypedDict):
+class Cycle(CycleTimes):
     """One cycle of a generation: the prompt's (prompt True) or one speculative or plain step."""
 
     i: int
@@ -34,12 +34,6 @@ class Cycle(TypedDict):
     epoch: int  # the settings' epoch: it moves when a knob update takes effect
     n_past: int
     eog: bool
-    draft_ms: float
-    verify_ms: float
-    decode_ms: float
-    other_ms: float
-    cycle_ms: float
-    wall_ms: float
 
 
 class CycleEvent(Cycle):
