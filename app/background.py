@@ -4,6 +4,11 @@ Each job runs one engine function in a named Python thread and reports back thro
 signals, which Qt queues to the GUI thread because the receiving QObject lives there.
 The engine functions are plain Python and know nothing of Qt; a job only carries their
 result, their exception or their progress callback across.
+
+A job computes (a ranking, a scan, header reads, the CPU probe) unless it is made with computing=False
+(a download, which waits on the network). computing_jobs() names those running now: the Lab waits for
+them before it measures, since on a small machine a measurement beside them measures the machine they
+load, not the pair (a demo baseline read 180 tok/s beside the Start page's ranking, 808 after it).
 """
 
 from __future__ import annotations
@@ -16,6 +21,15 @@ from PySide6.QtCore import QObject, Qt, Signal
 
 from app.gui_gc import collect_in_gui_thread
 
+_computing_lock = threading.Lock()
+_computing: dict[int, str] = {}  # id(job) -> what it does, for the computing jobs whose thread runs now
+
+
+def computing_jobs() -> list[str]:
+    """What the computing background jobs running now do, in words (see the module's doc)."""
+    with _computing_lock:
+        return sorted(set(_computing.values()))
+
 
 class BackgroundJob(QObject):
     """fn(report) in a thread; report(x) emits progress(x). Ends with exactly one of done / failed."""
@@ -24,10 +38,22 @@ class BackgroundJob(QObject):
     done = Signal(object)
     failed = Signal(object)  # the exception
 
-    def __init__(self, name: str, fn: Callable[[Callable[[Any], None]], Any], parent: QObject | None = None):
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[[Callable[[Any], None]], Any],
+        parent: QObject | None = None,
+        *,
+        computing: bool = True,
+        what: str = "",
+    ):
+        """computing=False: a job that mostly waits (a download); what: the work in a user's words, for the
+        Lab's "waiting for ..." (default: the name)."""
         super().__init__(parent)
         collect_in_gui_thread()  # this job's thread must never run the cycle collector
         self.name = name
+        self.computing = computing
+        self.what = what or name
         self._fn = fn
         self._thread: threading.Thread | None = None
         self.cancel = threading.Event()
@@ -65,9 +91,19 @@ class BackgroundJob(QObject):
             pass
 
     def _run(self) -> None:
+        if self.computing:
+            with _computing_lock:
+                _computing[id(self)] = self.what
         try:
             result = self._fn(lambda value: self._emit("progress", value))
         except BaseException as exc:  # noqa: BLE001 - every failure is shown, never lost in a thread
+            self._done_computing()
             self._emit("failed", exc)
         else:
+            self._done_computing()
             self._emit("done", result)
+
+    def _done_computing(self) -> None:
+        """Before the result goes out: a handler that measures at once must not find this job still counted."""
+        with _computing_lock:
+            _computing.pop(id(self), None)

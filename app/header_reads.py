@@ -51,7 +51,7 @@ class HeaderReads(QObject):
                 def read(_report: object, p: Path = path) -> None:
                     _read(p)
 
-                job = BackgroundJob(f"header-{path.name}", read, self)
+                job = BackgroundJob(f"header-{path.name}", read, self, what=f"reading {path.name}'s header")
                 job.on(done=lambda _, p=path: self._done(p), failed=lambda _, p=path: self._done(p))
                 self._reading[str(path)] = job.start()
         return not missing

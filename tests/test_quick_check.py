@@ -102,14 +102,63 @@ def test_a_check_runs_only_what_the_pair_can_and_walks_its_schedule():
     no_draft = {"draft-simple": "draft-simple needs a draft model"}
     assert [s.spec_type for s in candidates_for(no_draft)] == ["ngram-mod"]
     assert candidates_for({}) == CANDIDATES
-    check = QuickCheckRun.for_pair(no_draft, "the prompt", {}, then_start=True)
+    check = QuickCheckRun.for_pair(no_draft, ["the prompt"], {}, 64, then_start=True)
     assert {spec for _, spec in check.plan} == {BASELINE, SpecSettings("ngram-mod", **NGRAM)}
-    measured = []
+    measured, prompts = [], []
     while True:
         _, spec = check.next_run
         measured.append(spec)
+        prompts.append(check.prompt)
         if not check.record(10.0 if spec == BASELINE else 12.0):
             break
     assert measured == [spec for _, spec in check.plan] and len(measured) == 2 * 3
+    assert prompts == ["the prompt"] * 6 and check.max_tokens == 64
     (best,) = check.outcomes()
     assert best.speedup == pytest.approx(1.2) and best.pays is True and best.ratio.n == 3
+
+
+def test_each_round_takes_the_next_prompt_of_the_set_the_live_run_goes_through():
+    """A check on one short prompt said x0.79 where the live run on the whole set, right after it, showed x1.5:
+    the rounds now go through the live run's prompts, at its length."""
+    from engine.measure.quick_check import QuickCheckRun
+
+    check = QuickCheckRun.for_pair({}, ["p0", "p1"], {}, 256, then_start=False)
+    seen = []
+    while True:
+        seen.append((check.next_run[0], check.prompt))
+        if not check.record(10.0):
+            break
+    assert {(r, p) for r, p in seen} == {(0, "p0"), (1, "p1"), (2, "p0")}
+
+
+@pytest.mark.slow
+def test_the_baseline_and_the_check_wait_for_the_apps_own_computing_work(qtbot, window, pair):
+    """A demo baseline measured beside the Start page's first ranking read 180 tok/s, 808 after it: the Lab
+    waits for computing background jobs (not for downloads), says so, and Esc cancels the wait."""
+    import threading
+
+    from app.background import BackgroundJob, computing_jobs
+
+    from .conftest import GUI_WAIT
+    from .test_gui import set_pair
+
+    set_pair(window, pair, max_tokens=16)
+    lab = window.lab
+    release = threading.Event()
+    download = BackgroundJob("a-download", lambda _: release.wait(60), window, computing=False).start()
+    ranking = BackgroundJob("a-ranking", lambda _: release.wait(60), window, what="a ranking").start()
+    qtbot.waitUntil(lambda: computing_jobs() == ["a ranking"], timeout=5000)  # the download does not count
+    lab.baseline()
+    qtbot.waitUntil(lambda: lab.controller.loaded_info is not None, timeout=GUI_WAIT)  # the pair loads first
+    qtbot.waitUntil(lambda: "starts once a ranking is done" in lab.banner.label.text(), timeout=GUI_WAIT)
+    qtbot.wait(600)
+    assert lab.mode == "idle" and not lab.live.baseline_tps  # nothing measured while it computes
+    lab.stop()  # Esc: the wait ends, nothing is measured
+    assert "Not measured" in lab.banner.label.text()
+    qtbot.wait(600)
+    assert lab.mode == "idle" and not lab.live.baseline_tps
+    lab.baseline()
+    assert "starts once a ranking is done" in lab.banner.label.text()
+    release.set()
+    qtbot.waitUntil(lambda: not ranking.running and not download.running, timeout=5000)
+    qtbot.waitUntil(lambda: bool(lab.live.baseline_tps) and lab.mode == "idle", timeout=GUI_WAIT)

@@ -221,7 +221,10 @@ class HardwarePage(QWidget):
         cache = self.probe_cache
         # the probe stops between its steps when the job is stopped (the app closing)
         job = BackgroundJob(
-            PROBE_JOB, lambda report: probe_cpu_speed(progress=report, cache=cache, cancel=job.cancel), self
+            PROBE_JOB,
+            lambda report: probe_cpu_speed(progress=report, cache=cache, cancel=job.cancel),
+            self,
+            what="the CPU probe measuring this machine",
         )
         self.probe_job = job.on(done=self._probed, failed=self._probe_failed, progress=self._probe_progress).start()
 

@@ -20,6 +20,7 @@ from engine.cli.args import add_chat_args, add_engine_args, add_knob_args, add_m
 from engine.core.chat import Conversation, Prompt
 from engine.core.settings import LoadSettings, SamplingSettings, SettingsError, SpecSettings, to_dict
 from engine.measure.generate import PromptRun, run_prompts, summarise
+from engine.measure.quick_check import MAX_TOKENS as QUICK_TOKENS
 from engine.runtime.client import EngineClient
 from engine.runtime.events import CycleEvent, Event
 
@@ -363,7 +364,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser("demo", help="the app's demo, headless: which setting pays on the bundled demo pair")
     d.add_argument("--json", action="store_true", help="end with one JSON object summarising the demo")
-    d.add_argument("--max-tokens", type=int, default=64, help="tokens a run (default 64, as the app's check)")
+    d.add_argument(
+        "--max-tokens",
+        type=int,
+        default=QUICK_TOKENS,
+        help=f"tokens a run (default {QUICK_TOKENS}: the Lab's max tokens, which the app's check measures with)",
+    )
     d.add_argument("--quick", action="store_true", help="two rounds instead of three")
     add_engine_args(d)
     d.set_defaults(func=cmd_demo)

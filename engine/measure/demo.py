@@ -1,9 +1,10 @@
 """``spectune demo``: the app's demo, headless, on the bundled demo pair.
 
 Loads the pair once and runs the quick check the app's demo runs (engine.measure.quick_check): the same
-prompt, the same settings (engine.measure.candidates.QUICK) and rounds of no speculation and every setting in
-alternating order, so that both give the same answer; prints each setting's median ratio to no speculation with
-its interval, and ends with the llama-server command that reproduces the best.
+prompts (the code-completion set's, one a round), the same length, the same settings
+(engine.measure.candidates.QUICK) and rounds of no speculation and every setting in alternating order, so that
+both give the same answer; prints each setting's median ratio to no speculation with its interval, and ends
+with the llama-server command that reproduces the best.
 The pair is the trained demo family in resources/models (engine.models.demo_models);
 a checkout without those files falls back to a synthetic pair from
 engine.models.synthetic, written once into the user cache.
@@ -22,7 +23,16 @@ from engine.deploy.export import ServerExport, llama_server_argv
 from engine.llama.install import server_path
 from engine.measure.candidates import QUICK
 from engine.measure.generate import generate
-from engine.measure.quick_check import BASELINE, MAX_TOKENS, ROUNDS, Outcome, schedule, summary, verdict
+from engine.measure.quick_check import (
+    BASELINE,
+    MAX_TOKENS,
+    ROUNDS,
+    Outcome,
+    round_prompt,
+    schedule,
+    summary,
+    verdict,
+)
 from engine.models.synthetic import ModelShape, PairSpec, write_pair
 from engine.runtime.client import EngineClient
 
@@ -62,19 +72,16 @@ def synthetic_pair() -> tuple[Path, Path]:
     return target, draft
 
 
-def demo_prompts(quick: bool) -> tuple[str, ...]:
-    """One prompt from each shipped workload set (the first set only with quick)."""
+def demo_prompts(rounds: int) -> list[str]:
+    """The prompts the app's demo checks on, one a round: the code-completion set's first ones (the set the
+    demo's live run goes through, app.demo_run.set_demo_knobs), or DEMO_PROMPTS where it cannot be read."""
     from engine.core.workloads import WorkloadError, load_workload
 
-    names = (
-        ("code-completion",)
-        if quick
-        else ("code-completion", "code-editing", "explanation", "summarization", "creative")
-    )
     try:
-        return tuple(load_workload(name).prompts[0].text for name in names)
-    except (WorkloadError, OSError, IndexError):
-        return DEMO_PROMPTS[:1] if quick else DEMO_PROMPTS
+        prompts = [p.text for p in load_workload("code-completion").prompts[:rounds]]
+    except (WorkloadError, OSError):
+        prompts = []
+    return prompts or list(DEMO_PROMPTS[:rounds])
 
 
 def run_demo(
@@ -87,8 +94,9 @@ def run_demo(
     target, draft = demo_pair()
     load = LoadSettings(target=target, draft=draft, ctx=2048)
     sampling = SamplingSettings(temp=0.0)
-    prompt = demo_prompts(quick=True)[0]  # the app's demo checks on the code-completion set's first prompt
-    plan = schedule(QUICK, rounds=2 if quick else ROUNDS)
+    rounds = 2 if quick else ROUNDS
+    prompts = demo_prompts(rounds)
+    plan = schedule(QUICK, rounds=rounds)
     print(f"demo pair: {target.name} + {draft.name} in {target.parent}", file=log)
     with EngineClient(engine=engine, server=server) as client:
         hello = client.start()
@@ -99,6 +107,7 @@ def run_demo(
         print(f"loaded in {loaded['load_s']:.2f} s", file=log)
         done: list[tuple[int, SpecSettings, float]] = []
         for i, (round_, spec) in enumerate(plan, 1):
+            prompt = round_prompt(prompts, round_)
             summary_ = generate(client, prompt, max_tokens, spec, sampling, baseline=spec == BASELINE)
             done.append((round_, spec, float(summary_.get("tokens_per_s") or 0.0)))
             name = "no speculation" if spec == BASELINE else spec.label(sizes=True)
@@ -122,7 +131,7 @@ def run_demo(
                 {
                     "target": str(target),
                     "draft": str(draft),
-                    "prompts": 1,
+                    "prompts": len({round_prompt(prompts, r) for r, _ in plan}),
                     "rounds": len({r for r, _ in plan}),
                     "max_tokens": max_tokens,
                     "baseline_tokens_per_s": round(baseline_tps, 3),

@@ -3,11 +3,14 @@
 The Lab runs it on first start with the demo pair (and on demand) so that the live run starts from a
 setting measured here rather than assumed: a draft that pays on a GPU can lose on two CPU cores, where
 verifying K+1 tokens costs several times one token. A few settings and no speculation each run the same
-prompt, in rounds whose order reverses every other round (A B C D, D C B A), so drift weighs on all
-alike; each setting's ratio to no speculation comes from the same round, and the median of a setting's
-rounds is its measured speedup, with the spread of its rounds as the interval (engine.core.paired). A
-setting pays only where that interval lies above x1.00; one whose interval holds x1.00 is "not shown to
-pay". Short by design (seconds, not a tune): it picks the starting point; a tune finds the best setting.
+prompt, in rounds whose order reverses every other round (A B C D, D C B A), so drift weighs on all alike.
+Each round takes the next prompt of the set the live run then goes through, at the length the live run
+generates (the Lab's max tokens): a check on one 64-token prompt once said x0.79 where the live run on the
+whole set, right after it, showed x1.5 (the demo pair loops in long answers, and ngram-mod drafts loops).
+Each setting's ratio to no speculation comes from the same round, and the median of a setting's rounds is
+its measured speedup, with the spread of its rounds as the interval (engine.core.paired). A setting pays
+only where that interval lies above x1.00; one whose interval holds x1.00 is "not shown to pay". Short by
+design (seconds on the demo pair, not a tune): it picks the starting point; a tune finds the best setting.
 
 This module holds the schedule, the verdict and its sentence; the runs go through whatever drives the
 engine (the Lab page, asynchronously, or a blocking EngineClient), which says what happens next.
@@ -27,9 +30,11 @@ from engine.measure.candidates import QUICK
 BASELINE = SpecSettings("none")
 CANDIDATES = QUICK  # engine.measure.candidates: the same settings `spectune demo` measures
 # three rounds: the interval of two ratios is their spread with a coverage of one half; three give three
-# quarters at a few seconds more (each run is MAX_TOKENS tokens)
+# quarters at a few seconds more
 ROUNDS = 3
-MAX_TOKENS = 64
+# what each run generates unless the caller says: the Lab's default max tokens, so that `spectune demo` checks
+# the length the app's demo measures
+MAX_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,11 @@ def schedule(candidates: tuple[SpecSettings, ...] = CANDIDATES, rounds: int = RO
     return [(r, spec) for r in range(rounds) for spec in abba(arms, r)]
 
 
+def round_prompt(prompts: list[Any], round_index: int) -> Any:
+    """The prompt of a round: the set's prompts in turn, so that the rounds cover what the live run goes through."""
+    return prompts[round_index % len(prompts)]
+
+
 def candidates_for(unavailable: Mapping[str, str]) -> tuple[SpecSettings, ...]:
     """The candidates a pair can run, given the methods it cannot (engine.models.draft_heads.unavailable): no
     draft model, or a draft head, leaves the n-gram ones."""
@@ -72,19 +82,27 @@ class QuickCheckRun:
     tokens/s measured so far, and what the caller asked to happen once it is done."""
 
     plan: list[tuple[int, SpecSettings]]
-    prompt: Any  # what each run generates from (an engine.core.chat.Prompt)
+    prompts: list[Any]  # what the runs generate from (engine.core.chat.Prompt), one a round in turn
     sampling: dict
+    max_tokens: int = MAX_TOKENS
     then_start: bool = False
     done: list[tuple[int, SpecSettings, float]] = field(default_factory=list)
 
     @classmethod
-    def for_pair(cls, unavailable: Mapping[str, str], prompt: Any, sampling: dict, then_start: bool) -> QuickCheckRun:
-        return cls(schedule(candidates_for(unavailable)), prompt, sampling, then_start)
+    def for_pair(
+        cls, unavailable: Mapping[str, str], prompts: list[Any], sampling: dict, max_tokens: int, then_start: bool
+    ) -> QuickCheckRun:
+        return cls(schedule(candidates_for(unavailable)), list(prompts), sampling, max_tokens, then_start)
 
     @property
     def next_run(self) -> tuple[int, SpecSettings]:
         """(round, setting) of the run to start now."""
         return self.plan[len(self.done)]
+
+    @property
+    def prompt(self) -> Any:
+        """The prompt of the run to start now: its round's."""
+        return round_prompt(self.prompts, self.next_run[0])
 
     def record(self, tokens_per_s: float) -> bool:
         """The run just started measured this; True while runs remain."""

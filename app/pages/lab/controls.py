@@ -34,6 +34,7 @@ from app.widgets.forms import PathPicker, double_spin_box, push_button, side_by_
 from app.widgets.style import error_text
 from app.widgets.workload_box import WorkloadBox
 from engine.core.settings import MAX_DRAFT_N, SPEC_TYPES, LoadSettings, SamplingSettings, SettingsError, SpecSettings
+from engine.measure.quick_check import MAX_TOKENS as QUICK_TOKENS
 from engine.models.draft_heads import (
     MethodVerdict,
     method_verdicts,
@@ -258,7 +259,8 @@ class LabControls(QWidget):
         self.chat_hint = QLabel()
         self.chat_hint.setWordWrap(True)
         self.chat_hint.setEnabled(False)  # a muted line under the box
-        self.max_tokens = _spin(1, 1 << 16, 256, "tokens generated per prompt")
+        # engine.measure.quick_check.MAX_TOKENS: `spectune demo` checks at this length, as the Lab's check does
+        self.max_tokens = _spin(1, 1 << 16, QUICK_TOKENS, "tokens generated per prompt")
         f.addRow("workload", self.workload)
         f.addRow(self.prompt)
         f.addRow("format", self.chat_mode_box)

@@ -231,6 +231,7 @@ class LibraryPanel(QWidget):
             "models-library-scan",
             lambda report: scan(sources, on_progress=lambda done, total, path: report((done, total, path))),
             self,
+            what="the Models page scanning for GGUF files",
         )
         self.job.on(done=self._scanned, failed=self._scan_failed, progress=self._scan_progress).start()
 

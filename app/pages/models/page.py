@@ -154,6 +154,7 @@ class ModelsPage(QWidget):
             "models-recommend",
             lambda report: rank_catalog(catalog, nvml, ctx, floor, cache, workload, apart=True, gpu=gpu),
             self,
+            what="the Models page ranking the catalog for this machine",
         )
         self.rank_job.on(done=self._ranked, failed=self._rank_failed).start()
 
@@ -172,7 +173,7 @@ class ModelsPage(QWidget):
         def work(report):
             return lib, predict_pairs(pairs, local_device(probe(nvml), cache))
 
-        self.speeds_job = BackgroundJob("models-pair-speeds", work, self)
+        self.speeds_job = BackgroundJob("models-pair-speeds", work, self, what="the Models page predicting your pairs")
         self.speeds_job.on(done=self._pair_speeds, failed=lambda exc: None).start()
 
     def _pair_speeds(self, result) -> None:

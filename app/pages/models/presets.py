@@ -321,7 +321,7 @@ class PresetsPanel(QWidget):
         def work(report):
             return pull(row.name, catalog=catalog, on_progress=report, cancel=job.cancel, **options)
 
-        job = BackgroundJob(f"models-download-{len(self.rows)}", work, self)
+        job = BackgroundJob(f"models-download-{len(self.rows)}", work, self, computing=False)
         row.job, row.state = job, "running"
         row.message = f"asking the hub for {row.name}…"
         _bar(row).setFormat("starting…")
