@@ -167,9 +167,10 @@ def place(
     the pair loads for) and plan_memory (cache types, n_outputs, ...)."""
     if not gpus:
         return None
+    budget = Budget(tuple(gpus), ram_bytes)
     for p in placements(target, draft, gpus):
         plan = p.plan(target, draft, ctx, gpus, **opts)
-        if fits(plan, Budget(tuple(gpus), ram_bytes), headroom):
+        if fits(plan, budget, headroom):
             return p, plan
     if not moe_numbers(target)[0]:
         return None
@@ -191,7 +192,7 @@ def place(
                 lo = mid + 1
         placed = at(lo)
         # RAM's part grows with N, so the smallest N is the one RAM can best hold
-        if fits(placed[1], Budget(tuple(gpus), ram_bytes), headroom):
+        if fits(placed[1], budget, headroom):
             return placed
     return None
 

@@ -129,7 +129,7 @@ def verdict_of(plan: MemoryPlan, gpus: Sequence[GpuBudget], ram_available: int |
     """A plan's verdict: against the GPUs' free VRAM when it has GPUs (and its host part against the available
     RAM, when that is known), else the whole plan against the available RAM."""
     totals = plan.to_dict()["totals"]
-    short = short_devices(plan.device_totals(), gpus, ram_available, no_headroom)
+    short = short_devices(totals["by_device"], gpus, ram_available, no_headroom)
     if gpus:
         short_gpus = [d for d in short if d != CPU]
         if not short_gpus and CPU in short:
