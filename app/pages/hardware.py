@@ -103,6 +103,7 @@ class HardwarePage(QWidget):
         self.jobs = jobs
         self.probe_cache: Path | None = None  # where the CPU probe's result is kept (None: the user cache)
         self.probe_job: BackgroundJob | None = None
+        self._probe_open = False  # a probe started whose end the page has not shown yet
         self.cpu_speed: DeviceSpeed | None = None
         self.speed_label = QLabel("llama.cpp's speed on this CPU: not measured yet")
         self.speed_label.setWordWrap(True)
@@ -206,7 +207,9 @@ class HardwarePage(QWidget):
 
     # -- the CPU speed probe ----------------------------------------------------------
     def _probing(self) -> bool:
-        return self.probe_job is not None and self.probe_job.running
+        # until its end has been shown, not just until its thread ends: the thread is gone a moment before
+        # the queued done/failed reaches this page, and a second probe must not start in that gap
+        return self._probe_open
 
     def measure_cpu(self) -> None:
         if self._probing():
@@ -216,6 +219,7 @@ class HardwarePage(QWidget):
         notes = self.jobs.make_room(PROBE_JOB, threading.Event()) if self.jobs is not None else []
         self.measure_button.setEnabled(False)
         self.stop_probe_button.setEnabled(True)
+        self._probe_open = True
         self._probe_started = time.monotonic()
         self._say("measuring… " + " ".join(f"({n})" for n in notes))
         cache = self.probe_cache
@@ -242,6 +246,7 @@ class HardwarePage(QWidget):
         self._say(f"measuring, {message}… ({probe_pace(message, time.monotonic() - self._probe_started)})")
 
     def _probe_ended(self) -> None:
+        self._probe_open = False
         self.measure_button.setEnabled(True)
         self.stop_probe_button.setEnabled(False)
 
