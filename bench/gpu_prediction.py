@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 from bench.paired import append_result  # noqa: E402
 from engine.models.catalog import Catalog, load_catalog  # noqa: E402
 from engine.planning.advice.named_models import NamedModelError, described, resolve  # noqa: E402
-from engine.planning.speed.device_speed import TFLOPS_BY_COMPUTE_MAJOR  # noqa: E402
+from engine.planning.speed.device_speed import tensor_tflops  # noqa: E402
 from engine.planning.speed.gpu_speed import FAMILIES, GPU_FIT, GpuFit, family, matrix_bytes_by_type, weights_in  # noqa: E402
 from engine.planning.speed.gpu_table import GpuSpec, GpuTableError, candidates, find_gpu, load_gpus  # noqa: E402
 from engine.planning.speed.model_cost import ModelCost, model_cost  # noqa: E402
@@ -306,7 +306,7 @@ def fit_batch(cases: list[Case], base: GpuFit) -> GpuFit:
         weights = dict.fromkeys(FAMILIES, 0.0)
         for type_name, n in matrix_bytes_by_type(c.cost):
             weights[family(type_name)] += weights_in(type_name, n)
-        per_token = [1000.0 * weights[f] / _flops(c) / one for f in FAMILIES]
+        per_token = [1000.0 * weights[f] / _flops(c, base) / one for f in FAMILIES]
         for b, r in c.ratios.items():
             if 2 <= b <= FIT_MAX_BATCH:
                 rows.append([w * (b - 1) for w in per_token])
@@ -318,27 +318,48 @@ def fit_batch(cases: list[Case], base: GpuFit) -> GpuFit:
     return dataclasses.replace(base, token_ops={f: round(float(x[FAMILIES.index(f)]), 3) for f in fams})
 
 
+def _no_tensor(c: Case) -> bool:
+    return c.kind == "curve" and int((c.spec.compute_capability or "8").split(".")[0]) < 7
+
+
+def fit_no_tensor(cases: list[Case], base: GpuFit) -> GpuFit:
+    """The rate of a card without tensor cores, in token_ops' units: least squares over the curves of such cards
+    (Pascal's) at b = 2 to FIT_MAX_BATCH, token_ops as the cards with tensor cores fixed them. The verify ratio
+    less one is linear in the rate's inverse. None (the compute capability's guess stands) without such a curve."""
+    xs, ys = [], []
+    for c in filter(_no_tensor, cases):
+        one = predicted_one_ms(base, c)
+        ops = sum(base.token_ops.get(family(t), 0.0) * weights_in(t, n) for t, n in matrix_bytes_by_type(c.cost))
+        for b, r in c.ratios.items():
+            if 2 <= b <= FIT_MAX_BATCH:
+                xs.append(1000.0 * ops * (b - 1) / one)
+                ys.append(r - 1.0)
+    x, y = np.array(xs), np.array(ys)
+    if not xs or float(x @ y) <= 0:
+        return dataclasses.replace(base, no_tensor_tflops=None)
+    return dataclasses.replace(base, no_tensor_tflops=round(float(x @ x) / float(x @ y) / 1e12, 2))
+
+
 def fit(cases: list[Case]) -> GpuFit:
     eff, layer_ms, deltas = fit_plain([c for c in cases if c.kind == "plain"])
-    return fit_batch(cases, GpuFit(eff, layer_ms, {}, generation_delta=deltas))
+    return fit_no_tensor(cases, fit_batch(cases, GpuFit(eff, layer_ms, {}, generation_delta=deltas)))
 
 
 # -- predictions -------------------------------------------------------------------------------------------------
 
 
 def predicted_one_ms(f: GpuFit, c: Case) -> float:
-    return f.forward_ms(c.cost, 1, N_PAST, c.bandwidth, _flops(c), c.spec.generation)
+    return f.forward_ms(c.cost, 1, N_PAST, c.bandwidth, _flops(c, f), c.spec.generation)
 
 
 def predicted_ratio(f: GpuFit, c: Case, b: int) -> float:
-    ms = f.forward_ms(c.cost, b, N_PAST, c.bandwidth, _flops(c), c.spec.generation)
+    ms = f.forward_ms(c.cost, b, N_PAST, c.bandwidth, _flops(c, f), c.spec.generation)
     return ms / predicted_one_ms(f, c)
 
 
-def _flops(c: Case) -> float:
-    """The card's dense FP16 tensor rate as the engine takes it: the table's, else its generation's guess."""
-    major = int((c.spec.compute_capability or "8").split(".")[0])
-    return float(c.spec.fp16_tensor_tflops or TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0)) * 1e12
+def _flops(c: Case, f: GpuFit) -> float:
+    """The card's rate in token_ops' units as the engine takes it (device_speed.tensor_tflops)."""
+    return tensor_tflops(c.spec.fp16_tensor_tflops, c.spec.compute_capability, f)[0] * 1e12
 
 
 def old_model_one_ms(c: Case) -> float:
@@ -396,12 +417,12 @@ def speculative_errors(catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, 
     for row in rows:
         label = f"{row['gpu'][:24]:<24} {(row.get('target_named') or row['target'])[:21]:<21} + "
         label += f"{(row.get('draft_named') or row['draft'])[:20]:<20}"
-        why = None
-        if not row.get("target_named") or not row.get("draft_named"):
+        why = row.get("left_out")  # the data's own reason (the dataset's README)
+        if why is None and (not row.get("target_named") or not row.get("draft_named")):
             why = "its models are not in the catalog's terms (target_named / draft_named)"
-        elif row.get("acceptance") is None:
+        elif why is None and row.get("acceptance") is None:
             why = "no acceptance reported"
-        elif row.get("gpu_count", 1) != 1 or "Vulkan" in row.get("tool", ""):
+        elif why is None and (row.get("gpu_count", 1) != 1 or "Vulkan" in row.get("tool", "")):
             why = "not one GPU on CUDA"
         spec = None if why else _card(row["gpu"], specs)
         if isinstance(spec, str):
@@ -416,11 +437,15 @@ def speculative_errors(catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, 
         k = int(row["draft_max"])
         a = acceptance_from_rate(float(row["acceptance"]), k)
         p = predict(target, draft, device, acceptance=a, k_max=max(k, 1))
-        err = p.speedup_by_k[k] - row["speedup"]
+        # the suite's tokens over its time where the source gives both: its acceptance is summed the same way
+        measured = row.get("speedup_suite") or row["speedup"]
+        err = p.speedup_by_k[k] - measured
+        line = f"{label} {k:2d} {row['acceptance']:5.2f} {measured:8.2f} {p.speedup_by_k[k]:9.2f} {err:+6.2f}"
+        if row.get("set_aside"):
+            lines.append(f"{line}  set aside (not in the median or the band): {row['set_aside']}")
+            continue
         errors.append(err)
-        lines.append(
-            f"{label} {k:2d} {row['acceptance']:5.2f} {row['speedup']:8.2f} {p.speedup_by_k[k]:9.2f} {err:+6.2f}"
-        )
+        lines.append(line)
     return errors
 
 
@@ -485,6 +510,8 @@ def main() -> int:
         + ", ".join(f"{k} {v:.3f}" for k, v in full.token_ops.items())
         + "; generation terms "
         + ", ".join(f"{k} {v:+.3f}" for k, v in full.generation_delta.items())
+        + f"; a card without tensor cores {full.no_tensor_tflops} TFLOPs in token_ops' units "
+        + f"(fitted on {sum(map(_no_tensor, cases))} Pascal curves; judged on the GTX 1080 Ti's speculative row)"
     )
     lines.append("## SpecTune's own rows from lent GPUs (tests/data/gpu/device_runs.json; fit on every published row)")
     device_cases = load_cases(catalog, specs, [], device_runs=True)

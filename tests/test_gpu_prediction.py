@@ -125,6 +125,26 @@ def test_a_fit_without_token_costs_verifies_for_the_price_of_one_token():
     assert predict(cost, None, device).band is None  # a fit that carries no held-out errors gives no band
 
 
+def test_a_card_without_tensor_cores_verifies_at_the_rate_fitted_on_pascal_curves():
+    """A Pascal card has no FP16 tensor figure for token_ops to be in: the fit's rate from such cards' curves
+    prices its verify passes (a GTX 1080 Ti's verify of 6 tokens cost x2.0 of one at the generic 40 TFLOPs guess,
+    and its published speculative run was 0.32 slower than predicted), not a later generation's guess."""
+    from engine.planning.speed.device_speed import TFLOPS_BY_COMPUTE_MAJOR, gpu_flops, tensor_tflops
+
+    fit = load_fit()
+    assert fit.no_tensor_tflops is not None and 0 < fit.no_tensor_tflops < TFLOPS_BY_COMPUTE_MAJOR[7]
+    assert tensor_tflops(None, "6.1", fit)[0] == fit.no_tensor_tflops
+    assert "Pascal" in gpu_flops(described_report(find_gpu("GTX 1080 Ti")).gpus[0], fit)[1]
+    assert tensor_tflops(None, "6.1", dataclasses.replace(fit, no_tensor_tflops=None))[0] == 40.0
+    assert tensor_tflops(None, "8.6", fit)[0] == TFLOPS_BY_COMPUTE_MAJOR[8]  # a card with tensor cores: its guess
+    assert tensor_tflops(71.0, "8.6", fit) == (71.0, "FLOPs from SpecTune's GPU table")
+    cost = model_cost(described(load_catalog(), "qwen2", "7B", "Q4_0").info)
+    pascal = gpu_device(described_report(find_gpu("GTX 1080 Ti")))
+    generic = dataclasses.replace(pascal, flops_per_s=40.0e12)
+    assert pascal is not None and pascal.forward_ms(cost, 6, 0) > generic.forward_ms(cost, 6, 0)
+    assert GpuFit.from_dict(fit.to_dict()) == fit
+
+
 @pytest.mark.slow
 def test_predict_for_a_card_and_a_model_this_machine_does_not_have():
     r = spectune("predict", "--target", "llama:8B:Q4_0", "--gpu", "RTX 3090", "--json")

@@ -251,16 +251,28 @@ class DeviceSpeed:
         }
 
 
-def gpu_flops(gpu: GpuInfo) -> tuple[float, str]:
-    """(FP16 TFLOPs, where the figure comes from): SpecTune's GPU table for a card it names, else a guess from the
-    compute capability."""
+def tensor_tflops(table_tflops: float | None, compute_capability: str | None, fit: GpuFit) -> tuple[float, str]:
+    """(The rate the GPU fit's token_ops are in, where it comes from): the table's dense FP16 tensor TFLOPs, else
+    for a card without tensor cores (compute capability below 7) the rate the fit took from such cards' curves,
+    else a guess from the compute capability."""
+    if table_tflops:
+        return table_tflops, "FLOPs from SpecTune's GPU table"
+    major = int((compute_capability or "8").split(".")[0])
+    if major < 7 and fit.no_tensor_tflops:
+        return fit.no_tensor_tflops, "no tensor cores: the rate fitted on published Pascal curves"
+    guess = TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0)
+    return guess, f"FLOPs guessed from compute capability {compute_capability or '?'}"
+
+
+def gpu_flops(gpu: GpuInfo, fit: GpuFit | None = None) -> tuple[float, str]:
+    """(FP16 TFLOPs, where the figure comes from) for this card: tensor_tflops with its entry in the GPU table."""
     spec = lookup(gpu.name)
-    if spec is not None and spec.fp16_tensor_tflops:
-        return spec.fp16_tensor_tflops, f"FLOPs of the {spec.label} from SpecTune's GPU table"
-    major = int((gpu.compute_capability or "8").split(".")[0])
-    return TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0), (
-        f"FLOPs guessed from compute capability {gpu.compute_capability or '?'}"
+    if spec is None:
+        return tensor_tflops(None, gpu.compute_capability, fit or load_fit())
+    tflops, source = tensor_tflops(
+        spec.fp16_tensor_tflops, gpu.compute_capability or spec.compute_capability, fit or load_fit()
     )
+    return tflops, source.replace("FLOPs from", f"FLOPs of the {spec.label} from")
 
 
 def gpu_speed(gpu: GpuInfo, fit: GpuFit | None = None) -> DeviceSpeed | None:
@@ -268,7 +280,7 @@ def gpu_speed(gpu: GpuInfo, fit: GpuFit | None = None) -> DeviceSpeed | None:
     if not gpu.peak_memory_bandwidth_bytes_per_s:
         return None
     fit = fit or load_fit()
-    tflops, flops_source = gpu_flops(gpu)
+    tflops, flops_source = gpu_flops(gpu, fit)
     peak = gpu.peak_memory_bandwidth_bytes_per_s
     spec = lookup(gpu.name)
     return DeviceSpeed(

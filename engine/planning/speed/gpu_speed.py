@@ -19,6 +19,9 @@ compute capability stands in) were kept out of the fit, since the cost is in uni
 fitted on the vector kernels' range (b <= 8) alone. Past MMVQ_MAX_BATCH_SIZE (8) quantized weights go to the
 tiled MMQ kernel and float weights run the tensor-core MMF kernel from 2 tokens to 16; a cap for the tiled
 kernel fitted the few published curves worse, so the line stands for every batch size, past 8 an extrapolation.
+A card without tensor cores (Pascal) has no FP16 tensor figure to stand for its arithmetic: its rate is fitted on
+such cards' curves (the P40's), since the guess of a later generation put a GTX 1080 Ti's published speculative
+run 0.32 faster than measured (0.05 with the fitted rate; that row is in no fit).
 
 The constants come from resources/catalog/gpu_speed.json, written by ``bench/gpu_prediction.py --write`` with
 the held-out errors that set the bands GPU predictions show (engine.planning.speed.prediction_band).
@@ -78,6 +81,10 @@ class GpuFit:
     generation_delta: dict[str, float] = field(default_factory=dict)
     # |held-out error| quantiles the bands use: {"plain": .., "verify": .., "speedup": ..}
     band: dict[str, float] = field(default_factory=dict)
+    # the rate in token_ops' units of a card without tensor cores (compute capability below 7: Pascal), fitted on
+    # such cards' published curves: mul_mat_vec_q runs on the CUDA cores everywhere, so "FP16 tensor TFLOPs" only
+    # stands for a card's arithmetic where it has tensor cores; a Pascal card has no such figure to read
+    no_tensor_tflops: float | None = None
     source: str = ""
 
     def inverse_efficiency(self, fam: str, generation: str = "") -> float:
@@ -119,6 +126,7 @@ class GpuFit:
             "token_ops": self.token_ops,
             "generation_delta": self.generation_delta,
             "band": self.band,
+            "no_tensor_tflops": self.no_tensor_tflops,
             "source": self.source,
         }
 
@@ -130,6 +138,7 @@ class GpuFit:
             token_ops={k: float(v) for k, v in d.get("token_ops", {}).items()},
             generation_delta={k: float(v) for k, v in d.get("generation_delta", {}).items()},
             band={k: float(v) for k, v in d.get("band", {}).items()},
+            no_tensor_tflops=None if d.get("no_tensor_tflops") is None else float(d["no_tensor_tflops"]),
             source=str(d.get("source", "")),
         )
 
