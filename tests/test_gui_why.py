@@ -57,6 +57,25 @@ def test_a_baseline_is_dropped_when_the_pair_or_a_setting_changes(qtbot, window,
     qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
+def test_a_baseline_measures_every_prompt_the_run_rotates_through(qtbot, window, pair):
+    """The Lab's baseline was the first prompt alone while its runs (and spectune run --baseline) go through the
+    whole set: it now runs each prompt once and keeps the set's tokens over its time."""
+    lab = window.lab
+    set_pair(window, pair, k=4, max_tokens=12, ctx=2048)
+    lab.controls.workload.setCurrentText("code-completion")
+    prompts = lab.session.collect_prompts()
+    assert len(prompts) > 2
+    seen: list[str] = []
+    show = lab.banner.show_message
+    lab.banner.show_message = lambda text, *a, **kw: seen.append(text) or show(text, *a, **kw)  # every message
+    lab.baseline()
+    qtbot.waitUntil(lambda: lab.mode == "idle" and lab.baseline_record is not None, timeout=WAIT)
+    assert any(f"prompt 2 of {len(prompts)}, " in t and f" of {12 * len(prompts)} tokens" in t for t in seen)
+    record = lab.baseline_record
+    assert record.prompts == len(prompts) and 12 < record.tokens <= 12 * len(prompts)
+    assert f"of {len(prompts)} prompts" in lab.banner.label.text() and lab.live.baseline_tps == record.tokens_per_s
+
+
 def test_esc_stops_a_run_while_the_method_box_has_the_focus(qtbot, window, pair):
     """Issue 51: the editable method box took Esc for itself; and K starts at 1 with a slider as long as the box."""
     from PySide6.QtCore import Qt

@@ -49,16 +49,20 @@ class Baseline:
     key: tuple
     tokens: int
     measured_at: str  # "10:42"
+    prompts: int = 1  # the generations it took, one per prompt of the set the run rotates through
 
     @classmethod
-    def measured(cls, tokens_per_s: float, tokens: int, load: LoadSettings, sampling: dict) -> Baseline:
-        return cls(tokens_per_s, baseline_key(load, sampling), tokens, time.strftime("%H:%M"))
+    def measured(
+        cls, tokens_per_s: float, tokens: int, load: LoadSettings, sampling: dict, prompts: int = 1
+    ) -> Baseline:
+        return cls(tokens_per_s, baseline_key(load, sampling), tokens, time.strftime("%H:%M"), prompts)
 
     def matches(self, load: LoadSettings | None, sampling: dict) -> bool:
         return load is not None and self.key == baseline_key(load, sampling)
 
     def describe(self) -> str:
-        return f"{self.tokens_per_s:.1f} tok/s at {self.measured_at} over {self.tokens} tokens"
+        of = f" of {self.prompts} prompts" if self.prompts > 1 else ""
+        return f"{self.tokens_per_s:.1f} tok/s at {self.measured_at} over {self.tokens} tokens{of}"
 
 
 def speedup_ceiling(mean_accepted_length: float) -> float:

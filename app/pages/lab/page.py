@@ -116,6 +116,7 @@ class LabPage(QWidget):
         self.baseline_record: Baseline | None = None
         self._baseline_tokens = 0  # tokens of the baseline under way, for its progress
         self._baseline_started = 0.0  # when it began (time.monotonic), for its estimate
+        self._baseline_parts: list[tuple[int, float]] = []  # (tokens, seconds) of its finished generations
         self._stopped_mode = ""  # what Stop interrupted ("baseline", ...), until its generation ends
         self._baseline_note = ""  # why the baseline was dropped, said once
         self.hardware_report: Callable[[], HardwareReport] | None = None  # set by the main window
@@ -440,13 +441,16 @@ class LabPage(QWidget):
         if self.mode != "idle" or self._refused_while_busy():
             return
         try:
-            self._prompts = self.session.collect_prompts()[:1]
+            # every prompt the run rotates through, each once: a prompt's length moves plain speed, and a baseline of
+            # the first prompt alone divided a run over all of them
+            self._prompts = self.session.collect_prompts()
         except (SettingsError, ValueError) as exc:
             self.banner.show_message(str(exc), "warning")
             return
         if not self._ready_for("baseline") or not self._when_quiet("baseline", self.baseline):
             return
         self._baseline_tokens, self._baseline_started = 0, time.monotonic()
+        self._baseline_parts = []
         self._generate("baseline", self.controls.spec_settings(), self.controls.sampling_settings())
         self.banner.show_message("Measuring the baseline (no speculation): starting; Esc stops it", "info")
 
@@ -524,10 +528,12 @@ class LabPage(QWidget):
     def _on_cycles(self, batch: list) -> None:
         if self.mode == "baseline":  # its progress, from the first token
             self._baseline_tokens += sum(int(ev.get("emitted", 0) or 0) for ev in batch if not ev.get("prompt"))
-            total = self.controls.max_tokens.value()
+            n = len(self._prompts)
+            total = self.controls.max_tokens.value() * n
             pace = pace_text(self._baseline_tokens, total, time.monotonic() - self._baseline_started)
+            which = f"prompt {self._prompt_index} of {n}, " if n > 1 else ""
             self.banner.show_message(
-                f"Measuring the baseline (no speculation): {self._baseline_tokens} of {total} tokens, {pace}; "
+                f"Measuring the baseline (no speculation): {which}{self._baseline_tokens} of {total} tokens, {pace}; "
                 "Esc stops it",
                 "info",
             )
@@ -623,6 +629,40 @@ class LabPage(QWidget):
             self.start()
             self.banner.show_message(text, "info")
 
+    def _baseline_generation_ended(self, ev: FinishedEvent) -> None:
+        """One prompt of the baseline ended: the next one starts, or the set's figure is kept; a stopped baseline
+        keeps nothing, says so, and leaves no Lab run in the history."""
+        summary = ev.get("summary", {})
+        self._stopped_mode = ""
+        tps, tokens = summary.get("tokens_per_s") or None, int(summary.get("tokens_generated", 0))
+        done = ev.get("event") == "done" and self.mode == "baseline"
+        if done and tps and tokens:
+            self._baseline_parts.append((tokens, tokens / tps))
+        if done and self._prompt_index < len(self._prompts):
+            self._next_generation()  # the next prompt of the set
+            return
+        load = self.controller.load_settings
+        if done and load is not None and self._baseline_parts:
+            # the set's tokens over its time: every prompt weighs by the tokens it generated, as in the run
+            tokens = sum(t for t, _ in self._baseline_parts)
+            seconds = sum(sec for _, sec in self._baseline_parts)
+            self.baseline_record = Baseline.measured(
+                tokens / seconds, tokens, load, self._sent_sampling, prompts=len(self._baseline_parts)
+            )
+        self.live.baseline_tps = self._current_baseline_tps(self._sent_sampling)
+        self.mode = "idle"
+        self.controls.set_running(False)
+        self._dirty = True
+        self._update_summary()  # every figure against the baseline at once
+        done = self.baseline_record is not None and self.live.baseline_tps is not None
+        self.banner.show_message(
+            f"baseline: {self.baseline_record.describe()} without speculation on the loaded models"
+            if done and self.baseline_record is not None
+            else "baseline stopped before its end: nothing kept",
+            "info",
+        )
+        self.baselineEnded.emit(done)
+
     def _on_run_finished(self, ev: FinishedEvent) -> None:
         if self.mode == "checking" or (self.mode == "stopping" and self._check is not None):
             self._dirty = True
@@ -631,26 +671,7 @@ class LabPage(QWidget):
         summary = ev.get("summary", {})
         self._dirty = self._bars_due = True  # the bars show the run's last cycles too
         if self.mode == "baseline" or (self.mode == "stopping" and self._stopped_mode == "baseline"):
-            # a stopped baseline ends here too: nothing kept, said, and no Lab run in the history
-            self._stopped_mode = ""
-            tps = summary.get("tokens_per_s") or None
-            load = self.controller.load_settings
-            if tps and load is not None and ev.get("event") == "done":
-                tokens = int(summary.get("tokens_generated", 0))
-                self.baseline_record = Baseline.measured(tps, tokens, load, self._sent_sampling)
-            self.live.baseline_tps = self._current_baseline_tps(self._sent_sampling)
-            self.mode = "idle"
-            self.controls.set_running(False)
-            self._dirty = True
-            self._update_summary()  # every figure against the baseline at once
-            done = self.baseline_record is not None and self.live.baseline_tps is not None
-            self.banner.show_message(
-                f"baseline: {self.baseline_record.describe()} without speculation on the loaded models"
-                if done and self.baseline_record is not None
-                else "baseline stopped before its end: nothing kept",
-                "info",
-            )
-            self.baselineEnded.emit(done)
+            self._baseline_generation_ended(ev)  # a stopped baseline ends here too
             return
         self.last_summary = summary
         # what the history stores: the setting in force when the generation ended, in SpecTune's terms whatever
