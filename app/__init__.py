@@ -7,6 +7,7 @@ page_list        the pages by name, in order, with their shortcuts
 session          the Lab session the pages share: the model pair, the knobs and the prompts
 engine_controller  the GUI's one handle on the engine worker
 jobs             one measuring job at a time
+quiet_wait       a measurement waits until the app's own computing work is done
 background       a thread that runs one engine function for a page, its result back by signal
 header_reads     model files' headers read off the GUI thread, for every page that needs them
 scripted         a short scripted session on the demo pair (--selftest, screenshots)

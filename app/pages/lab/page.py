@@ -26,6 +26,7 @@ from app.engine_controller import CRASHED, ERROR, LOADING, READY, EngineControll
 from app.header_reads import header_reads
 from app.jobs import LAB, MeasuringJobs
 from app.pages.lab.controls import LabControls
+from app.quiet_wait import QuietWait
 from app.session import LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.live_charts import LiveCharts
@@ -51,10 +52,6 @@ if TYPE_CHECKING:  # for annotations: the page imports these modules where it us
 CHART_INTERVAL_MS = 40  # 25 Hz
 TEXT_INTERVAL_MS = 250  # 4 Hz
 KNOB_SETTLE_MS = 150  # a knob must rest this long before it is sent
-# a baseline or a quick check waits for the app's own computing work to end (app.background.computing_jobs),
-# looking again this often, and at most this long before it measures anyway and says so
-QUIET_POLL_MS = 250
-QUIET_WAIT_S = 120.0
 
 # what to do once the pair is loaded: "start", "baseline", "quick_check", or "reload" (at the next engine's
 # hello); ("quick_check", then_start) for a check asked for while it loaded; ("reload", what the load was for)
@@ -164,9 +161,8 @@ class LabPage(QWidget):
         self.chart_timer = make_timer(self, CHART_INTERVAL_MS, self._repaint)
         self.text_timer = make_timer(self, TEXT_INTERVAL_MS, self._flush_text)
         self.knob_timer = make_timer(self, KNOB_SETTLE_MS, self._send_knobs, single_shot=True)
-        self.quiet_timer = make_timer(self, QUIET_POLL_MS, self._quiet_poll, single_shot=True)
-        self._quiet_retry: Callable[[], None] | None = None  # the measurement waiting for the machine to be quiet
-        self._quiet_since: float | None = None
+        # a baseline or a quick check waits for the app's own computing work (app.quiet_wait)
+        self.quiet = QuietWait(self, self.banner.show_message)
         self.chart_timer.start()
         self.text_timer.start()
 
@@ -384,9 +380,7 @@ class LabPage(QWidget):
         )
 
     def stop(self) -> None:
-        if self._quiet_retry is not None:  # a measurement waiting for the app's own work: not started at all
-            self.quiet_timer.stop()
-            self._quiet_retry, self._quiet_since = None, None
+        if self.quiet.cancel():  # a measurement waiting for the app's own work: not started at all
             self.banner.show_message("Not measured: stopped while it waited for the app's own work.", "info")
             return
         if self.mode in ("running", "baseline", "checking"):
@@ -402,41 +396,6 @@ class LabPage(QWidget):
             self.controls.set_running(False)
             self.banner.show_message("Loading cancelled during the check before it; nothing was loaded.", "info")
 
-    def _when_quiet(self, what: str, measure: Callable[[], None]) -> bool:
-        """True when nothing else in the app computes now (app.background.computing_jobs): measure at once. Else
-        False, with a banner saying what it waits for, and measure() is called again a moment later. After
-        QUIET_WAIT_S it measures anyway (True), and the banner says beside what."""
-        from app.background import computing_jobs
-
-        busy = computing_jobs()
-        if not busy:
-            self._quiet_since = None
-            return True
-        now = time.monotonic()
-        self._quiet_since = self._quiet_since if self._quiet_since is not None else now
-        waited = now - self._quiet_since
-        if waited >= QUIET_WAIT_S:
-            self._quiet_since = None
-            self.banner.show_message(
-                f"Measuring the {what} beside {busy[0]}, still running after {waited:.0f} s: it may read slow.",
-                "warning",
-            )
-            return True
-        self._quiet_retry = measure
-        self.quiet_timer.start()
-        more = f" (and {len(busy) - 1} more)" if len(busy) > 1 else ""
-        self.banner.show_message(
-            f"The {what} starts once {busy[0]}{more} is done: beside it this machine would measure slower than it "
-            f"is (waited {waited:.0f} s; Esc cancels)",
-            "info",
-        )
-        return False
-
-    def _quiet_poll(self) -> None:
-        retry, self._quiet_retry = self._quiet_retry, None
-        if retry is not None:
-            retry()
-
     def baseline(self) -> None:
         if self.mode != "idle" or self._refused_while_busy():
             return
@@ -447,7 +406,7 @@ class LabPage(QWidget):
         except (SettingsError, ValueError) as exc:
             self.banner.show_message(str(exc), "warning")
             return
-        if not self._ready_for("baseline") or not self._when_quiet("baseline", self.baseline):
+        if not self._ready_for("baseline") or not self.quiet.ready("baseline", self.baseline):
             return
         self._baseline_tokens, self._baseline_started = 0, time.monotonic()
         self._baseline_parts = []
@@ -575,7 +534,7 @@ class LabPage(QWidget):
             if self._pending == "quick_check":
                 self._pending = ("quick_check", then_start)
             return
-        if not self._when_quiet("quick check", lambda: self.quick_check(then_start)):
+        if not self.quiet.ready("quick check", lambda: self.quick_check(then_start)):
             return
         from engine.measure.quick_check import QuickCheckRun
 

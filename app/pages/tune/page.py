@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 from app.jobs import MeasuringJobs
 from app.pages.tune.concurrent_runner import ConcurrentTuneRunner
 from app.pages.tune.runner import TuneRunner, TuneThread
+from app.quiet_wait import QuietWait
 from app.session import PICK_FILE, LabSession, shipped_workloads
 from app.widgets.banner import Banner
 from app.widgets.forms import push_button, spin_box
@@ -182,6 +183,7 @@ class TunePage(QWidget):
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.banner = Banner()
+        self.quiet = QuietWait(self, self.banner.show_message)  # a tune waits for the app's own computing work
         buttons = QHBoxLayout()
         buttons.addWidget(QLabel("clients"))  # beside Start: it decides which tune Start runs
         buttons.addWidget(self.clients)
@@ -286,6 +288,8 @@ class TunePage(QWidget):
             self.banner.show_message(problem, "error")
             return
         self.banner.hide()
+        if not self.quiet.ready("tune", self.start):  # its first measurements would read the app's own work
+            return
 
         self.result = None
         self.table.clear_rows()
@@ -335,6 +339,9 @@ class TunePage(QWidget):
         self._show_progress()
 
     def cancel(self) -> None:
+        if self.quiet.cancel():
+            self.banner.show_message("Not tuned: cancelled while it waited for the app's own work.", "info")
+            return
         if self.mode != "running" or self.runner is None:
             return
         self.mode = "stopping"
