@@ -7,8 +7,9 @@ result, their exception or their progress callback across.
 
 A job computes (a ranking, a scan, header reads, the CPU probe) unless it is made with computing=False
 (a download, which waits on the network). computing_jobs() names those running now: the Lab's baseline and
-quick check, and a tune, wait for them before they measure (app.quiet_wait), since on a small machine a measurement beside them measures the machine they
-load, not the pair (a demo baseline read 180 tok/s beside the Start page's ranking, 808 after it).
+quick check, and a tune, wait for them before they measure (app.quiet_wait), since on a small machine a
+measurement beside them measures the machine they load, not the pair (a demo baseline read 180 tok/s beside
+the Start page's ranking, 808 after it).
 """
 
 from __future__ import annotations

@@ -88,3 +88,21 @@ def test_a_lent_gpus_run_joins_the_dataset_as_rows_no_fit_reads(tmp_path):
     path.write_text(json.dumps(run))
     with pytest.raises(ValueError, match="names no GPU"):
         add(path, data)
+
+
+def test_a_row_from_a_build_before_2025_is_told_by_its_build_then_its_date_then_its_thread():
+    """bench/gpu_prediction.py fits what an older llama.cpp paid beyond the shipped build on such rows (and only
+    there): the rule that picks them."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    from bench.gpu_prediction import old_build
+
+    assert old_build({"build": "4426e298 (2824)", "date": "2026-01-01", "source": "https://x"})
+    assert not old_build({"build": "193ee38a1 (7653)", "date": "2024-01-01", "source": "https://x"})
+    assert old_build({"build": "8cf6b42", "date": "2024-05-11", "source": "https://x"})
+    assert not old_build({"build": None, "date": None, "source": "https://github.com/ggml-org/llama.cpp/pull/12183"})
+    assert old_build({"build": None, "date": None, "source": "https://github.com/ggml-org/llama.cpp/pull/4766"})
+    assert not old_build({"build": None, "date": None, "source": "https://github.com/smoothyy3/willitrun/blob/a/b"})
+    rows = _rows("plain_decode.json", "rows")
+    assert 30 <= sum(map(old_build, rows)) < len(rows) / 2  # the 2024 notebooks and pull requests, not the scoreboard

@@ -21,7 +21,7 @@ tiled MMQ kernel and float weights run the tensor-core MMF kernel from 2 tokens 
 kernel fitted the few published curves worse, so the line stands for every batch size, past 8 an extrapolation.
 A card without tensor cores (Pascal) has no FP16 tensor figure to stand for its arithmetic: its rate is fitted on
 such cards' curves (the P40's), since the guess of a later generation put a GTX 1080 Ti's published speculative
-run 0.32 faster than measured (0.05 with the fitted rate; that row is in no fit).
+run 0.32 faster than measured (0.05 with the fitted rate, 2026-12-07; that row is in no fit).
 
 The constants come from resources/catalog/gpu_speed.json, written by ``bench/gpu_prediction.py --write`` with
 the held-out errors that set the bands GPU predictions show (engine.planning.speed.prediction_band).
@@ -85,6 +85,11 @@ class GpuFit:
     # such cards' published curves: mul_mat_vec_q runs on the CUDA cores everywhere, so "FP16 tensor TFLOPs" only
     # stands for a card's arithmetic where it has tensor cores; a Pascal card has no such figure to read
     no_tensor_tflops: float | None = None
+    # what a llama.cpp build from before 2025 paid beyond the pinned build's cost, fitted on the dataset's older rows
+    # so that they can join the fit: {"layer_ms": more per layer (before CUDA graphs and later kernel work),
+    # "inverse_efficiency": added to 1 / efficiency}. Only bench/gpu_prediction.py applies it, to those rows:
+    # SpecTune predicts the build it ships.
+    old_build: dict[str, float] = field(default_factory=dict)
     source: str = ""
 
     def inverse_efficiency(self, fam: str, generation: str = "") -> float:
@@ -127,6 +132,7 @@ class GpuFit:
             "generation_delta": self.generation_delta,
             "band": self.band,
             "no_tensor_tflops": self.no_tensor_tflops,
+            "old_build": self.old_build,
             "source": self.source,
         }
 
@@ -139,6 +145,7 @@ class GpuFit:
             generation_delta={k: float(v) for k, v in d.get("generation_delta", {}).items()},
             band={k: float(v) for k, v in d.get("band", {}).items()},
             no_tensor_tflops=None if d.get("no_tensor_tflops") is None else float(d["no_tensor_tflops"]),
+            old_build={k: float(v) for k, v in d.get("old_build", {}).items()},
             source=str(d.get("source", "")),
         )
 
