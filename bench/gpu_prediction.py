@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from bench.paired import append_result  # noqa: E402
 from engine.models.catalog import Catalog, load_catalog  # noqa: E402
 from engine.planning.advice.named_models import NamedModelError, described, resolve  # noqa: E402
-from engine.planning.speed.device_speed import tensor_tflops  # noqa: E402
+from engine.planning.speed.device_speed import has_tensor_cores, tensor_tflops  # noqa: E402
 from engine.planning.speed.gpu_speed import FAMILIES, GPU_FIT, GpuFit, family, matrix_bytes_by_type, weights_in  # noqa: E402
 from engine.planning.speed.gpu_table import GpuSpec, GpuTableError, candidates, find_gpu, load_gpus  # noqa: E402
 from engine.planning.speed.model_cost import ModelCost, model_cost  # noqa: E402
@@ -354,7 +354,7 @@ def fit_batch(cases: list[Case], base: GpuFit) -> GpuFit:
 
 
 def _no_tensor(c: Case) -> bool:
-    return c.kind == "curve" and int((c.spec.compute_capability or "8").split(".")[0]) < 7
+    return c.kind == "curve" and not has_tensor_cores(c.spec.compute_capability)
 
 
 def fit_no_tensor(cases: list[Case], base: GpuFit) -> GpuFit:

@@ -251,28 +251,36 @@ class DeviceSpeed:
         }
 
 
+def compute_major(compute_capability: str | None) -> int:
+    """The major of a compute capability ("8.6": 8); an unknown one is taken for an Ampere card's."""
+    return int((compute_capability or "8").split(".")[0])
+
+
+def has_tensor_cores(compute_capability: str | None) -> bool:
+    """Volta (7.0) on; Pascal and older have none."""
+    return compute_major(compute_capability) >= 7
+
+
 def tensor_tflops(table_tflops: float | None, compute_capability: str | None, fit: GpuFit) -> tuple[float, str]:
     """(The rate the GPU fit's token_ops are in, where it comes from): the table's dense FP16 tensor TFLOPs, else
-    for a card without tensor cores (compute capability below 7) the rate the fit took from such cards' curves,
-    else a guess from the compute capability."""
+    for a card without tensor cores the rate the fit took from such cards' curves, else a guess from the compute
+    capability."""
     if table_tflops:
         return table_tflops, "FLOPs from SpecTune's GPU table"
-    major = int((compute_capability or "8").split(".")[0])
-    if major < 7 and fit.no_tensor_tflops:
+    if not has_tensor_cores(compute_capability) and fit.no_tensor_tflops:
         return fit.no_tensor_tflops, "no tensor cores: the rate fitted on published Pascal curves"
-    guess = TFLOPS_BY_COMPUTE_MAJOR.get(major, 40.0)
+    guess = TFLOPS_BY_COMPUTE_MAJOR.get(compute_major(compute_capability), 40.0)
     return guess, f"FLOPs guessed from compute capability {compute_capability or '?'}"
 
 
 def gpu_flops(gpu: GpuInfo, fit: GpuFit | None = None) -> tuple[float, str]:
-    """(FP16 TFLOPs, where the figure comes from) for this card: tensor_tflops with its entry in the GPU table."""
+    """(FP16 TFLOPs, where the figure comes from) for this card: its entry in SpecTune's GPU table, else
+    tensor_tflops's stand-in."""
     spec = lookup(gpu.name)
-    if spec is None:
-        return tensor_tflops(None, gpu.compute_capability, fit or load_fit())
-    tflops, source = tensor_tflops(
-        spec.fp16_tensor_tflops, gpu.compute_capability or spec.compute_capability, fit or load_fit()
-    )
-    return tflops, source.replace("FLOPs from", f"FLOPs of the {spec.label} from")
+    if spec is not None and spec.fp16_tensor_tflops:
+        return spec.fp16_tensor_tflops, f"FLOPs of the {spec.label} from SpecTune's GPU table"
+    capability = gpu.compute_capability or (spec.compute_capability if spec is not None else None)
+    return tensor_tflops(None, capability, fit or load_fit())
 
 
 def gpu_speed(gpu: GpuInfo, fit: GpuFit | None = None) -> DeviceSpeed | None:
