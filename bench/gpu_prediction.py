@@ -15,6 +15,9 @@ Every error printed is held out: the constants are fitted again without the rows
     fit on the other sources' rows.
 Rows measured on a llama.cpp from before 2025 join the fit with terms of their own (old_build); the engine
 predicts the build it ships, without them.
+A speculative run on a hybrid target with a separate draft pays for copies of the models' recurrent state each
+step at the rate read from one study's timers (gpu_speed.STATE_COPY_MS_PER_MIB); its rows are summarised with and
+without that study, and such predictions get a band of their own (speedup_copies).
 Judged: plain tokens/s (tg128, or tg512 where a source ran only that), the verify cost ratio cost(b)/cost(1) at b =
 2..8 (pp at n_ubatch b), and the speedup of the published speculative runs at their reported acceptance (their
 models named in the catalog's terms; none of these enter any fit). Goals (issue 49): median |error| <= 10 % for
@@ -96,7 +99,7 @@ def _quant(text: str | None) -> str | None:
 
 
 # a printed model label: "llama 7B Q4_0", "LLaMA 7B F16 (open-llama 7B-v2)", "Llama-3.2-3B Q4_K"
-_LABEL = re.compile(r"^([A-Za-z]+)[- ](?:\d+(?:\.\d+)?-)?(\d+(?:\.\d+)?)B\b")
+_LABEL = re.compile(r"^([A-Za-z][A-Za-z0-9-]*?)[- ](?:\d+(?:\.\d+)?-)?(\d+(?:\.\d+)?)B\b")
 # a row without a size is costed as the catalog's nearest model of its architecture within this much (CodeLlama
 # 34B as Mistral Small's 23.6B), its bytes scaled by the parameter counts
 LABEL_TOLERANCE = 0.5
@@ -306,7 +309,8 @@ def fit_plain(cases: list[Case]) -> GpuFit:
         quant = reads["legacy"] + reads["kquant"]
         gen = [quant * (c.spec.generation == g) for g in GENERATIONS]
         old = [sum(reads.values()) * c.old, c.cost.n_layers * c.old]
-        rows.append(np.array([c.cost.n_layers, *(reads[f] for f in FAMILIES), *gen, *old]) / c.one_ms)
+        moe = c.cost.n_layers * bool(c.cost.expert_share)
+        rows.append(np.array([c.cost.n_layers, *(reads[f] for f in FAMILIES), *gen, *old, moe]) / c.one_ms)
     a = np.array(rows)
     shrunk = len(GENERATIONS) + 2
     penalty = np.zeros((shrunk, a.shape[1]))
@@ -318,8 +322,9 @@ def fit_plain(cases: list[Case]) -> GpuFit:
     fallback = statistics.mean(inv[f] for f in seen)
     eff = {f: 1.0 / (inv[f] if f in seen else fallback) for f in FAMILIES}
     deltas = {g: round(float(x[1 + len(FAMILIES) + i]), 4) for i, g in enumerate(GENERATIONS)}
-    old_terms = {"inverse_efficiency": round(float(x[-2]), 4), "layer_ms": round(float(x[-1]), 5)}
-    return GpuFit(eff, max(float(x[0]), 0.0), {}, generation_delta=deltas, old_build=old_terms)
+    old_terms = {"inverse_efficiency": round(float(x[-3]), 4), "layer_ms": round(float(x[-2]), 5)}
+    moe_ms = max(round(float(x[-1]), 5), 0.0)
+    return GpuFit(eff, max(float(x[0]), 0.0), {}, generation_delta=deltas, old_build=old_terms, moe_layer_ms=moe_ms)
 
 
 # the batch sizes the per-weight cost is fitted on: the vector kernels' range, which the form describes (past 8
@@ -441,9 +446,14 @@ def acceptance_from_rate(rate: float, k: int) -> float:
     return (lo + hi) / 2
 
 
-def speculative_errors(catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, lines: list[str]) -> list[float]:
+def speculative_errors(
+    catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, lines: list[str]
+) -> list[tuple[float, bool, bool]]:
     """Predicted against published speedups at the reported acceptance (rate over the drafted tokens, turned into a
-    per-position chance at draft-max), on rows whose models the catalog names; none of these rows is fitted on."""
+    per-position chance at draft-max), on rows whose models the catalog names; none of these rows is fitted on.
+    Each error comes with whether its row is from the study the state-copy rate was read from (copy_rate_source:
+    gpu_speed.STATE_COPY_MS_PER_MIB), which the report also summarises without, and whether its prediction
+    copies a hybrid model's state (those rows set a band of their own)."""
     from engine.planning.speed.device_speed import gpu_device
     from engine.planning.speed.gpu_table import described_report
 
@@ -482,8 +492,8 @@ def speculative_errors(catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, 
         if row.get("set_aside"):
             lines.append(f"{line}  set aside (not in the median or the band): {row['set_aside']}")
             continue
-        errors.append(err)
-        lines.append(line)
+        errors.append((err, bool(row.get("copy_rate_source")), p.checkpoint_ms > 0))
+        lines.append(line + ("  (the copy rate's study)" if row.get("copy_rate_source") else ""))
     return errors
 
 
@@ -551,6 +561,7 @@ def main() -> int:
         + f"; a build from before 2025 (on {sum(c.old for c in cases)} rows) "
         + f"{1000 * full.old_build.get('layer_ms', 0.0):+.1f} us a layer, "
         + f"{full.old_build.get('inverse_efficiency', 0.0):+.3f} on 1 / efficiency"
+        + f"; a layer of routed experts {1000 * full.moe_layer_ms:+.1f} us"
         + f"; a card without tensor cores {full.no_tensor_tflops} TFLOPs in token_ops' units "
         + f"(fitted on {sum(map(_no_tensor, cases))} Pascal curves; judged on the GTX 1080 Ti's speculative row)"
     )
@@ -575,16 +586,23 @@ def main() -> int:
     lines.append(
         _summary("verify ratio b=2..8, leave one source out", (e for *_, e in by_source.verify), GOAL_RATIO)[1]
     )
-    ok_spec, text, q_spec = _summary("speculative speedup", spec_errors, GOAL_SPEEDUP, relative=False)
-    if len(spec_errors) < BAND_MIN_ROWS:  # a 90th percentile of a few errors is an extrapolation: the worst stands
-        q_spec = max(abs(e) for e in spec_errors)
-        text += f"; {len(spec_errors)} rows, too few for a 90th percentile: the band is the worst, {q_spec:.3f}"
+    ok_spec, text, _ = _summary("speculative speedup", [e for e, *_ in spec_errors], GOAL_SPEEDUP, relative=False)
     lines.append(text)
+    apart = [e for e, same_study, _ in spec_errors if not same_study]
+    lines.append(_summary("speculative speedup, without the copy rate's study", apart, GOAL_SPEEDUP, False)[1])
+    bands = {}
+    for key, name, copies in (("speedup", "no state copies", False), ("speedup_copies", "state copies", True)):
+        errs = [e for e, _, c in spec_errors if c == copies]
+        text, bands[key] = _summary(f"speculative speedup, {name}", errs, GOAL_SPEEDUP, relative=False)[1:]
+        if 0 < len(errs) < BAND_MIN_ROWS:  # a 90th percentile of a few errors is an extrapolation: the worst stands
+            bands[key] = max(abs(e) for e in errs)
+            text += f"; {len(errs)} rows, too few for a 90th percentile: the band is the worst, {bands[key]:.3f}"
+        lines.append(text)
     print("\n".join(lines))
     if a.save:
         append_result("gpu_prediction.txt", lines)
     if a.write:
-        band = {"plain": round(q_plain, 3), "verify": round(q_verify, 3), "speedup": round(q_spec, 3)}
+        band = {"plain": round(q_plain, 3), "verify": round(q_verify, 3)} | {k: round(v, 3) for k, v in bands.items()}
         source = (
             f"bench/gpu_prediction.py {time.strftime('%Y-%m-%d')}: fitted on {n_plain} plain rows and "
             f"{len(cases) - n_plain} curves of tests/data/gpu; bands = 90th percentile of the held-out |errors| "

@@ -5,6 +5,7 @@ import pytest
 from engine.planning.speed.cost_model import (
     CostCurve,
     PairCosts,
+    StateCopies,
     conditional_acceptance,
     expected_tokens,
     leviathan_speedup,
@@ -60,3 +61,21 @@ def test_measured_forward_times_on_a_real_pair(bigger_pair):
         e.begin("def the value", 8)
         while e.step() is not None:
             pass
+
+
+def test_a_steps_state_copies_add_the_drafts_round_trip_and_the_targets_save_and_partial_restore():
+    """cost_model's checkpoints: a hybrid draft's state goes out and back every step; a restoring target's goes out
+    before each verify, and a partial keep brings both back."""
+    copies = StateCopies(target_ms=20.0, draft_ms=5.0)
+    assert copies.step_ms(0.3, target_restores=True) == pytest.approx(2 * 5.0 + 20.0 + 0.3 * (20.0 + 5.0))
+    assert copies.step_ms(0.3, target_restores=False) == pytest.approx(2 * 5.0)
+    curve = CostCurve.flat(10.0)
+    plain = PairCosts(curve, CostCurve.flat(1.0), replays=True)
+    copying = PairCosts(curve, CostCurve.flat(1.0), replays=True, checkpoints=copies)
+    cond = [0.7]
+    partial = 1 - 0.7**3
+    ms = plain.step_ms(3) + sum(p * (10.0 + 1.0) for p in [0.3, 0.7 * 0.3, 0.49 * 0.3])
+    tokens = expected_tokens(cond, 3) + partial
+    assert plain.predict_tps(cond, 3) == pytest.approx(1000.0 * tokens / ms)
+    assert copying.predict_tps(cond, 3) == pytest.approx(1000.0 * tokens / (ms + copies.step_ms(partial, True)))
+    assert copying.predict_tps(cond, 0) == plain.predict_tps(cond, 0)  # no draft, nothing copied

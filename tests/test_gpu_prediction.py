@@ -101,7 +101,7 @@ def test_kernel_families_follow_the_ggml_type():
 def test_the_shipped_fit_carries_held_out_bands_and_prices_a_card():
     fit = load_fit()
     assert set(fit.efficiency) == set(FAMILIES) and all(0.1 < e <= 1.0 for e in fit.efficiency.values())
-    assert set(fit.band) == {"plain", "verify", "speedup"} and "held-out" in fit.source
+    assert set(fit.band) == {"plain", "verify", "speedup", "speedup_copies"} and "held-out" in fit.source
     catalog = load_catalog()
     cost = model_cost(described(catalog, "llama", "8B", "Q4_0").info)
     slow = gpu_device(described_report(find_gpu("RTX 3060")))
@@ -111,6 +111,22 @@ def test_the_shipped_fit_carries_held_out_bands_and_prices_a_card():
     assert fast.forward_ms(cost, 1, 64) < slow.forward_ms(cost, 1, 64)
     one, four = fast.forward_ms(cost, 1, 64), fast.forward_ms(cost, 4, 64)
     assert one < four < 4 * one
+
+
+def test_a_layer_of_routed_experts_costs_its_own_fixed_time_and_a_dense_layer_does_not():
+    """GpuFit.moe_layer_ms: the router's and the expert-indexed products' kernels, fitted on the published MoE rows
+    (gpt-oss 20B, Qwen3 30B-A3B): each MoE layer adds it to a pass, a dense model's layers do not; it travels
+    through the fit's file."""
+    catalog = load_catalog()
+    moe = model_cost(resolve("qwen3-30b-a3b:Q4_K_M", catalog).info)
+    dense = model_cost(described(catalog, "llama", "8B", "Q4_0").info)
+    base = GpuFit({f: 0.8 for f in FAMILIES}, 0.04, {})
+    priced = dataclasses.replace(base, moe_layer_ms=0.05)
+    args = (1, 64, 936e9, 71e12)
+    assert priced.forward_ms(moe, *args) - base.forward_ms(moe, *args) == pytest.approx(0.05 * moe.n_layers)
+    assert priced.forward_ms(dense, *args) == base.forward_ms(dense, *args)
+    assert GpuFit.from_dict(priced.to_dict()) == priced
+    assert load_fit().moe_layer_ms > 0
 
 
 def test_a_fit_without_token_costs_verifies_for_the_price_of_one_token():

@@ -573,3 +573,48 @@ def test_a_prediction_shows_the_band_of_its_held_out_errors_and_doubts_a_verdict
     assert q.verdict == "may not pay" and "may not pay" in q.speed_text() and "may not pay here" in q.why()
     far = Measured(verify_ms={1: 10.0, 2: 10.2, 3: 10.4}, draft_ms={1: 0.2}, acceptance_by_position=[0.9])
     assert predict(cost, draft, None, measured=far, k_max=2).verdict == "pays"
+
+
+def test_a_hybrid_models_state_is_what_llama_server_logs_and_copying_it_each_step_is_priced_on_a_gpu():
+    """A hybrid (Gated DeltaNet) target restores a separate draft's rejection from a copy of its recurrent state,
+    and a hybrid draft copies its own around every draft (cost_model's checkpoints). The state's size is what
+    llama-server logs for these models (62.8 MiB a checkpoint of Qwen3.6-35B-A3B's, which shares Qwen3.5's
+    architecture; 82.079 MiB with the 0.8B draft's; 149.6 MiB of a 27B's), and on a GPU each copy costs
+    STATE_COPY_MS_PER_MIB: more than a target step, so a separate draft does not pay there, as published runs
+    on an RTX 3090 measured (x0.26 to x0.29 for the 35B-A3B, x0.70 for the 27B)."""
+    from engine.models.catalog import load_catalog
+    from engine.planning.advice.named_models import resolve
+    from engine.planning.speed.gpu_speed import STATE_COPY_MS_PER_MIB, load_fit
+    from engine.planning.speed.gpu_table import described_report, find_gpu
+
+    catalog = load_catalog()
+    target, big = (model_cost(resolve(n, catalog).info) for n in ("qwen3.5-35b-a3b:Q4_K_M", "qwen3.5-27b:Q4_K_M"))
+    draft = model_cost(resolve("qwen3.5-0.8b:Q4_K_M", catalog).info)
+    mib = 2**20
+    assert target.checkpoint_bytes / mib == pytest.approx(62.8, abs=0.05)
+    assert (target.checkpoint_bytes + draft.checkpoint_bytes) / mib == pytest.approx(82.079, abs=0.01)
+    assert big.checkpoint_bytes / mib == pytest.approx(149.6, abs=0.05)
+    gpu = gpu_device(described_report(find_gpu("RTX 3090"), 1, cpu=None))
+    assert gpu is not None
+    p = predict(target, draft, gpu, acceptance=0.7)
+    copy_ms = (target.checkpoint_bytes + 2 * draft.checkpoint_bytes) / mib * STATE_COPY_MS_PER_MIB
+    assert p.checkpoint_ms == pytest.approx(copy_ms) and p.checkpoint_ms > p.verify_ms_by_batch[1]
+    no_state = [dataclasses.replace(m, checkpoint_bytes=0) for m in (target, draft)]
+    free = predict(no_state[0], no_state[1], gpu, acceptance=0.7)
+    assert free.checkpoint_ms == 0.0 and all(p.speedup_by_k[k] < free.speedup_by_k[k] for k in p.speedup_by_k)
+    assert not p.pays and "copies the hybrid model's recurrent state to host memory" in p.why()
+    # such predictions carry the band of the published runs that paid for copies, the others theirs
+    assert p.band is not None and p.band.speedup == load_fit().band["speedup_copies"]
+    assert free.band is not None and free.band.speedup == load_fit().band["speedup"]
+    # with requests at once every slot copies its own state, and replays join the next verify pass
+    from engine.planning.speed.speed_model import concurrent_speedups
+
+    shared = concurrent_speedups(target, draft, gpu, 2, acceptance=0.7)
+    assert max(shared.values()) < 1.0
+    assert all(shared[k] < v for k, v in concurrent_speedups(*no_state, gpu, 2, acceptance=0.7).items())
+    # a CPU copies within host memory: a read and a write at its bandwidth
+    cpu = DeviceSpeed("CPU", 20e9, 200e9, overlap=False)
+    assert cpu.state_copy_ms(target.checkpoint_bytes) == pytest.approx(1000.0 * 2 * target.checkpoint_bytes / 20e9)
+    # a dense pair copies nothing
+    dense = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
+    assert predict(dense, dataclasses.replace(dense, weight_bytes=10**8), gpu, acceptance=0.7).checkpoint_ms == 0.0

@@ -23,6 +23,15 @@ a second pass of a + 2 tokens (fed to the draft model too) that keeps one more t
 (``replays``):
     E[tokens] += P(a < K)
     T(K)      += sum_{a<K} P(exactly a) * (verify(a + 2) + draft(a + 2))
+To restore it, llama.cpp (llama-server's spec checkpoints, and this engine as it does) copies the target's
+recurrent state out of the device before every verify that carries a draft, and back after a partial keep;
+a hybrid draft model's state is copied out before drafting and back after, every step, and back again after
+a partial keep (``checkpoints``: ms per copy of each model's state):
+    T(K)      += save_target + save_draft + load_draft + P(a < K) * (load_target + load_draft)
+On a GPU the copies cross to host memory one tensor at a time and cost more than a verify pass: 22 ms for a
+Qwen3.6 35B-A3B's 62.8 MiB on an RTX 3090 (engine.planning.speed.gpu_speed.STATE_COPY_MS_PER_MIB), where a
+token takes 8 ms. MTP and other drafts that share the target's context keep state snapshots on the device
+instead and copy nothing.
 """
 
 from __future__ import annotations
@@ -99,6 +108,23 @@ def accepted_exactly(cond: list[float], k: int) -> list[float]:
     return out + [reach]
 
 
+@dataclass(frozen=True)
+class StateCopies:
+    """ms for one copy (out or back) of each hybrid model's recurrent state; 0 for a model with none."""
+
+    target_ms: float = 0.0
+    draft_ms: float = 0.0
+
+    def step_ms(self, partial: float, target_restores: bool) -> float:
+        """A step's copies: the draft's out and back around drafting; where the target restores (a hybrid target
+        verifying a separate draft), its state out before the verify and, at the chance ``partial`` of a partial
+        keep, both back."""
+        ms = 2.0 * self.draft_ms
+        if target_restores:
+            ms += self.target_ms + partial * (self.target_ms + self.draft_ms)
+        return ms
+
+
 @dataclass
 class PairCosts:
     verify: CostCurve
@@ -107,6 +133,7 @@ class PairCosts:
     replays: bool = False  # a hybrid target: a partly kept draft is verified again (see the module's doc)
     # the rest of a speculative step, once a step: sampling and bookkeeping (the why line measures it; 0 elsewhere)
     overhead_ms: float = 0.0
+    checkpoints: StateCopies | None = None  # a hybrid model's state copies (see the module's doc)
 
     @property
     def baseline_tps(self) -> float:
@@ -122,11 +149,14 @@ class PairCosts:
 
     def predict_tps(self, cond: list[float], k: int, feed_draft: bool = True) -> float:
         tokens, ms = expected_tokens(cond, k), self.step_ms(k, feed_draft)
+        partial = sum(accepted_exactly(cond, k)[:k]) if k > 0 else 0.0
         if self.replays and k > 0:
             for a, p in enumerate(accepted_exactly(cond, k)[:k]):
                 feed = self.draft.at(a + 2) if feed_draft and self.draft is not None else 0.0
                 ms += p * (self.verify.at(a + 2) + feed)
                 tokens += p
+        if self.checkpoints is not None and k > 0:
+            ms += self.checkpoints.step_ms(partial, self.replays)
         return 1000.0 * tokens / ms
 
     def best_k(self, cond: list[float], k_max: int = K_MAX) -> tuple[int, float]:

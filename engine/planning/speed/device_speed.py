@@ -31,7 +31,7 @@ from engine.core.paths import cache_dir
 from engine.models.synthetic import ModelShape
 from engine.planning.hardware import GpuInfo, HardwareReport
 from engine.planning.speed.cost_model import CostCurve
-from engine.planning.speed.gpu_speed import GpuFit, load_fit
+from engine.planning.speed.gpu_speed import STATE_COPY_MS_PER_MIB, GpuFit, load_fit
 from engine.planning.speed.gpu_table import lookup
 from engine.planning.speed.model_cost import ModelCost
 
@@ -156,6 +156,14 @@ class DeviceSpeed:
     # (the peak) and flops_per_s, for a card of this generation in SpecTune's GPU table ("Ada"; "" unknown)
     gpu_fit: GpuFit | None = None
     generation: str = ""
+
+    def state_copy_ms(self, n_bytes: int) -> float:
+        """One copy of a hybrid model's recurrent state out of this device's memory or back (cost_model's
+        checkpoints): across to host memory for a GPU (gpu_speed.STATE_COPY_MS_PER_MIB), a read and a write of
+        host memory for a CPU."""
+        if self.gpu_fit is not None:
+            return n_bytes / 2**20 * STATE_COPY_MS_PER_MIB
+        return 1000.0 * 2 * n_bytes / self.bandwidth_bytes_per_s
 
     def rows_ms(self, cost: ModelCost) -> float:
         """The rows' fixed time in a pass of one token (a batch's tokens share each row's set-up)."""

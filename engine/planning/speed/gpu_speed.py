@@ -7,6 +7,9 @@ bandwidth that llama.cpp's vector kernels reach, which differs by kernel family:
 (mul_mat_vec_f), legacy block types and K-quants (mul_mat_vec_q, which also decodes the blocks, the K-quants'
 at more cost).
 
+A layer of routed experts (an MoE) costs a further fixed time: its router's top-k, gathers and expert-indexed
+products are kernels of their own (``moe_layer_ms``, fitted on the published gpt-oss and Qwen3 30B-A3B rows).
+
 A pass of b tokens, as speculation verifies: llama.cpp's vector kernels read each weight once for the whole
 batch but decode it and take the dot product again for every token (ggml-cuda/mmvq.cu), so each token beyond
 the first costs every weight of the matrix again in arithmetic: ``token_ops`` operations per weight (by family)
@@ -39,6 +42,14 @@ from engine.models.gguf_inspect import GGML_TYPE_IDS, GGML_TYPES
 from engine.planning.speed.model_cost import FLOAT_TYPES, ModelCost
 
 GPU_FIT = RESOURCES_DIR / "catalog" / "gpu_speed.json"
+
+# ms to copy one MiB of a hybrid model's recurrent state between the GPU and host memory, as llama.cpp does for a
+# speculative checkpoint (engine.planning.speed.cost_model): read, not fitted, from timers put around llama-server's
+# checkpoint calls on an RTX 3090 (i9-13900K host; Qwen3.6-35B-A3B's 62.8 MiB state, llama.cpp 3737e4137): 17.34 s
+# for 785 copies out and 16.33 s for 728 back, 0.352 and 0.357 ms a MiB, about 3 GB/s (a synchronous copy per
+# tensor into pageable memory, far below the PCIe link). https://github.com/thc1006/qwen3.6-speculative-decoding-
+# rtx3090 (ERRATA A12). One card and host: a faster link or host may copy faster; nothing published says by how much.
+STATE_COPY_MS_PER_MIB = 0.355
 FAMILIES = ("float", "legacy", "kquant")
 # block types whose dot products mul_mat_vec_q takes straight from int8 (a scale or two per block of 32); the
 # K-quants and the importance-matrix types unpack sub-blocks first ("k-quants cost more to decode and mvq redoes
@@ -91,6 +102,9 @@ class GpuFit:
     # SpecTune predicts the build it ships.
     old_build: dict[str, float] = field(default_factory=dict)
     source: str = ""
+    # what a layer of routed experts costs beyond a dense layer's fixed time: the router's top-k, the gathers and the
+    # expert-indexed products are kernels of their own, each with its floor
+    moe_layer_ms: float = 0.0
 
     def inverse_efficiency(self, fam: str, generation: str = "") -> float:
         """1 / the share of the peak bandwidth a family's one-token read reaches on a card of this generation."""
@@ -108,7 +122,7 @@ class GpuFit:
     ) -> float:
         """A pass of ``batch`` tokens at context position ``n_past`` on a card of ``bandwidth`` bytes/s peak and
         ``flops`` dense FP16 (the attention's arithmetic, small at decode), of a generation ("Ada")."""
-        ms = self.layer_ms * cost.n_layers
+        ms = (self.layer_ms + (self.moe_layer_ms if cost.expert_share else 0.0)) * cost.n_layers
         matrix_bytes = 0
         for type_name, n_bytes in matrix_bytes_by_type(cost):
             fam = family(type_name)
@@ -133,6 +147,7 @@ class GpuFit:
             "band": self.band,
             "no_tensor_tflops": self.no_tensor_tflops,
             "old_build": self.old_build,
+            "moe_layer_ms": self.moe_layer_ms,
             "source": self.source,
         }
 
@@ -147,6 +162,7 @@ class GpuFit:
             no_tensor_tflops=None if d.get("no_tensor_tflops") is None else float(d["no_tensor_tflops"]),
             old_build={k: float(v) for k, v in d.get("old_build", {}).items()},
             source=str(d.get("source", "")),
+            moe_layer_ms=float(d.get("moe_layer_ms", 0.0)),
         )
 
 

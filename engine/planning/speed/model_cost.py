@@ -98,6 +98,9 @@ class ModelCost:
     swa_window: int = 0
     # a hybrid target verifies a partly kept draft again (engine.planning.speed.cost_model, replays)
     replays: bool = False
+    # a hybrid model's recurrent state of one sequence (every recurrent layer's r and s rows): what llama.cpp
+    # copies out of the device before a step it may have to undo, and back after (cost_model's checkpoints)
+    checkpoint_bytes: int = 0
     # a draft that attends over the target's KV cache and keeps none (a Gemma 4 assistant): the verified
     # tokens need no pass of their own through it, so a step costs K draft passes and the verify alone
     reads_target_cache: bool = False
@@ -191,6 +194,7 @@ def model_cost(info: ModelInfo, only: Callable[[str], bool] | None = None, mtp: 
         swa_attention_macs_per_position=att[1],
         swa_window=window.window if window else 0,
         replays=layout is not None and layout.n_recurrent > 0,
+        checkpoint_bytes=state,
         reads_target_cache=info.architecture == "gemma4-assistant",  # its speculative_role, without a scan
         mtp=mtp,
         by_class=tuple((c, b, m) for c, (b, m) in sorted(w.classes.items())),

@@ -82,11 +82,13 @@ def model_kind(target: ModelCost) -> str:
 PRIOR_BANDS = {"dense": PRIOR_DENSE, "small": PRIOR_SMALL, "moe": PRIOR_MOE, "output-heavy": PRIOR_OUTPUT_HEAVY}
 
 
-def gpu_band(held_out: dict[str, float]) -> Band:
-    """The band of a GPU prediction: the fit's held-out error quantiles (gpu_speed.GpuFit.band)."""
+def gpu_band(held_out: dict[str, float], state_copies: bool = False) -> Band:
+    """The band of a GPU prediction: the fit's held-out error quantiles (gpu_speed.GpuFit.band); a speedup that pays
+    for copies of a hybrid model's state (cost_model's checkpoints) is judged on such runs alone."""
+    speedup = held_out.get("speedup_copies", held_out.get("speedup", 0.0)) if state_copies else None
     return Band(
         held_out.get("plain", 0.0),
-        held_out.get("speedup", 0.0),
+        held_out.get("speedup", 0.0) if speedup is None else speedup,
         "90th percentile of the held-out errors on published llama.cpp GPU measurements (bench/gpu_prediction.py)",
     )
 

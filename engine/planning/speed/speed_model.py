@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from engine.core.paths import RESOURCES_DIR
 from engine.core.tune_record import TuneRecord
 from engine.planning.constants import ACCEPTANCE_PRIOR, K_MAX, PREDICT_N_PAST, VERIFY_BATCH_SIZES
-from engine.planning.speed.cost_model import CostCurve, PairCosts, expected_tokens
+from engine.planning.speed.cost_model import CostCurve, PairCosts, StateCopies, accepted_exactly, expected_tokens
 from engine.planning.speed.device_speed import DeviceSpeed
 from engine.planning.speed.model_cost import ModelCost
 from engine.planning.speed.prediction_band import Band, band_for, gpu_band, model_kind
@@ -105,6 +105,9 @@ class Prediction:
     method: str = "draft-simple"  # the drafting the speedups are for: draft-mtp for an MTP block or an assistant
     # how far the figures may be off (engine.planning.speed.prediction_band); None: nothing held out checks them
     band: Band | None = None
+    # a hybrid target's or draft's state copies every step with a draft (cost_model's checkpoints), a partial keep's
+    # copies back aside: what the why line names
+    checkpoint_ms: float = 0.0
 
     @property
     def pays(self) -> bool:
@@ -156,6 +159,11 @@ class Prediction:
         base = f"verifying {k + 1} tokens costs {ratio:.1f}x one token"
         if self.draft_ms is not None and v1:
             base += f" and a draft token {self.draft_ms / v1:.0%} of a target step"
+        if self.checkpoint_ms and v1:
+            base += (
+                f", and each step copies the hybrid model's recurrent state to host memory for "
+                f"{self.checkpoint_ms / v1:.1f}x a target step"
+            )
         band = f" ±{self.band.speedup:.2f}" if self.band is not None else ""
         if not self.speedup_by_k:  # no draft named: what a draft would have to beat
             return f"no draft: {base}, which a draft's accepted tokens would have to pay for ({self.basis})"
@@ -184,6 +192,7 @@ class Prediction:
             if self.band is None
             else {"plain": self.band.plain, "speedup": self.band.speedup, "source": self.band.source},
             "verdict": self.verdict,
+            "checkpoint_ms": round(self.checkpoint_ms, 4),
             "why": self.why(),
         }
 
@@ -228,7 +237,9 @@ def predict(
         verify, draft_curve = _prior_curves(target, draft, device, n_past, k_max, host, target_on_host, draft_on_host)
         basis = "prior"
     cond = _conditional_acceptance(acceptance, measured, workload)
-    costs = PairCosts(verify, draft_curve, replays=target.replays and not (draft is not None and draft.mtp))
+    restores = target.replays and not (draft is not None and draft.mtp)
+    copies = _state_copies(target, draft, device, host if draft_on_host else device) if device else None
+    costs = PairCosts(verify, draft_curve, replays=restores, checkpoints=copies)
     plain = costs.baseline_tps
     feed = draft is None or not draft.reads_target_cache
     speedups = (
@@ -242,7 +253,7 @@ def predict(
         # a GPU's figures are judged on published measurements; a CPU's on held-out cases on a probed CPU
         checked = not device.overlap and not device.assumed
         band = (
-            gpu_band(device.gpu_fit.band)
+            gpu_band(device.gpu_fit.band, state_copies=copies is not None and draft_curve is not None)
             if device.gpu_fit is not None and device.gpu_fit.band
             else band_for(
                 "prior",
@@ -262,7 +273,20 @@ def predict(
         device=device if measured is None else None,
         method="draft-mtp" if draft is not None and (draft.mtp or draft.reads_target_cache) else "draft-simple",
         band=band,
+        checkpoint_ms=copies.step_ms(0.0, restores) if copies and draft_curve else 0.0,
     )
+
+
+def _state_copies(
+    target: ModelCost, draft: ModelCost | None, device: DeviceSpeed, draft_device: DeviceSpeed | None
+) -> StateCopies | None:
+    """What copying each hybrid model's recurrent state costs once (cost_model's checkpoints): the target's when it
+    restores a separate draft's rejection, a separate hybrid draft model's always; None when neither copies."""
+    separate = draft is not None and not draft.mtp and not draft.reads_target_cache
+    target_ms = device.state_copy_ms(target.checkpoint_bytes) if target.replays and separate else 0.0
+    dev = draft_device or device
+    draft_ms = dev.state_copy_ms(draft.checkpoint_bytes) if separate and draft is not None and draft.replays else 0.0
+    return StateCopies(target_ms, draft_ms) if target_ms or draft_ms else None
 
 
 def _measured_curves(measured: Measured) -> tuple[CostCurve, CostCurve | None]:
@@ -365,17 +389,25 @@ def concurrent_speedups(
     for each (K draft passes of N tokens, and the draft's pass over what was kept) and verifies K + 1 for each, a
     pass of N x (K + 1) tokens. The verify costs come from the same batch curve as the single-stream prediction,
     taken out to N x (K + 1): each token beyond the first costs its weights again in arithmetic, so where a card's
-    arithmetic is slow for its bandwidth the best K falls as clients are added."""
+    arithmetic is slow for its bandwidth the best K falls as clients are added. A hybrid target (cost_model's
+    replays) verifies each slot's partly kept draft again within the next pass, a + 2 more tokens in it, and every
+    slot copies its state as one stream does (cost_model's checkpoints)."""
     if clients < 1:
         raise ValueError(f"clients must be 1 or more, got {clients}")
     cond = _conditional_acceptance(acceptance, None, workload)
     plain_ms = device.forward_ms(target, clients, n_past)
     draft_one = device.forward_ms(draft, clients, n_past)
+    restores = target.replays and not draft.mtp
+    copies = _state_copies(target, draft, device, device)
     out = {}
     for k in range(1, k_max + 1):
-        step = k * draft_one + device.forward_ms(draft, clients * (k + 1), n_past)
-        step += device.forward_ms(target, clients * (k + 1), n_past)
-        out[k] = expected_tokens(cond, k) * plain_ms / step
+        kept = accepted_exactly(cond, k)[:k]
+        partial = sum(kept) if restores else 0.0
+        batch = clients * (k + 1 + (sum(p * (a + 2) for a, p in enumerate(kept)) if restores else 0.0))
+        step = k * draft_one + device.forward_ms(draft, round(batch), n_past)
+        step += device.forward_ms(target, round(batch), n_past)
+        step += clients * copies.step_ms(sum(kept), restores) if copies else 0.0
+        out[k] = (expected_tokens(cond, k) + partial) * plain_ms / step
     return out
 
 
