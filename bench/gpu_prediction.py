@@ -54,7 +54,8 @@ from engine.planning.advice.named_models import NamedModelError, described, reso
 from engine.planning.speed.device_speed import has_tensor_cores, tensor_tflops  # noqa: E402
 from engine.planning.speed.gpu_speed import FAMILIES, GPU_FIT, GpuFit, family, matrix_bytes_by_type, weights_in  # noqa: E402
 from engine.planning.speed.gpu_table import GpuSpec, GpuTableError, candidates, find_gpu, load_gpus  # noqa: E402
-from engine.planning.speed.model_cost import ModelCost, model_cost  # noqa: E402
+from engine.planning.speed.model_cost import ModelCost, model_cost, mtp_cost  # noqa: E402
+from engine.planning.speed.prediction_band import SPEEDUP_KINDS  # noqa: E402
 from engine.planning.speed.speed_model import predict  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "gpu"
@@ -448,12 +449,13 @@ def acceptance_from_rate(rate: float, k: int) -> float:
 
 def speculative_errors(
     catalog: Catalog, specs: tuple[GpuSpec, ...], f: GpuFit, lines: list[str]
-) -> list[tuple[float, bool, bool]]:
+) -> list[tuple[float, bool, str]]:
     """Predicted against published speedups at the reported acceptance (rate over the drafted tokens, turned into a
     per-position chance at draft-max), on rows whose models the catalog names; none of these rows is fitted on.
     Each error comes with whether its row is from the study the state-copy rate was read from (copy_rate_source:
     gpu_speed.STATE_COPY_MS_PER_MIB), which the report also summarises without, and whether its prediction
-    copies a hybrid model's state (those rows set a band of their own)."""
+    copies a hybrid model's state or drafts with the target's MTP block: the kind of run, which sets a band of its
+    own (prediction_band.SPEEDUP_KINDS)."""
     from engine.planning.speed.device_speed import gpu_device
     from engine.planning.speed.gpu_table import described_report
 
@@ -479,8 +481,17 @@ def speculative_errors(
             lines.append(f"  left out: {label}: {why}")
             continue
         assert isinstance(spec, GpuSpec)
-        target = model_cost(resolve(row["target_named"], catalog).info)
-        draft = model_cost(resolve(row["draft_named"], catalog).info)
+        target_info = resolve(row["target_named"], catalog).info
+        target = model_cost(target_info)
+        # "mtp": the target's own MTP block drafts (draft-mtp), as the recommendations price it
+        draft = (
+            mtp_cost(target_info)
+            if row["draft_named"] == "mtp"
+            else model_cost(resolve(row["draft_named"], catalog).info)
+        )
+        if draft is None:
+            lines.append(f"  left out: {label}: the catalog's model has no MTP block")
+            continue
         device = gpu_device(described_report(spec, 1, cpu=None), fit=f)
         k = int(row["draft_max"])
         a = acceptance_from_rate(float(row["acceptance"]), k)
@@ -492,7 +503,8 @@ def speculative_errors(
         if row.get("set_aside"):
             lines.append(f"{line}  set aside (not in the median or the band): {row['set_aside']}")
             continue
-        errors.append((err, bool(row.get("copy_rate_source")), p.checkpoint_ms > 0))
+        kind = "speedup_mtp" if p.method == "draft-mtp" else "speedup_copies" if p.checkpoint_ms > 0 else "speedup"
+        errors.append((err, bool(row.get("copy_rate_source")), kind))
         lines.append(line + ("  (the copy rate's study)" if row.get("copy_rate_source") else ""))
     return errors
 
@@ -591,8 +603,10 @@ def main() -> int:
     apart = [e for e, same_study, _ in spec_errors if not same_study]
     lines.append(_summary("speculative speedup, without the copy rate's study", apart, GOAL_SPEEDUP, False)[1])
     bands = {}
-    for key, name, copies in (("speedup", "no state copies", False), ("speedup_copies", "state copies", True)):
-        errs = [e for e, _, c in spec_errors if c == copies]
+    names = {"speedup": "a separate draft", "speedup_copies": "state copies", "speedup_mtp": "an MTP block"}
+    for key in SPEEDUP_KINDS:
+        errs = [e for e, _, kind in spec_errors if kind == key]
+        name = names[key]
         text, bands[key] = _summary(f"speculative speedup, {name}", errs, GOAL_SPEEDUP, relative=False)[1:]
         if 0 < len(errs) < BAND_MIN_ROWS:  # a 90th percentile of a few errors is an extrapolation: the worst stands
             bands[key] = max(abs(e) for e in errs)

@@ -101,7 +101,7 @@ def test_kernel_families_follow_the_ggml_type():
 def test_the_shipped_fit_carries_held_out_bands_and_prices_a_card():
     fit = load_fit()
     assert set(fit.efficiency) == set(FAMILIES) and all(0.1 < e <= 1.0 for e in fit.efficiency.values())
-    assert set(fit.band) == {"plain", "verify", "speedup", "speedup_copies"} and "held-out" in fit.source
+    assert set(fit.band) == {"plain", "verify", "speedup", "speedup_copies", "speedup_mtp"} and "held-out" in fit.source
     catalog = load_catalog()
     cost = model_cost(described(catalog, "llama", "8B", "Q4_0").info)
     slow = gpu_device(described_report(find_gpu("RTX 3060")))

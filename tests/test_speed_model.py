@@ -606,6 +606,14 @@ def test_a_hybrid_models_state_is_what_llama_server_logs_and_copying_it_each_ste
     # such predictions carry the band of the published runs that paid for copies, the others theirs
     assert p.band is not None and p.band.speedup == load_fit().band["speedup_copies"]
     assert free.band is not None and free.band.speedup == load_fit().band["speedup"]
+    # the target's own MTP block rolls back on the device: nothing is copied, and its runs' band judges it
+    from engine.planning.speed.model_cost import mtp_cost
+
+    block = mtp_cost(resolve("qwen3.5-27b:Q4_K_M", catalog).info)
+    assert block is not None
+    mtp = predict(big, block, gpu, acceptance=0.7)
+    assert mtp.checkpoint_ms == 0.0 and mtp.method == "draft-mtp" and mtp.pays
+    assert mtp.band is not None and mtp.band.speedup == load_fit().band["speedup_mtp"]
     # with requests at once every slot copies its own state, and replays join the next verify pass
     from engine.planning.speed.speed_model import concurrent_speedups
 

@@ -82,15 +82,19 @@ def model_kind(target: ModelCost) -> str:
 PRIOR_BANDS = {"dense": PRIOR_DENSE, "small": PRIOR_SMALL, "moe": PRIOR_MOE, "output-heavy": PRIOR_OUTPUT_HEAVY}
 
 
-def gpu_band(held_out: dict[str, float], state_copies: bool = False) -> Band:
-    """The band of a GPU prediction: the fit's held-out error quantiles (gpu_speed.GpuFit.band); a speedup that pays
-    for copies of a hybrid model's state (cost_model's checkpoints) is judged on such runs alone."""
-    speedup = held_out.get("speedup_copies", held_out.get("speedup", 0.0)) if state_copies else None
+def gpu_band(held_out: dict[str, float], speedup_kind: str = "speedup") -> Band:
+    """The band of a GPU prediction: the fit's held-out error quantiles (gpu_speed.GpuFit.band). Speedups are judged
+    by the kind of run (SPEEDUP_KINDS): a separate draft, one that pays for copies of a hybrid model's state
+    (cost_model's checkpoints), or the target's own MTP block; a kind the fit has no errors for takes the first's."""
     return Band(
         held_out.get("plain", 0.0),
-        held_out.get("speedup", 0.0) if speedup is None else speedup,
+        held_out.get(speedup_kind, held_out.get("speedup", 0.0)),
         "90th percentile of the held-out errors on published llama.cpp GPU measurements (bench/gpu_prediction.py)",
     )
+
+
+# the speedup bands a GPU fit carries, by the kind of speculative run its errors were measured on
+SPEEDUP_KINDS = ("speedup", "speedup_copies", "speedup_mtp")
 
 
 def band_for(basis: str, *, device_checked: bool, kind: str = "dense", borrowed: bool = False) -> Band | None:

@@ -253,7 +253,7 @@ def predict(
         # a GPU's figures are judged on published measurements; a CPU's on held-out cases on a probed CPU
         checked = not device.overlap and not device.assumed
         band = (
-            gpu_band(device.gpu_fit.band, state_copies=copies is not None and draft_curve is not None)
+            gpu_band(device.gpu_fit.band, _speedup_kind(draft, copies))
             if device.gpu_fit is not None and device.gpu_fit.band
             else band_for(
                 "prior",
@@ -275,6 +275,13 @@ def predict(
         band=band,
         checkpoint_ms=copies.step_ms(0.0, restores) if copies and draft_curve else 0.0,
     )
+
+
+def _speedup_kind(draft: ModelCost | None, copies: StateCopies | None) -> str:
+    """Which of the GPU fit's speedup bands (prediction_band.SPEEDUP_KINDS) judges this prediction."""
+    if draft is not None and (draft.mtp or draft.reads_target_cache):
+        return "speedup_mtp"
+    return "speedup_copies" if copies is not None and draft is not None else "speedup"
 
 
 def _state_copies(
