@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from engine.measure.history import History  # noqa: E402
 
-from .test_gui_tune import WAIT, make_window, set_pair  # noqa: E402
+from .test_gui_tune import WAIT, make_window, set_pair, until_the_app_is_quiet  # noqa: E402
 
 pytestmark = pytest.mark.server
 
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.server
 def window(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))  # a history of its own
     w = make_window(qtbot, tmp_path, monkeypatch)
+    until_the_app_is_quiet()  # a validation waits for the window's first ranking and scan (app.quiet_wait)
     yield w
     w.close()
 
@@ -107,6 +108,7 @@ def test_settings_that_cannot_run_are_explained_without_starting(qtbot, window, 
 def test_closing_the_window_mid_validation_stops_everything(qtbot, tmp_path, monkeypatch, pair):
     monkeypatch.setenv("SPECTUNE_DATA_DIR", str(tmp_path / "data"))
     w = make_window(qtbot, tmp_path, monkeypatch, name="close.ini")
+    until_the_app_is_quiet()
     set_pair(w, pair, k=3)
     w.export.max_tokens.setValue(4000)
     assert w.export.start_validation()
@@ -181,3 +183,37 @@ def test_a_tune_and_a_validation_do_not_run_at_once(qtbot, window, pair):
         assert not export.start_validation() and "a tune is running" in export.validate_status.text()
     finally:
         tune.mode = "idle"
+
+
+def test_a_validation_waits_for_the_apps_own_computing_work_and_esc_ends_the_wait(qtbot, window, pair):
+    """A validation compares llama-server's speed with the Lab engine's: beside a ranking or a scan both would read
+    the loaded machine. It waits as the Lab's baseline and a tune do (app.quiet_wait), counts as running meanwhile
+    (nothing else measures), and Esc ends the wait without starting anything."""
+    import threading
+
+    from app.background import BackgroundJob, computing_jobs
+
+    set_pair(window, pair, k=3)
+    window.show_page("Export")
+    page = window.export
+    page.max_tokens.setValue(8)
+    release = threading.Event()
+    ranking = BackgroundJob("a-ranking", lambda _: release.wait(60), window, what="a ranking").start()
+    qtbot.waitUntil(lambda: computing_jobs() == ["a ranking"], timeout=WAIT)  # the window's own first jobs end
+    assert page.start_validation()
+    assert "The validation starts once a ranking is done" in page.validate_status.text()
+    assert page.validating and page.runner is None and page.cancel_button.isEnabled()
+    assert "a validation is running" in (window.jobs.running_besides("tune") or "")
+    qtbot.wait(600)
+    assert page.runner is None and not _servers()  # nothing measured while it computes
+    page.command.setFocus()
+    qtbot.keyClick(page.command, Qt.Key.Key_Escape)
+    assert not page.validating and "cancelled before it started" in page.validate_status.text()
+    assert page.validate_button.isEnabled()
+    qtbot.wait(600)
+    assert page.runner is None
+    assert page.start_validation() and page.runner is None
+    release.set()
+    qtbot.waitUntil(lambda: not ranking.running and page.runner is not None, timeout=WAIT)
+    qtbot.waitUntil(lambda: not page.validating, timeout=WAIT)
+    assert page.last_report is not None and page.last_report["agree"] is True, page.last_error

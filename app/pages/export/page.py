@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from app.header_reads import header_reads
 from app.jobs import MeasuringJobs
 from app.pages.export.runner import ValidateRunner
+from app.quiet_wait import QuietWait
 from app.session import LabSession
 from app.widgets.forms import PathPicker, push_button, spin_box
 from app.widgets.needs_pair import NeedsPairBar
@@ -100,6 +101,8 @@ class ExportPage(QWidget):
         header_reads().ready.connect(self._headers_read)
         # a validation measures with an engine of its own: nothing else measures beside it
         jobs.register(JOB, lambda: self.validating, "a validation is running on the Export page", "llama-server's")
+        # its speed comparison waits for the app's own computing work (a ranking, a scan, the CPU probe)
+        self.quiet = QuietWait(self, lambda text, level: self._say(text))
         self.refresh()
 
     def _build_command(self, col: QVBoxLayout) -> None:
@@ -211,11 +214,13 @@ class ExportPage(QWidget):
     # -- validation ---------------------------------------------------------------------------------
     @property
     def validating(self) -> bool:
-        return self.runner is not None
+        """A validation runs, or waits for the app's own computing work to end (app.quiet_wait)."""
+        return self.runner is not None or self.quiet.waiting
 
     def start_validation(self) -> bool:
-        """Validate the Lab's current settings; False (with the reason shown) when it cannot start."""
-        if self.runner is not None:
+        """Validate the Lab's current settings; False (with the reason shown) when it cannot start. It compares the
+        two engines' speeds, so it starts once the app's own computing work is done (the wait shows, Esc ends it)."""
+        if self.validating:
             return False
         if self.jobs.refuse(JOB, lambda why: self._say(why, error=True)):
             return False
@@ -226,6 +231,9 @@ class ExportPage(QWidget):
         except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self._say(f"Cannot validate: {exc}", error=True)
             return False
+        if not self.quiet.ready("validation", self._validate_when_quiet):
+            self._set_running(True)  # Cancel (and Esc) end the wait
+            return True
         notes = []
         if self.server.path() is not None:
             notes.append("validation runs the bundled llama-server, not the binary chosen above")
@@ -248,7 +256,16 @@ class ExportPage(QWidget):
         self.runner.start()
         return True
 
+    def _validate_when_quiet(self) -> None:
+        """The app's own work ended (or the wait ran out): start the validation that waited, if it still can."""
+        self._set_running(False)
+        self.start_validation()
+
     def cancel_validation(self) -> None:
+        if self.quiet.cancel():
+            self._set_running(False)
+            self._say("Validation cancelled before it started.")
+            return
         if self.runner is None:
             return
         self.cancel_button.setEnabled(False)
@@ -257,6 +274,7 @@ class ExportPage(QWidget):
 
     def shutdown(self, timeout_ms: int = 15000) -> None:
         """The window is closing: stop a validation and wait for its thread (its processes stop with it)."""
+        self.quiet.cancel()
         runner = self.runner
         if runner is None:
             return
