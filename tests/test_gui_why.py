@@ -74,6 +74,12 @@ def test_a_baseline_measures_every_prompt_the_run_rotates_through(qtbot, window,
     record = lab.baseline_record
     assert record.prompts == len(prompts) and 12 < record.tokens <= 12 * len(prompts)
     assert f"of {len(prompts)} prompts" in lab.banner.label.text() and lab.live.baseline_tps == record.tokens_per_s
+    # the stats line, beside the run it divides, says so too
+    lab.start()
+    qtbot.waitUntil(lambda: "speedup" in lab.summary.text(), timeout=WAIT)
+    assert f"{record.tokens} tokens of {len(prompts)} prompts), speedup" in lab.summary.text()
+    lab.stop()
+    qtbot.waitUntil(lambda: lab.mode == "idle", timeout=WAIT)
 
 
 def test_esc_stops_a_run_while_the_method_box_has_the_focus(qtbot, window, pair):

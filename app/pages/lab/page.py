@@ -769,7 +769,8 @@ class LabPage(QWidget):
                 f", baseline {b.describe()} {error_text('out of date: measure again (Ctrl+B)')} "
                 f"(x{speedup:.2f} is more than {s.stats.mean_accepted_length:.2f} tokens a step allow)"
             )
-        return f", baseline {b.tokens_per_s:.1f} ({b.measured_at}, {b.tokens} tokens), speedup {speedup:.2f}x"
+        of = f" of {b.prompts} prompts" if b.prompts > 1 else ""  # the run rotates through them too
+        return f", baseline {b.tokens_per_s:.1f} ({b.measured_at}, {b.tokens} tokens{of}), speedup {speedup:.2f}x"
 
     def _update_summary(self) -> None:
         s = self.live
