@@ -75,3 +75,5 @@ class QuietWait(QObject):
         retry, self._retry = self._retry, None
         if retry is not None:
             retry()
+            if self._retry is None:  # it measured, or gave up before asking again: the next wait starts afresh
+                self._since = None

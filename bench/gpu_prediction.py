@@ -606,9 +606,11 @@ def main() -> int:
     names = {"speedup": "a separate draft", "speedup_copies": "state copies", "speedup_mtp": "an MTP block"}
     for key in SPEEDUP_KINDS:
         errs = [e for e, _, kind in spec_errors if kind == key]
+        if not errs:  # no band rather than 0: gpu_band falls back to the separate draft's
+            continue
         name = names[key]
         text, bands[key] = _summary(f"speculative speedup, {name}", errs, GOAL_SPEEDUP, relative=False)[1:]
-        if 0 < len(errs) < BAND_MIN_ROWS:  # a 90th percentile of a few errors is an extrapolation: the worst stands
+        if len(errs) < BAND_MIN_ROWS:  # a 90th percentile of a few errors is an extrapolation: the worst stands
             bands[key] = max(abs(e) for e in errs)
             text += f"; {len(errs)} rows, too few for a 90th percentile: the band is the worst, {bands[key]:.3f}"
         lines.append(text)

@@ -623,6 +623,19 @@ def test_a_hybrid_models_state_is_what_llama_server_logs_and_copying_it_each_ste
     # a CPU copies within host memory: a read and a write at its bandwidth
     cpu = DeviceSpeed("CPU", 20e9, 200e9, overlap=False)
     assert cpu.state_copy_ms(target.checkpoint_bytes) == pytest.approx(1000.0 * 2 * target.checkpoint_bytes / 20e9)
+    # the experts kept in host memory (--n-cpu-moe): the recurrent state stays on the GPU, and so do its copies
+    from engine.planning.speed.model_cost import split_cost
+
+    on_gpu, on_host = split_cost(resolve("qwen3.5-35b-a3b:Q4_K_M", catalog).info, lambda name: "_exps" in name)
+    assert on_gpu.checkpoint_bytes == target.checkpoint_bytes and on_gpu.replays
+    split = predict(on_gpu, draft, gpu, acceptance=0.7, host=cpu, target_on_host=on_host)
+    assert split.checkpoint_ms == pytest.approx(p.checkpoint_ms) and split.band == p.band
+    # a tune's passes are timed bare: with the device known, its copies are added to them too
+    tuned = Measured(verify_ms={1: 10.0, 2: 10.5, 3: 11.0, 5: 12.0}, draft_ms={1: 1.0, 2: 1.1, 3: 1.2, 5: 1.4})
+    bare = predict(target, draft, None, measured=tuned, acceptance=0.7, k_max=4)
+    priced = predict(target, draft, gpu, measured=tuned, acceptance=0.7, k_max=4)
+    assert bare.checkpoint_ms == 0.0 and priced.checkpoint_ms == pytest.approx(p.checkpoint_ms)
+    assert all(priced.speedup_by_k[k] < bare.speedup_by_k[k] for k in bare.speedup_by_k) and priced.basis == "measured"
     # a dense pair copies nothing
     dense = ModelCost(10**9, 5 * 10**8, kv_bytes_per_position=0, attention_macs_per_position=0)
     assert predict(dense, dataclasses.replace(dense, weight_bytes=10**8), gpu, acceptance=0.7).checkpoint_ms == 0.0

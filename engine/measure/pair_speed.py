@@ -43,7 +43,7 @@ def _predict_pair(
     return predict(
         costs.model(target),
         costs.model(draft),
-        None if measured is not None else device,
+        device,  # with a tune, only for what the tune's bare passes do not time: a hybrid's state copies
         n_past=PREDICT_N_PAST,
         measured=measured,
         workload=workload,

@@ -102,7 +102,8 @@ class ExportPage(QWidget):
         # a validation measures with an engine of its own: nothing else measures beside it
         jobs.register(JOB, lambda: self.validating, "a validation is running on the Export page", "llama-server's")
         # its speed comparison waits for the app's own computing work (a ranking, a scan, the CPU probe)
-        self.quiet = QuietWait(self, lambda text, level: self._say(text))
+        self.quiet = QuietWait(self, self._quiet_said)
+        self._quiet_warning = ""  # "measuring beside ...": the wait ran out, said with the start
         self.refresh()
 
     def _build_command(self, col: QVBoxLayout) -> None:
@@ -231,10 +232,11 @@ class ExportPage(QWidget):
         except (SettingsError, ValueError, OSError) as exc:  # WorkloadError is a ValueError
             self._say(f"Cannot validate: {exc}", error=True)
             return False
+        self._quiet_warning = ""
         if not self.quiet.ready("validation", self._validate_when_quiet):
             self._set_running(True)  # Cancel (and Esc) end the wait
             return True
-        notes = []
+        notes = [self._quiet_warning] if self._quiet_warning else []
         if self.server.path() is not None:
             notes.append("validation runs the bundled llama-server, not the binary chosen above")
         self.last_report, self.last_error = None, None
@@ -255,6 +257,14 @@ class ExportPage(QWidget):
         self._say(f"Validating on {len(prompts)} prompt(s) of {s.workload()}" + "".join(f"; {n}" for n in notes) + ".")
         self.runner.start()
         return True
+
+    def _quiet_said(self, text: str, level: str) -> None:
+        """The wait's banner: its progress at once; its warning (measuring beside work that did not end) with the
+        start line, which would hide it."""
+        if level == "warning":
+            self._quiet_warning = text.rstrip(".")
+        else:
+            self._say(text)
 
     def _validate_when_quiet(self) -> None:
         """The app's own work ended (or the wait ran out): start the validation that waited, if it still can."""

@@ -7,6 +7,7 @@ turns the prices into a prediction.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -326,5 +327,7 @@ def mtp_cost(info: ModelInfo) -> ModelCost | None:
 
 def split_cost(info: ModelInfo, on_host: Callable[[str], bool]) -> tuple[ModelCost, ModelCost]:
     """(the part on the GPU, the part in host memory) of a model some of whose tensors stay on the CPU;
-    the KV cache and attention count on the GPU side, where the layers are."""
-    return model_cost(info, lambda name: not on_host(name)), model_cost(info, on_host)
+    the KV cache and attention count on the GPU side, where the layers are, and so does a hybrid's recurrent
+    state that speculation copies (checkpoint_bytes)."""
+    gpu = model_cost(info, lambda name: not on_host(name))
+    return dataclasses.replace(gpu, checkpoint_bytes=model_cost(info).checkpoint_bytes), model_cost(info, on_host)

@@ -279,7 +279,7 @@ def predict(
 
 def _speedup_kind(draft: ModelCost | None, copies: StateCopies | None) -> str:
     """Which of the GPU fit's speedup bands (prediction_band.SPEEDUP_KINDS) judges this prediction."""
-    if draft is not None and (draft.mtp or draft.reads_target_cache):
+    if draft is not None and draft.mtp:  # the runs behind this band: hybrid Qwen targets' own MTP blocks
         return "speedup_mtp"
     return "speedup_copies" if copies is not None and draft is not None else "speedup"
 
