@@ -149,9 +149,10 @@ class PairCosts:
 
     def predict_tps(self, cond: list[float], k: int, feed_draft: bool = True) -> float:
         tokens, ms = expected_tokens(cond, k), self.step_ms(k, feed_draft)
-        partial = sum(accepted_exactly(cond, k)[:k]) if k > 0 else 0.0
+        kept = accepted_exactly(cond, k)[:k]  # the chance of keeping exactly a < K drafted tokens
+        partial = sum(kept)
         if self.replays and k > 0:
-            for a, p in enumerate(accepted_exactly(cond, k)[:k]):
+            for a, p in enumerate(kept):
                 feed = self.draft.at(a + 2) if feed_draft and self.draft is not None else 0.0
                 ms += p * (self.verify.at(a + 2) + feed)
                 tokens += p

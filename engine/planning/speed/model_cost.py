@@ -330,4 +330,6 @@ def split_cost(info: ModelInfo, on_host: Callable[[str], bool]) -> tuple[ModelCo
     the KV cache and attention count on the GPU side, where the layers are, and so does a hybrid's recurrent
     state that speculation copies (checkpoint_bytes)."""
     gpu = model_cost(info, lambda name: not on_host(name))
-    return dataclasses.replace(gpu, checkpoint_bytes=model_cost(info).checkpoint_bytes), model_cost(info, on_host)
+    layout = recurrent_layout(info)  # model_cost counts the state only where it counts every tensor
+    state = layout.state_bytes() if layout else 0
+    return dataclasses.replace(gpu, checkpoint_bytes=state), model_cost(info, on_host)
